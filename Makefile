@@ -1,0 +1,90 @@
+# agent-wait: every target sets up what it needs from nothing (a venv in .venv/, npm deps in node_modules/).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NPM_STAMP := node_modules/.installed
+# jsii prints a Node 20 end-of-life banner that no JSII_SILENCE_* variable silences.
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $(NPM_STAMP)
+
+.PHONY: setup
+setup: $(STAMP) $(NPM_STAMP) ## Create .venv and install Python and npm dependencies
+
+.PHONY: demo
+demo: $(STAMP) ## Run the sample refund agent end to end on the local stack (moto on 127.0.0.1)
+	$(BIN)/python -m examples.demo
+
+.PHONY: local
+local: $(STAMP) ## Start the local stack: moto server, api on http://127.0.0.1:8787, runner and clock
+	$(BIN)/agent-wait local $(ARGS)
+
+.PHONY: lint
+lint: $(STAMP) ## ruff and mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy layers/agent_wait/agent_wait functions infra examples app.py
+
+.PHONY: format
+format: $(STAMP) ## Apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+.PHONY: unit
+unit: $(STAMP) ## Unit tests (no network)
+	$(BIN)/pytest tests/unit
+
+.PHONY: integration
+integration: $(STAMP) ## Integration tests against moto server on 127.0.0.1
+	$(BIN)/pytest tests/integration
+
+.PHONY: infra-test
+infra-test: $(STAMP) $(NPM_STAMP) ## CDK assertions, cdk-nag and cfn-lint on the synthesized template
+	$(BIN)/pytest tests/infra
+
+.PHONY: e2e
+e2e: $(STAMP) ## End-to-end tests against the local stack
+	$(BIN)/pytest tests/e2e
+
+.PHONY: test
+test: $(STAMP) $(NPM_STAMP) lint ## Set up, lint and run the whole test suite
+	$(BIN)/pytest
+
+.PHONY: synth
+synth: $(STAMP) $(NPM_STAMP) ## Synthesize the CDK app into cdk.out (offline, no credentials)
+	npx cdk synth --quiet $(CDK_ARGS) 2>&1 | grep -v -i 'node.js\|jsii\|^\s*$$\|!!' || true
+	$(BIN)/python -m infra.report cdk.out
+
+.PHONY: deploy
+deploy: $(STAMP) $(NPM_STAMP) ## Deploy the stack into the account of your current AWS credentials
+	npx cdk deploy $(CDK_ARGS)
+
+.PHONY: destroy
+destroy: $(STAMP) $(NPM_STAMP) ## Remove the deployed stack
+	npx cdk destroy $(CDK_ARGS)
+
+.PHONY: bench
+bench: $(STAMP) ## Benchmarks: ratios measured side by side in one run
+	$(BIN)/python -m bench
+
+.PHONY: clean
+clean: ## Remove build outputs (keeps .venv)
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: help
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'

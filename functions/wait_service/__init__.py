@@ -1,0 +1,1 @@
+"""The deployment's receive path: ledger, api, runner service, resource definitions."""

@@ -1,0 +1,226 @@
+"""The resources agent-wait needs, as plain data.
+
+The CDK constructs (``infra/``) and the local stack (``agent_wait.local``) both build from these
+specs, so what a user deploys and what ``make demo`` runs on cannot drift apart;
+``tests/infra/test_local_matches_template.py`` checks the synthesized template against them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    partition_key: str
+    sort_key: str
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A DynamoDB table: string keys, on-demand billing."""
+
+    logical_id: str
+    partition_key: str
+    sort_key: str | None = None
+    indexes: tuple[Index, ...] = ()
+    ttl_attribute: str | None = None
+
+    def key_schema(self) -> list[dict[str, str]]:
+        keys = [{"AttributeName": self.partition_key, "KeyType": "HASH"}]
+        if self.sort_key:
+            keys.append({"AttributeName": self.sort_key, "KeyType": "RANGE"})
+        return keys
+
+    def attribute_names(self) -> list[str]:
+        names = [self.partition_key] + ([self.sort_key] if self.sort_key else [])
+        for index in self.indexes:
+            names += [index.partition_key, index.sort_key]
+        return sorted(set(names))
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """A FIFO queue with a dead-letter queue; content-based deduplication off."""
+
+    logical_id: str
+    name: str
+    dlq_name: str
+    max_receive_count: int
+    visibility_timeout: int
+    retention_seconds: int = 14 * 24 * 3600
+
+    def attributes(self) -> dict[str, str]:
+        return {
+            "FifoQueue": "true",
+            "ContentBasedDeduplication": "false",
+            "VisibilityTimeout": str(self.visibility_timeout),
+            "MessageRetentionPeriod": str(self.retention_seconds),
+        }
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    logical_id: str
+    name: str
+
+
+# The runner's timeout bounds one graph run; the inbox hides a message six times as long so a
+# slow run is never handed to a second invocation while the first still works on it.
+RUNNER_TIMEOUT_SECONDS = 120
+INBOX_VISIBILITY_SECONDS = 6 * RUNNER_TIMEOUT_SECONDS
+MAX_RECEIVE_COUNT = 5
+
+LEDGER = TableSpec(
+    logical_id="Ledger",
+    partition_key="dedupe_key",
+    indexes=(
+        Index("by-status", "status", "created_at"),
+        Index("by-thread", "thread_id", "created_at"),
+    ),
+    ttl_attribute="expires_ttl",
+)
+# The single-table layout langgraph-checkpoint-aws's DynamoDBSaver reads and writes.
+CHECKPOINTS = TableSpec(logical_id="Checkpoints", partition_key="PK", sort_key="SK", ttl_attribute="ttl")
+# langgraph-checkpoint-dynamodb (optional backend): two tables.
+CHECKPOINTS_DYNAMODB = TableSpec(
+    logical_id="CheckpointsLegacy", partition_key="PK", sort_key="SK", ttl_attribute="ttl"
+)
+CHECKPOINT_WRITES_DYNAMODB = TableSpec(
+    logical_id="CheckpointWritesLegacy", partition_key="PK", sort_key="SK", ttl_attribute="ttl"
+)
+
+INBOX = QueueSpec(
+    logical_id="Inbox",
+    name="inbox.fifo",
+    dlq_name="inbox-dlq.fifo",
+    max_receive_count=MAX_RECEIVE_COUNT,
+    visibility_timeout=INBOX_VISIBILITY_SECONDS,
+)
+OUTBOX = QueueSpec(
+    logical_id="Outbox",
+    name="outbox.fifo",
+    dlq_name="outbox-dlq.fifo",
+    max_receive_count=MAX_RECEIVE_COUNT,
+    visibility_timeout=60,
+)
+TOPIC = TopicSpec(logical_id="WaitCreated", name="wait-created")
+
+
+@dataclass
+class LocalResources:
+    """Names and addresses of the resources created by :func:`create_resources`."""
+
+    ledger_table: str
+    checkpoint_table: str
+    inbox_url: str
+    inbox_arn: str
+    inbox_dlq_url: str
+    outbox_url: str
+    outbox_dlq_url: str
+    topic_arn: str
+    subscriber_url: str
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        """The environment the Lambdas get from the stack, for these resources."""
+        return {
+            "AGENT_WAIT_LEDGER_TABLE": self.ledger_table,
+            "AGENT_WAIT_CHECKPOINT_TABLE": self.checkpoint_table,
+            "AGENT_WAIT_INBOX_URL": self.inbox_url,
+            "AGENT_WAIT_OUTBOX_URL": self.outbox_url,
+            "AGENT_WAIT_TOPIC_ARN": self.topic_arn,
+        }
+
+
+def create_table(client: DynamoDBClient, spec: TableSpec, name: str) -> str:
+    """Create ``spec`` as table ``name`` (on-demand, TTL on) and wait until it is active."""
+    kwargs: dict[str, Any] = {
+        "TableName": name,
+        "KeySchema": spec.key_schema(),
+        "AttributeDefinitions": [
+            {"AttributeName": attr, "AttributeType": "S"} for attr in spec.attribute_names()
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    if spec.indexes:
+        kwargs["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for index in spec.indexes
+        ]
+    client.create_table(**kwargs)
+    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.1, "MaxAttempts": 50})
+    if spec.ttl_attribute:
+        client.update_time_to_live(
+            TableName=name,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute},
+        )
+    return name
+
+
+def create_queue(client: SQSClient, spec: QueueSpec, prefix: str) -> tuple[str, str, str]:
+    """Create the DLQ and the queue with its redrive policy; returns (url, arn, dlq_url)."""
+    dlq_url = client.create_queue(
+        QueueName=prefix + spec.dlq_name,
+        Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"},
+    )["QueueUrl"]
+    dlq_arn = client.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    attributes = spec.attributes() | {
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count})
+    }
+    url = client.create_queue(QueueName=prefix + spec.name, Attributes=attributes)["QueueUrl"]
+    arn = client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return url, arn, dlq_url
+
+
+def create_resources(
+    dynamodb: DynamoDBClient, sqs: SQSClient, sns: SNSClient, prefix: str = "agent-wait-"
+) -> LocalResources:
+    """Create the ledger, checkpoint table, inbox, outbox and topic from the specs above.
+
+    A standard SQS queue ``<prefix>subscriber`` is subscribed to the topic with raw delivery, so
+    that the local stack and tests can see an envelope exactly as a downstream subscriber does.
+    """
+    ledger = create_table(dynamodb, LEDGER, prefix + "ledger")
+    checkpoints = create_table(dynamodb, CHECKPOINTS, prefix + "checkpoints")
+    inbox_url, inbox_arn, inbox_dlq_url = create_queue(sqs, INBOX, prefix)
+    outbox_url, _, outbox_dlq_url = create_queue(sqs, OUTBOX, prefix)
+    topic_arn = sns.create_topic(Name=prefix + TOPIC.name)["TopicArn"]
+    subscriber_url = sqs.create_queue(QueueName=prefix + "subscriber")["QueueUrl"]
+    subscriber_arn = sqs.get_queue_attributes(QueueUrl=subscriber_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    sns.subscribe(
+        TopicArn=topic_arn,
+        Protocol="sqs",
+        Endpoint=subscriber_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    return LocalResources(
+        ledger_table=ledger,
+        checkpoint_table=checkpoints,
+        inbox_url=inbox_url,
+        inbox_arn=inbox_arn,
+        inbox_dlq_url=inbox_dlq_url,
+        outbox_url=outbox_url,
+        outbox_dlq_url=outbox_dlq_url,
+        topic_arn=topic_arn,
+        subscriber_url=subscriber_url,
+    )

@@ -1,0 +1,1 @@
+"""agent-wait: human-in-the-loop waits for agents."""

@@ -1,0 +1,103 @@
+"""A moto server that serves one AWS request at a time.
+
+moto's backends are not safe under concurrent requests (its FAQ says so): a race of conditional
+writes on one DynamoDB key can have several winners. AWS guarantees one, and the receive path
+relies on it ("the first answer stands"), so every request runs under one lock, as it would if
+AWS serialized writes per item.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+try:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import BaseWSGIServer, make_server
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "the local stack needs moto: pip install 'agent-wait[local]'"
+    ) from exc
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class SerializedApp:
+    """Wrap a WSGI app so that one request, body included, runs at a time."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        with self._lock:
+            # Drain the response inside the lock: moto builds some bodies lazily.
+            return list(self._app(environ, start_response))
+
+
+class SerializedMotoServer:
+    """moto server on 127.0.0.1, one request at a time.
+
+    Parameters
+    ----------
+    host:
+        Address to bind; loopback by default and by design.
+    port:
+        Port to bind; 0 picks a free one.
+
+    Examples
+    --------
+    >>> server = SerializedMotoServer()
+    >>> server.start()  # doctest: +SKIP
+    >>> boto3.client("sqs", endpoint_url=server.endpoint)  # doctest: +SKIP
+    >>> server.stop()  # doctest: +SKIP
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._host = host
+        self._port = port
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        app = SerializedApp(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(self._host, self._port, app, threaded=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="moto-server", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("start() the server first")
+        return int(self._server.server_address[1])
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    def reset(self) -> None:
+        """Forget every resource moto holds (its backends are global to the process)."""
+        import urllib.request
+
+        urllib.request.urlopen(  # noqa: S310 - loopback only
+            urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        ).read()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> SerializedMotoServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

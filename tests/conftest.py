@@ -1,0 +1,62 @@
+"""Fixtures shared by every test layer.
+
+Unit tests touch no network. Integration tests use ``moto_server``: one moto server per session,
+bound to 127.0.0.1 on a free port and serving one request at a time (see
+``agent_wait.local.moto_server``), so DynamoDB conditional writes stay atomic as on AWS.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from agent_wait.local.moto_server import SerializedMotoServer
+    from wait_service.resources import LocalResources
+
+# Never reach a real account from a test, whatever the developer's shell exports.
+for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
+    os.environ.pop(_var, None)
+os.environ["AWS_ACCESS_KEY_ID"] = "testing"
+os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
+os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
+os.environ["AWS_REGION"] = "us-east-1"
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "AgentWaitTests")
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "agent-wait-tests")
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[SerializedMotoServer]:
+    from agent_wait.local.moto_server import SerializedMotoServer
+
+    server = SerializedMotoServer(host="127.0.0.1", port=0)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws_client(moto_server: SerializedMotoServer) -> Any:
+    """``aws_client("sqs")``: a real boto3 client talking HTTP to the moto server."""
+    import boto3
+
+    def make(service: str) -> Any:
+        return boto3.client(service, endpoint_url=moto_server.endpoint, region_name="us-east-1")
+
+    return make
+
+
+@pytest.fixture
+def resources(aws_client: Any) -> LocalResources:
+    """A fresh set of agent-wait resources under a unique prefix (moto's state is per process)."""
+    from wait_service.resources import create_resources
+
+    prefix = f"t{uuid.uuid4().hex[:8]}-"
+    return create_resources(aws_client("dynamodb"), aws_client("sqs"), aws_client("sns"), prefix=prefix)

@@ -1,1 +1,63 @@
-"""agent-wait: human-in-the-loop waits for agents."""
+"""agent-wait: human-in-the-loop waits for agents.
+
+``@wait`` parks a call until a human answers; ``publish_interrupts`` turns what a run parked on
+into ``wait.created`` envelopes and hands them to announcers. The core is written once against
+:class:`Framework`; import the bound names from a framework subpackage
+(``agent_wait.langgraph``, ``agent_wait.pydantic_ai``, ``agent_wait.strands``). This package
+imports with no extras installed.
+
+Examples
+--------
+>>> from agent_wait import InMemoryAnnounce, approval
+>>> approval(ttl=3600).ttl
+3600
+>>> InMemoryAnnounce().envelopes
+[]
+"""
+
+from agent_wait.announce import BaseAnnounce, CompositeAnnounce, InMemoryAnnounce
+from agent_wait.envelope import (
+    Envelope,
+    Question,
+    ReplyWith,
+    async_question_id,
+    build_envelope,
+    canonical_json,
+    dedupe_key_for,
+    digest_of,
+    isoformat_z,
+)
+from agent_wait.errors import AgentWaitError
+from agent_wait.framework import Framework
+from agent_wait.policy import OnExpiry, Policy, approval, decision, edit, free_text
+from agent_wait.publish import make_publish_interrupts, unpack_interrupt
+from agent_wait.wait import make_wait
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentWaitError",
+    "BaseAnnounce",
+    "CompositeAnnounce",
+    "Envelope",
+    "Framework",
+    "InMemoryAnnounce",
+    "OnExpiry",
+    "Policy",
+    "Question",
+    "ReplyWith",
+    "__version__",
+    "approval",
+    "async_question_id",
+    "build_envelope",
+    "canonical_json",
+    "decision",
+    "dedupe_key_for",
+    "digest_of",
+    "edit",
+    "free_text",
+    "isoformat_z",
+    "make_publish_interrupts",
+    "make_wait",
+    "unpack_interrupt",
+]

@@ -1,0 +1,52 @@
+"""Publish envelopes to an SNS topic."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from agent_wait.announce.base import BaseAnnounce
+from agent_wait.aws._attributes import message_attributes
+
+if TYPE_CHECKING:
+    from agent_wait.envelope import Envelope
+
+__all__ = ["SnsAnnounce"]
+
+
+class SnsAnnounce(BaseAnnounce):
+    """Publish the envelope JSON to ``topic_arn``.
+
+    Message attributes ``type``, ``dedupe_key`` and ``thread_id`` (String) let subscribers
+    filter. On a FIFO topic (ARN ending ``.fifo``) the message also gets
+    ``MessageGroupId = thread_id`` and ``MessageDeduplicationId = dedupe_key``.
+
+    Parameters
+    ----------
+    topic_arn:
+        The topic.
+    client:
+        A boto3 SNS client; ``boto3.client("sns")`` when ``None``.
+
+    Examples
+    --------
+    >>> announce = SnsAnnounce("arn:aws:sns:eu-west-1:123456789012:wait-created")  # doctest: +SKIP
+    """
+
+    def __init__(self, topic_arn: str, client: Any = None, *, name: str = "sns") -> None:
+        self.topic_arn = topic_arn
+        self.fifo = topic_arn.endswith(".fifo")
+        self.client = client if client is not None else boto3.client("sns")
+        self.name = name
+
+    def deliver(self, envelope: Envelope) -> None:
+        kwargs: dict[str, Any] = {
+            "TopicArn": self.topic_arn,
+            "Message": envelope.to_json(),
+            "MessageAttributes": message_attributes(envelope),
+        }
+        if self.fifo:
+            kwargs["MessageGroupId"] = envelope.thread_id
+            kwargs["MessageDeduplicationId"] = envelope.dedupe_key
+        self.client.publish(**kwargs)

@@ -1,0 +1,245 @@
+"""The envelope (``wait.created``) and the identity rules around it.
+
+| field | value |
+|---|---|
+| ``question_id`` | ``Interrupt.id`` (interrupt mode) or :func:`async_question_id` (async mode) |
+| ``event_id`` | a fresh ULID per publish |
+| ``dedupe_key`` | ``wait.created:<question_id>`` (:func:`dedupe_key_for`) |
+| ``digest`` | :func:`digest_of` the question and its policy; echoed as ``If-Match`` |
+
+Examples
+--------
+>>> from datetime import datetime, timezone
+>>> from agent_wait.envelope import Question, build_envelope
+>>> from agent_wait.policy import approval
+>>> q = Question(question_id="q1", question={"function": "f", "args": {}}, policy=approval(ttl=60))
+>>> env = build_envelope("t1", q, now=datetime(2026, 11, 30, 10, tzinfo=timezone.utc))
+>>> (env.dedupe_key, env.expires_at.isoformat())
+('wait.created:q1', '2026-11-30T10:01:00+00:00')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_serializer, field_validator
+from ulid import ULID
+
+from agent_wait.policy import Policy
+
+__all__ = [
+    "EVENT_TYPE",
+    "Envelope",
+    "Question",
+    "ReplyWith",
+    "async_question_id",
+    "build_envelope",
+    "canonical_json",
+    "dedupe_key_for",
+    "digest_of",
+    "isoformat_z",
+]
+
+EVENT_TYPE = "wait.created"
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no spaces: the form every hash in agent-wait is taken over.
+
+    Examples
+    --------
+    >>> canonical_json({"b": 1, "a": [1, "é"]})
+    '{"a":[1,"é"],"b":1}'
+    """
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest_of(question: Any, policy: Policy) -> str:
+    """sha256 hex of the canonical JSON of ``{"question": question, "policy": policy}``.
+
+    The digest is the question's ETag: a binding reply echoes it as ``If-Match``, so an answer
+    can only approve the exact proposal and policy it was shown.
+
+    Examples
+    --------
+    >>> len(digest_of({"function": "f", "args": {}}, Policy()))
+    64
+    """
+    payload = {"question": question, "policy": policy.model_dump(mode="json")}
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def dedupe_key_for(question_id: str) -> str:
+    """``wait.created:<question_id>``: FIFO deduplication id, ledger key and webhook header.
+
+    Examples
+    --------
+    >>> dedupe_key_for("abc")
+    'wait.created:abc'
+    """
+    return f"{EVENT_TYPE}:{question_id}"
+
+
+def async_question_id(thread_id: str, function: str, args: Any) -> str:
+    """The question id of an async-mode wait: ``sha256(thread | function | canonical args)``.
+
+    The same call with the same arguments on the same thread gets the same id, so a repeated
+    call republishes under the same dedupe key instead of asking twice.
+
+    Examples
+    --------
+    >>> async_question_id("t1", "f", {"a": 1}) == async_question_id("t1", "f", {"a": 1})
+    True
+    """
+    raw = f"{thread_id}|{function}|{canonical_json(args)}"
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def isoformat_z(value: datetime) -> str:
+    """ISO-8601 in UTC with a ``Z`` suffix, as on the wire.
+
+    Examples
+    --------
+    >>> isoformat_z(datetime(2026, 11, 30, 10, tzinfo=UTC))
+    '2026-11-30T10:00:00Z'
+    """
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class ReplyWith(BaseModel):
+    """How to answer: the method, the URL (or ``None`` when the host gave no template) and the
+    ``If-Match`` value to echo (the quoted digest).
+
+    Examples
+    --------
+    >>> ReplyWith(url=None, if_match='"abc"').method
+    'POST'
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: Literal["POST"] = "POST"
+    url: str | None = None
+    if_match: str
+
+
+class Question(BaseModel):
+    """One question as the framework surfaced it, before it becomes an envelope.
+
+    Examples
+    --------
+    >>> Question(question_id="q1", question="Which colour?").policy.kind
+    'text'
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    question_id: str = Field(min_length=1)
+    question: JsonValue
+    policy: Policy = Field(default_factory=lambda: Policy(kind="text", bind=False))
+    source: dict[str, JsonValue] | None = None
+
+
+class Envelope(BaseModel):
+    """The ``wait.created`` event: everything a consumer needs to show and answer a question.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> env = build_envelope(
+    ...     "t1", Question(question_id="q1", question="hi"), now=datetime(2026, 1, 1, tzinfo=timezone.utc)
+    ... )
+    >>> Envelope.model_validate_json(env.to_json()) == env
+    True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["wait.created"] = "wait.created"
+    event_id: str
+    dedupe_key: str
+    question_id: str
+    thread_id: str
+    created_at: datetime
+    expires_at: datetime | None
+    digest: str
+    question: JsonValue
+    policy: Policy
+    source: dict[str, JsonValue] | None
+    reply_with: ReplyWith
+
+    @field_validator("created_at", "expires_at")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("timestamps must be timezone-aware")
+        return value.astimezone(UTC)
+
+    @field_serializer("created_at", "expires_at")
+    def _serialize_time(self, value: datetime | None) -> str | None:
+        return None if value is None else isoformat_z(value)
+
+    def to_json(self) -> str:
+        """The envelope as compact JSON (the wire form).
+
+        Examples
+        --------
+        >>> from datetime import datetime, timezone
+        >>> env = build_envelope(
+        ...     "t1", Question(question_id="q1", question="hi"), now=datetime(2026, 1, 1, tzinfo=timezone.utc)
+        ... )
+        >>> '"created_at":"2026-01-01T00:00:00Z"' in env.to_json()
+        True
+        """
+        return self.model_dump_json()
+
+
+def build_envelope(
+    thread_id: str,
+    question: Question,
+    *,
+    reply_url: str | None = None,
+    default_ttl: int | None = None,
+    now: datetime | None = None,
+) -> Envelope:
+    """Build the envelope of ``question`` on ``thread_id``.
+
+    ``expires_at`` is ``created_at`` plus the policy's ttl (or ``default_ttl`` when the policy has
+    none); ``created_at`` is kept to whole seconds so the ledger's sort keys compare as strings.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> env = build_envelope(
+    ...     "t1",
+    ...     Question(question_id="q1", question="hi"),
+    ...     reply_url="https://x/questions/{question_id}/reply",
+    ...     now=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    ... )
+    >>> env.reply_with.url
+    'https://x/questions/q1/reply'
+    """
+    created_at = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
+    ttl = question.policy.ttl if question.policy.ttl is not None else default_ttl
+    digest = digest_of(question.question, question.policy)
+    return Envelope(
+        event_id=str(ULID()),
+        dedupe_key=dedupe_key_for(question.question_id),
+        question_id=question.question_id,
+        thread_id=thread_id,
+        created_at=created_at,
+        expires_at=created_at + timedelta(seconds=ttl) if ttl else None,
+        digest=digest,
+        question=question.question,
+        policy=question.policy,
+        source=question.source,
+        reply_with=ReplyWith(
+            url=reply_url.replace("{question_id}", question.question_id) if reply_url else None,
+            if_match=f'"{digest}"',
+        ),
+    )

@@ -1,0 +1,253 @@
+"""Errors raised by ``agent_wait`` and by the receive path built on it.
+
+Every error derives from :class:`AgentWaitError` and carries the ``question_id`` / ``thread_id``
+it concerns, when known. Each has a ``code``: the snake_case string the api returns as its
+``error`` field, so the HTTP mapping lives in one module of the deployment.
+
+Examples
+--------
+>>> from agent_wait.errors import AnswerInvalidError
+>>> err = AnswerInvalidError("unknown action", field="answer.action", question_id="q1")
+>>> (err.code, err.field, err.question_id)
+('invalid_answer', 'answer.action', 'q1')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AgentWaitError",
+    "AnnounceError",
+    "AnswerConflictError",
+    "AnswerInvalidError",
+    "InvalidRequestError",
+    "MissingExtraError",
+    "PayloadTooLargeError",
+    "PreconditionFailedError",
+    "PreconditionRequiredError",
+    "QuestionClosedError",
+    "QuestionNotFoundError",
+    "ResponderNotAllowedError",
+    "ThreadBusyError",
+    "ThreadNotFoundError",
+    "WebhookDeliveryError",
+]
+
+
+class AgentWaitError(Exception):
+    """Root of every error ``agent_wait`` raises.
+
+    Parameters
+    ----------
+    message:
+        What went wrong, for people.
+    question_id, thread_id:
+        The question and thread concerned, when known.
+
+    Examples
+    --------
+    >>> str(AgentWaitError("boom", question_id="q1"))
+    'boom'
+    """
+
+    code: str = "agent_wait_error"
+
+    def __init__(self, message: str, *, question_id: str | None = None, thread_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.question_id = question_id
+        self.thread_id = thread_id
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as the api's JSON shape: ``{"error", "message", "question_id"?, "thread_id"?}``.
+
+        Examples
+        --------
+        >>> QuestionNotFoundError("no such question", question_id="q1").to_dict()
+        {'error': 'question_not_found', 'message': 'no such question', 'question_id': 'q1'}
+        """
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.question_id is not None:
+            body["question_id"] = self.question_id
+        if self.thread_id is not None:
+            body["thread_id"] = self.thread_id
+        return body
+
+
+class QuestionNotFoundError(AgentWaitError):
+    """No question has this id."""
+
+    code = "question_not_found"
+
+
+class ThreadNotFoundError(AgentWaitError):
+    """No thread has this id."""
+
+    code = "thread_not_found"
+
+
+class QuestionClosedError(AgentWaitError):
+    """The question no longer takes answers (expired, revoked, resumed ...)."""
+
+    code = "question_closed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: str,
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.status = status
+
+
+class AnswerConflictError(AgentWaitError):
+    """A different answer already stands: the first answer wins."""
+
+    code = "answer_conflict"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        standing_answer: Any,
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.standing_answer = standing_answer
+
+
+class ThreadBusyError(AgentWaitError):
+    """The thread waits on questions that must be answered first."""
+
+    code = "thread_waiting"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pending: list[str],
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.pending = list(pending)
+
+
+class PreconditionFailedError(AgentWaitError):
+    """The reply's ``If-Match`` does not match the question's digest."""
+
+    code = "precondition_failed"
+
+
+class PreconditionRequiredError(AgentWaitError):
+    """The policy binds the answer to the digest and the reply sent no ``If-Match``."""
+
+    code = "precondition_required"
+
+
+class AnswerInvalidError(AgentWaitError):
+    """The answer does not have the shape the policy's kind expects.
+
+    ``field`` names the offending path, e.g. ``answer.action``.
+    """
+
+    code = "invalid_answer"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str,
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.field = field
+
+
+class ResponderNotAllowedError(AgentWaitError):
+    """The principal who replied is not among the policy's responders."""
+
+    code = "responder_not_allowed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        principal: str | None,
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.principal = principal
+
+
+class PayloadTooLargeError(AgentWaitError):
+    """The request body is larger than the api accepts."""
+
+    code = "payload_too_large"
+
+
+class InvalidRequestError(AgentWaitError):
+    """The request is malformed; ``field`` names what is wrong."""
+
+    code = "invalid_request"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.field = field
+
+
+class AnnounceError(AgentWaitError):
+    """An announcer could not deliver an envelope."""
+
+    code = "announce_failed"
+
+
+class WebhookDeliveryError(AnnounceError):
+    """Every attempt to POST the envelope to the webhook failed."""
+
+    code = "webhook_delivery_failed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int,
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.attempts = attempts
+
+
+class MissingExtraError(AgentWaitError, ImportError):
+    """An optional part of ``agent_wait`` was imported without its extra installed.
+
+    Examples
+    --------
+    >>> str(MissingExtraError("aws", module="agent_wait.aws"))
+    "agent_wait.aws needs the 'aws' extra: pip install 'agent-wait[aws]'"
+    """
+
+    code = "missing_extra"
+
+    def __init__(self, extra: str, *, module: str) -> None:
+        message = f"{module} needs the {extra!r} extra: pip install 'agent-wait[{extra}]'"
+        AgentWaitError.__init__(self, message)
+        self.msg = message
+        self.name = module
+        self.path = None
+        self.extra = extra

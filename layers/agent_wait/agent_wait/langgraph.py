@@ -1,0 +1,132 @@
+"""LangGraph adapter (extra ``langgraph``): ``wait`` and ``publish_interrupts`` bound to LangGraph.
+
+Examples
+--------
+>>> from agent_wait.langgraph import wait, publish_interrupts  # doctest: +SKIP
+>>> @wait("approval")  # doctest: +SKIP
+... def issue_refund(customer: str, amount: int) -> dict: ...
+>>> result = graph.invoke(inputs, {"configurable": {"thread_id": "t1"}})  # doctest: +SKIP
+>>> publish_interrupts(result, "t1", announce)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import InjectedToolArg
+    from langgraph.config import get_config
+    from langgraph.runtime import Runtime
+    from langgraph.store.base import BaseStore
+    from langgraph.types import Interrupt, interrupt
+except ImportError as exc:
+    from agent_wait.errors import MissingExtraError
+
+    raise MissingExtraError("langgraph", module="agent_wait.langgraph") from exc
+
+from agent_wait.framework import Framework
+from agent_wait.publish import make_publish_interrupts
+from agent_wait.wait import make_wait
+
+__all__ = ["LangGraphFramework", "publish_interrupts", "wait"]
+
+# Names LangGraph injects into nodes and ToolNode tools; never part of what a human approves.
+_INJECTED_NAMES = ("state", "config", "runtime", "store", "writer", "tool_call_id")
+# Fallback for annotations that could not be resolved (forward references under TYPE_CHECKING).
+_INJECTED_ANNOTATION_NAMES = (
+    "InjectedState",
+    "InjectedStore",
+    "InjectedToolCallId",
+    "InjectedToolArg",
+    "ToolRuntime",
+    "RunnableConfig",
+    "Runtime",
+    "BaseStore",
+    "StreamWriter",
+)
+
+
+class LangGraphFramework(Framework):
+    """Parks a call with ``langgraph.types.interrupt``; reads ``result["__interrupt__"]``.
+
+    - ``interrupt``: ``interrupt(value)``; on the resume re-run LangGraph returns the answer.
+    - ``interrupts_in``: ``(Interrupt.id, Interrupt.value)`` for each interrupt in the result
+      (a dict with ``__interrupt__``, an object with ``.interrupts``, or a list of Interrupts).
+    - ``current_thread_id``: ``get_config()["configurable"]["thread_id"]``.
+    - hidden: ``state``, ``config``, ``runtime``, ``store``, ``writer``, ``tool_call_id``, and any
+      parameter annotated ``InjectedState`` / ``InjectedStore`` / ``InjectedToolCallId`` (any
+      ``InjectedToolArg``), ``ToolRuntime``, ``RunnableConfig``, ``Runtime`` or ``BaseStore``.
+
+    Examples
+    --------
+    >>> LangGraphFramework().interrupts_in({"messages": []})
+    []
+    """
+
+    name = "langgraph"
+    hidden_params = _INJECTED_NAMES
+
+    def interrupt(self, value: Any, call_args: Mapping[str, Any]) -> Any:
+        return interrupt(value)
+
+    def interrupts_in(self, result: Any) -> list[tuple[str, Any]]:
+        if isinstance(result, Mapping):
+            found: Any = result.get("__interrupt__", ())
+        elif isinstance(result, Sequence) and not isinstance(result, str):
+            found = result
+        else:
+            found = getattr(result, "interrupts", ()) or ()
+        return [(item.id, item.value) for item in found if isinstance(item, Interrupt)]
+
+    def current_thread_id(self, call_args: Mapping[str, Any]) -> str:
+        config = call_args.get("config")
+        if not isinstance(config, Mapping):
+            config = get_config()
+        thread_id = config.get("configurable", {}).get("thread_id")
+        if not thread_id:
+            raise RuntimeError("@wait(mode='async') needs a thread_id in the run's configurable")
+        return str(thread_id)
+
+    def is_hidden(self, name: str, annotation: Any) -> bool:
+        if name in self.hidden_params:
+            return True
+        if isinstance(annotation, str):
+            return any(marker in annotation for marker in _INJECTED_ANNOTATION_NAMES)
+        return _is_injected(annotation)
+
+
+def _is_injected(annotation: Any) -> bool:
+    if annotation is None:
+        return False
+    candidates = [annotation]
+    if typing.get_origin(annotation) is typing.Annotated:
+        base, *metadata = typing.get_args(annotation)
+        if any(
+            isinstance(meta, InjectedToolArg)
+            or (isinstance(meta, type) and issubclass(meta, InjectedToolArg))
+            for meta in metadata
+        ):
+            return True
+        candidates.append(base)
+    for candidate in candidates:
+        origin = typing.get_origin(candidate) or candidate
+        if candidate is RunnableConfig or origin is RunnableConfig:
+            return True
+        if isinstance(origin, type) and (
+            issubclass(origin, (Runtime, BaseStore)) or _is_directly_injected(origin)
+        ):
+            return True
+    return False
+
+
+def _is_directly_injected(cls: type) -> bool:
+    # ToolRuntime derives from langchain_core's private _DirectlyInjectedToolArg; match by name so
+    # a rename inside langchain_core degrades to the parameter-name rule instead of an ImportError.
+    return any(base.__name__ == "_DirectlyInjectedToolArg" for base in cls.__mro__)
+
+
+wait = make_wait(LangGraphFramework())
+publish_interrupts = make_publish_interrupts(LangGraphFramework())

@@ -1,0 +1,304 @@
+"""The policy of a question: what answer it expects and what happens while nobody answers.
+
+A :class:`Policy` travels inside the interrupt value (``__wait__``) and in every envelope. This
+module defines and validates it; the receive path enforces it (``check_answer``, responders,
+``bind``) and the expiry handler acts on ``ttl`` / ``on_expiry`` / ``reminders``.
+
+Examples
+--------
+>>> from agent_wait.policy import approval, decision
+>>> approval(ttl=3600).kind
+'approval'
+>>> decision(["refund", "replace"]).check_answer({"choice": "refund"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from agent_wait.errors import AnswerInvalidError
+
+__all__ = [
+    "DEFAULT_BARE_POLICY",
+    "OnExpiry",
+    "Policy",
+    "PolicyKind",
+    "approval",
+    "decision",
+    "edit",
+    "free_text",
+    "resolve_policy",
+]
+
+PolicyKind = Literal["approval", "decision", "edit", "text"]
+
+
+class OnExpiry(BaseModel):
+    """What happens when a question's ttl runs out.
+
+    ``action="default"`` answers it with ``answer``; ``action="escalate"`` routes it to ``to``.
+
+    Examples
+    --------
+    >>> OnExpiry(action="default", answer={"action": "reject", "reason": "timed out"}).action
+    'default'
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    action: Literal["default", "escalate"]
+    answer: JsonValue | None = None
+    to: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> OnExpiry:
+        if self.action == "escalate" and not self.to:
+            raise ValueError("on_expiry action 'escalate' needs at least one route in 'to'")
+        if self.action == "default" and self.answer is None:
+            raise ValueError("on_expiry action 'default' needs an 'answer'")
+        return self
+
+
+class Policy(BaseModel):
+    """The kind of answer a question expects and the rules around it.
+
+    Parameters
+    ----------
+    kind:
+        ``approval`` (approve / approve with edited args / reject), ``decision`` (one of
+        ``options``), ``edit`` (approve / reject / edit a value) or ``text`` (free text).
+    prompt:
+        What the human is asked, shown by UIs.
+    options:
+        The choices of a ``decision``; required and non-empty for that kind only.
+    ttl:
+        Seconds until the question expires; ``None`` means never.
+    on_expiry:
+        A default answer or an escalation route, applied when ``ttl`` runs out.
+    reminders:
+        Seconds after the question is raised at which to remind the responders.
+    responders:
+        Principals allowed to answer; empty means any authenticated caller.
+    bind:
+        Whether a reply must echo the envelope's digest as ``If-Match``.
+
+    Examples
+    --------
+    >>> p = Policy(kind="approval", ttl=86400)
+    >>> p.check_answer({"action": "approve", "args": {"amount": 25}})
+    >>> p.model_dump(mode="json")["bind"]
+    True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: PolicyKind = "approval"
+    prompt: str | None = None
+    options: list[str] | None = None
+    ttl: int | None = Field(default=None, gt=0)
+    on_expiry: OnExpiry | None = None
+    reminders: list[int] = Field(default_factory=list)
+    responders: list[str] = Field(default_factory=list)
+    bind: bool = True
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Policy:
+        if self.kind == "decision":
+            if not self.options:
+                raise ValueError("a 'decision' policy needs a non-empty list of options")
+            if len(set(self.options)) != len(self.options):
+                raise ValueError("a 'decision' policy's options must be distinct")
+        elif self.options is not None:
+            raise ValueError(f"options apply to kind 'decision' only, not {self.kind!r}")
+        if any(r < 0 for r in self.reminders):
+            raise ValueError("reminders are seconds after the question is raised: none may be negative")
+        if self.ttl is not None and any(r >= self.ttl for r in self.reminders):
+            raise ValueError("every reminder must come before the ttl runs out")
+        if self.on_expiry is not None and self.on_expiry.action == "default":
+            # A default answer the api itself would refuse must fail here, when it is declared.
+            try:
+                self.check_answer(self.on_expiry.answer)
+            except AnswerInvalidError as exc:
+                raise ValueError(
+                    f"on_expiry.answer is not a valid answer: {exc.message} ({exc.field})"
+                ) from exc
+        return self
+
+    def check_answer(self, answer: JsonValue) -> None:
+        """Raise :class:`~agent_wait.errors.AnswerInvalidError` unless ``answer`` fits this kind.
+
+        Shapes by kind:
+
+        - ``approval``: ``{"action": "approve"}``, ``{"action": "approve", "args": {...}}``,
+          ``{"action": "reject", "reason"?: str}``
+        - ``decision``: ``{"choice": <one of options>}``
+        - ``edit``: ``{"action": "approve"}``, ``{"action": "reject", "reason"?: str}``,
+          ``{"action": "edit", "value": <json>}``
+        - ``text``: ``{"text": str}`` or a bare string
+
+        The error's ``field`` names the offending path (``answer``, ``answer.action``, ...).
+
+        Examples
+        --------
+        >>> from agent_wait.errors import AnswerInvalidError
+        >>> try:
+        ...     Policy(kind="approval").check_answer({"action": "maybe"})
+        ... except AnswerInvalidError as exc:
+        ...     print(exc.field)
+        answer.action
+        """
+        if self.kind == "text":
+            _check_text(answer)
+            return
+        if not isinstance(answer, Mapping):
+            raise AnswerInvalidError(f"a {self.kind!r} answer must be a JSON object", field="answer")
+        if self.kind == "approval":
+            _check_approval(answer)
+        elif self.kind == "decision":
+            _check_decision(answer, self.options or [])
+        else:
+            _check_edit(answer)
+
+
+def _only_keys(answer: Mapping[str, Any], allowed: set[str]) -> None:
+    for key in answer:
+        if key not in allowed:
+            raise AnswerInvalidError(f"unexpected field {key!r}", field=f"answer.{key}")
+
+
+def _check_reason(answer: Mapping[str, Any]) -> None:
+    if "reason" in answer and not isinstance(answer["reason"], str):
+        raise AnswerInvalidError("reason must be a string", field="answer.reason")
+
+
+def _check_approval(answer: Mapping[str, Any]) -> None:
+    action = answer.get("action")
+    if action == "approve":
+        _only_keys(answer, {"action", "args"})
+        if "args" in answer and not isinstance(answer["args"], Mapping):
+            raise AnswerInvalidError(
+                "args must be an object of argument names to values", field="answer.args"
+            )
+    elif action == "reject":
+        _only_keys(answer, {"action", "reason"})
+        _check_reason(answer)
+    else:
+        raise AnswerInvalidError("action must be 'approve' or 'reject'", field="answer.action")
+
+
+def _check_decision(answer: Mapping[str, Any], options: list[str]) -> None:
+    if "choice" not in answer:
+        raise AnswerInvalidError("a decision answer needs a 'choice'", field="answer.choice")
+    _only_keys(answer, {"choice"})
+    if answer["choice"] not in options:
+        raise AnswerInvalidError(f"choice must be one of {options}", field="answer.choice")
+
+
+def _check_edit(answer: Mapping[str, Any]) -> None:
+    action = answer.get("action")
+    if action == "approve":
+        _only_keys(answer, {"action"})
+    elif action == "reject":
+        _only_keys(answer, {"action", "reason"})
+        _check_reason(answer)
+    elif action == "edit":
+        if "value" not in answer:
+            raise AnswerInvalidError("an edit needs a 'value'", field="answer.value")
+        _only_keys(answer, {"action", "value"})
+    else:
+        raise AnswerInvalidError("action must be 'approve', 'reject' or 'edit'", field="answer.action")
+
+
+def _check_text(answer: JsonValue) -> None:
+    if isinstance(answer, str):
+        return
+    if not isinstance(answer, Mapping):
+        raise AnswerInvalidError("a text answer is a string or {'text': str}", field="answer")
+    if not isinstance(answer.get("text"), str):
+        raise AnswerInvalidError("text must be a string", field="answer.text")
+    _only_keys(answer, {"text"})
+
+
+def approval(**kw: Any) -> Policy:
+    """A policy asking to approve, edit the arguments of, or reject a call.
+
+    Examples
+    --------
+    >>> approval(ttl=60).model_dump(mode="json")["kind"]
+    'approval'
+    """
+    return Policy(kind="approval", **kw)
+
+
+def decision(options: list[str], **kw: Any) -> Policy:
+    """A policy asking to choose one of ``options``.
+
+    Examples
+    --------
+    >>> decision(["a", "b"]).options
+    ['a', 'b']
+    """
+    return Policy(kind="decision", options=list(options), **kw)
+
+
+def edit(**kw: Any) -> Policy:
+    """A policy asking to approve, reject or replace a proposed value.
+
+    Examples
+    --------
+    >>> edit().kind
+    'edit'
+    """
+    return Policy(kind="edit", **kw)
+
+
+def free_text(**kw: Any) -> Policy:
+    """A policy asking for free text; ``bind`` defaults to False (there is no proposal to bind to).
+
+    Examples
+    --------
+    >>> free_text().bind
+    False
+    """
+    kw.setdefault("bind", False)
+    return Policy(kind="text", **kw)
+
+
+DEFAULT_BARE_POLICY = Policy(kind="text", bind=False)
+"""The policy of a bare ``interrupt(value)``, which carries none of its own."""
+
+PolicyLike = Policy | str | Callable[[], Policy] | None
+
+
+def resolve_policy(policy: PolicyLike) -> Policy:
+    """Turn what ``@wait`` accepts into a :class:`Policy`.
+
+    ``None`` is an approval; a kind string builds that kind (``"text"`` via :func:`free_text`);
+    a constructor such as :func:`approval` is called with no arguments.
+
+    Examples
+    --------
+    >>> resolve_policy("text").bind
+    False
+    >>> resolve_policy(approval).kind
+    'approval'
+    """
+    if policy is None:
+        return Policy()
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, str):
+        if policy == "text":
+            return free_text()
+        return Policy.model_validate({"kind": policy})
+    if callable(policy):
+        built = policy()
+        if not isinstance(built, Policy):
+            raise TypeError(f"policy factory {policy!r} returned {type(built).__name__}, not a Policy")
+        return built
+    raise TypeError(
+        f"policy must be a Policy, a kind string or a Policy factory, not {type(policy).__name__}"
+    )

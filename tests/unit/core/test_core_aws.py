@@ -1,0 +1,199 @@
+"""The AWS announcers against moto's in-process mock (no network), plus their request shapes."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from agent_wait import Envelope, Question, approval, build_envelope
+from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
+from agent_wait.testing import AnnounceConformance, sample_envelope
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from agent_wait import BaseAnnounce
+
+
+@pytest.fixture(autouse=True)
+def _moto() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+def _drain(sqs: Any, url: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    while batch := sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
+    ).get("Messages"):
+        messages += batch
+        for message in batch:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return messages
+
+
+class RecordingClient:
+    """Records the calls an announcer makes; stands in for a boto3 client."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, operation: str) -> Any:
+        return lambda **kwargs: self.calls.append((operation, kwargs))
+
+
+class TestSqsAnnounceFifo(AnnounceConformance):
+    deduplicates = True
+
+    def make_announce(self) -> SqsAnnounce:
+        self.sqs = boto3.client("sqs", region_name="us-east-1")
+        url = self.sqs.create_queue(
+            QueueName="outbox.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"}
+        )["QueueUrl"]
+        return SqsAnnounce(url, client=self.sqs)
+
+    def delivered(self, announce: BaseAnnounce) -> list[Envelope]:
+        assert isinstance(announce, SqsAnnounce)
+        return [Envelope.model_validate_json(m["Body"]) for m in _drain(self.sqs, announce.queue_url)]
+
+    def make_broken(self) -> SqsAnnounce:
+        return SqsAnnounce(
+            "https://sqs.us-east-1.amazonaws.com/123456789012/missing.fifo",
+            client=boto3.client("sqs", region_name="us-east-1"),
+        )
+
+
+class TestSnsAnnounce(AnnounceConformance):
+    def make_announce(self) -> SnsAnnounce:
+        sns = boto3.client("sns", region_name="us-east-1")
+        self.sqs = boto3.client("sqs", region_name="us-east-1")
+        topic = sns.create_topic(Name="wait-created")["TopicArn"]
+        self.url = self.sqs.create_queue(QueueName="subscriber")["QueueUrl"]
+        arn = self.sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+        return SnsAnnounce(topic, client=sns)
+
+    def delivered(self, announce: BaseAnnounce) -> list[Envelope]:
+        messages = _drain(self.sqs, self.url)
+        for message in messages:
+            attrs = {k: v["StringValue"] for k, v in message["MessageAttributes"].items()}
+            assert attrs["type"] == "wait.created"
+            envelope = Envelope.model_validate_json(message["Body"])
+            assert attrs == {
+                "type": "wait.created",
+                "dedupe_key": envelope.dedupe_key,
+                "thread_id": envelope.thread_id,
+            }
+        # A standard topic gives no order guarantee; the suite compares in publish order.
+        return sorted((Envelope.model_validate_json(m["Body"]) for m in messages), key=lambda e: e.event_id)
+
+    def make_broken(self) -> SnsAnnounce:
+        return SnsAnnounce(
+            "arn:aws:sns:us-east-1:123456789012:missing", client=boto3.client("sns", region_name="us-east-1")
+        )
+
+
+class TestDynamoDbAnnounce(AnnounceConformance):
+    deduplicates = True
+
+    def make_announce(self) -> DynamoDbAnnounce:
+        self.ddb = boto3.client("dynamodb", region_name="us-east-1")
+        self.ddb.create_table(
+            TableName="ledger",
+            KeySchema=[{"AttributeName": "dedupe_key", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "dedupe_key", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        return DynamoDbAnnounce("ledger", client=self.ddb)
+
+    def delivered(self, announce: BaseAnnounce) -> list[Envelope]:
+        items = self.ddb.scan(TableName="ledger")["Items"]
+        envelopes = [Envelope.model_validate_json(item["envelope"]["S"]) for item in items]
+        return sorted(envelopes, key=lambda e: e.event_id)
+
+    def make_broken(self) -> DynamoDbAnnounce:
+        return DynamoDbAnnounce("missing", client=boto3.client("dynamodb", region_name="us-east-1"))
+
+
+def test_sns_fifo_topic_adds_group_and_deduplication_ids() -> None:
+    client = RecordingClient()
+    envelope = sample_envelope("q-f", "thread-f")
+    SnsAnnounce("arn:aws:sns:us-east-1:123456789012:wait-created.fifo", client=client).deliver(envelope)
+    SnsAnnounce("arn:aws:sns:us-east-1:123456789012:wait-created", client=client).deliver(envelope)
+    (op, fifo), (_, standard) = client.calls
+    assert op == "publish"
+    assert (fifo["MessageGroupId"], fifo["MessageDeduplicationId"]) == ("thread-f", "wait.created:q-f")
+    assert "MessageGroupId" not in standard and "MessageDeduplicationId" not in standard
+    assert fifo["Message"] == standard["Message"] == envelope.to_json()
+    assert standard["MessageAttributes"]["dedupe_key"] == {
+        "DataType": "String",
+        "StringValue": "wait.created:q-f",
+    }
+
+
+def test_sqs_fifo_message_ids() -> None:
+    client = RecordingClient()
+    SqsAnnounce("https://sqs.us-east-1.amazonaws.com/1/outbox.fifo", client=client).deliver(
+        sample_envelope("q", "t")
+    )
+    [(op, kwargs)] = client.calls
+    assert op == "send_message"
+    assert (kwargs["MessageDeduplicationId"], kwargs["MessageGroupId"]) == ("wait.created:q", "t")
+
+
+def test_default_clients_come_from_boto3() -> None:
+    assert SqsAnnounce("https://x/q.fifo").client.meta.service_model.service_name == "sqs"
+    assert SnsAnnounce("arn:aws:sns:us-east-1:1:t").client.meta.service_model.service_name == "sns"
+    assert DynamoDbAnnounce("ledger").client.meta.service_model.service_name == "dynamodb"
+
+
+def test_ledger_item_matches_internals_and_floats_become_numbers() -> None:
+    """The question item as docs/internals.md "Ledger" specifies it."""
+    ddb = boto3.resource("dynamodb", region_name="us-east-1")
+    table = ddb.create_table(
+        TableName="ledger",
+        KeySchema=[{"AttributeName": "dedupe_key", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "dedupe_key", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    envelope = build_envelope(
+        "thread-1",
+        Question(
+            question_id="q-1",
+            question={"function": "pay", "args": {"amount": 40.5, "items": [1, 2.25], "note": None}},
+            policy=approval(ttl=60),
+            source={"function": "pay", "module": "m"},
+        ),
+    )
+    assert DynamoDbAnnounce("ledger", client=boto3.client("dynamodb", region_name="us-east-1")).announce(
+        envelope
+    )
+
+    item = table.get_item(Key={"dedupe_key": envelope.dedupe_key})["Item"]
+    created = envelope.created_at.isoformat().replace("+00:00", "Z")
+    assert item == {
+        "dedupe_key": "wait.created:q-1",
+        "kind": "question",
+        "question_id": "q-1",
+        "thread_id": "thread-1",
+        "digest": envelope.digest,
+        "status": "raised",
+        "created_at": created,
+        "updated_at": created,
+        "expires_at": envelope.expires_at.isoformat().replace("+00:00", "Z"),  # type: ignore[union-attr]
+        "envelope": envelope.to_json(),
+        "question": {
+            "function": "pay",
+            "args": {"amount": Decimal("40.5"), "items": [1, Decimal("2.25")], "note": None},
+        },
+        "policy": json.loads(json.dumps(approval(ttl=60).model_dump(mode="json")), parse_float=Decimal),
+        "source": {"function": "pay", "module": "m"},
+        "lifecycle": [{"stage": "raised", "at": created, "actor": "agent"}],
+    }

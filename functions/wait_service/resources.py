@@ -164,7 +164,11 @@ def create_table(client: DynamoDBClient, spec: TableSpec, name: str) -> str:
             for index in spec.indexes
         ]
     client.create_table(**kwargs)
-    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.1, "MaxAttempts": 50})
+    # botocore sleeps a float; the stub's int would make moto's instant tables wait a whole second.
+    client.get_waiter("table_exists").wait(
+        TableName=name,
+        WaiterConfig={"Delay": 0.1, "MaxAttempts": 50},  # type: ignore[typeddict-item]
+    )
     if spec.ttl_attribute:
         client.update_time_to_live(
             TableName=name,
@@ -183,9 +187,11 @@ def create_queue(client: SQSClient, spec: QueueSpec, prefix: str) -> tuple[str, 
         "QueueArn"
     ]
     attributes = spec.attributes() | {
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count})
+        "RedrivePolicy": json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
+        )
     }
-    url = client.create_queue(QueueName=prefix + spec.name, Attributes=attributes)["QueueUrl"]
+    url = client.create_queue(QueueName=prefix + spec.name, Attributes=attributes)["QueueUrl"]  # type: ignore[arg-type]
     arn = client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return url, arn, dlq_url
 

@@ -1,0 +1,45 @@
+"""The api Lambda: API Gateway REST proxy events in, the api's responses out.
+
+Settings are read from the environment once per cold start; ``build_service`` is the seam tests
+replace (or they call :func:`handle` with their own service).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.logging import correlation_paths
+
+from wait_service.api import WaitApi, build_api
+from wait_service.observability import logger, metrics, tracer
+from wait_service.settings import Settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+_service: WaitApi | None = None
+
+
+def build_service() -> WaitApi:
+    """The api for this function's environment."""
+    return build_api(Settings.from_env(os.environ))
+
+
+def service() -> WaitApi:
+    global _service
+    if _service is None:
+        _service = build_service()
+    return _service
+
+
+def handle(event: dict[str, Any], context: Any, service: WaitApi) -> dict[str, Any]:
+    """Resolve one event with ``service``."""
+    return service.resolve(event, context)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(event, context, service())

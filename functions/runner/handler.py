@@ -1,0 +1,53 @@
+"""The runner Lambda: inbox FIFO batches in, partial batch failures out.
+
+``SqsFifoPartialProcessor`` stops at the first failing record and reports it and every record
+after it in ``batchItemFailures``, so the queue redelivers them in order; the others are deleted.
+Settings are read once per cold start; ``build_service`` is the seam tests replace (or they call
+:func:`handle` with their own service).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+
+from wait_service.observability import logger, metrics, tracer
+from wait_service.runner import RunnerService, build_runner
+from wait_service.settings import Settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+_service: RunnerService | None = None
+
+
+def build_service() -> RunnerService:
+    """The runner for this function's environment."""
+    return build_runner(Settings.from_env(os.environ))
+
+
+def service() -> RunnerService:
+    global _service
+    if _service is None:
+        _service = build_service()
+    return _service
+
+
+def handle(event: dict[str, Any], context: Any, service: RunnerService) -> PartialItemFailureResponse:
+    """Process one SQS batch with ``service``; returns ``{"batchItemFailures": [...]}``."""
+    return process_partial_response(
+        event=event,
+        record_handler=service.process_record,
+        processor=SqsFifoPartialProcessor(),
+        context=context,
+    )
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return handle(event, context, service())

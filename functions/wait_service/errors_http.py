@@ -1,0 +1,146 @@
+"""The one place where errors become HTTP responses.
+
+Every refusal the receive path makes is an ``agent_wait.errors`` error; this module gives each
+its status code and the api's single error shape ``{"error", "message", "question_id"?, ...}``.
+Request validation failures from the resolver map to ``invalid_request`` (400) naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+from agent_wait.errors import (
+    AgentWaitError,
+    AnswerConflictError,
+    AnswerInvalidError,
+    InvalidRequestError,
+    PayloadTooLargeError,
+    PreconditionFailedError,
+    PreconditionRequiredError,
+    QuestionClosedError,
+    QuestionNotFoundError,
+    ResponderNotAllowedError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+)
+from wait_service.observability import logger
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+JSON = "application/json"
+
+STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
+    QuestionNotFoundError: 404,
+    ThreadNotFoundError: 404,
+    QuestionClosedError: 410,
+    AnswerConflictError: 409,
+    ThreadBusyError: 409,
+    PreconditionFailedError: 412,
+    PreconditionRequiredError: 428,
+    AnswerInvalidError: 422,
+    ResponderNotAllowedError: 403,
+    PayloadTooLargeError: 413,
+    InvalidRequestError: 400,
+}
+
+
+def status_for(error: AgentWaitError) -> int:
+    """The HTTP status of an ``agent_wait`` error; 500 for one the api does not expect.
+
+    Examples
+    --------
+    >>> status_for(QuestionClosedError("expired", status="expired"))
+    410
+    """
+    for cls in type(error).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]
+    return 500
+
+
+def error_body(error: AgentWaitError) -> dict[str, Any]:
+    """The error as JSON: the library's shape plus what a client needs to act on it.
+
+    Examples
+    --------
+    >>> error_body(ThreadBusyError("answer first", pending=["q1"], thread_id="t1"))
+    {'error': 'thread_waiting', 'message': 'answer first', 'thread_id': 't1', 'pending': ['q1']}
+    """
+    body = error.to_dict()
+    if isinstance(error, AnswerConflictError):
+        body["standing_answer"] = error.standing_answer
+    elif isinstance(error, ThreadBusyError):
+        body["pending"] = error.pending
+    elif isinstance(error, QuestionClosedError):
+        body["status"] = error.status
+    elif isinstance(error, AnswerInvalidError | InvalidRequestError) and error.field is not None:
+        body["field"] = error.field
+    elif isinstance(error, ResponderNotAllowedError):
+        body["principal"] = error.principal
+    return body
+
+
+def error_response(error: AgentWaitError) -> Response[str]:
+    """A resolver ``Response`` for ``error``."""
+    return Response(status_code=status_for(error), content_type=JSON, body=json.dumps(error_body(error)))
+
+
+def proxy_error(error: AgentWaitError) -> dict[str, Any]:
+    """An API Gateway proxy response for ``error``, for refusals made before the resolver runs."""
+    return {
+        "statusCode": status_for(error),
+        "headers": {"Content-Type": JSON},
+        "multiValueHeaders": {},
+        "body": json.dumps(error_body(error)),
+        "isBase64Encoded": False,
+    }
+
+
+def validation_error(errors: Sequence[Any]) -> InvalidRequestError:
+    """The first resolver validation error as an :class:`InvalidRequestError` naming its field.
+
+    Examples
+    --------
+    >>> validation_error([{"type": "missing", "loc": ("body", "answer"), "msg": "Field required"}]).field
+    'answer'
+    >>> validation_error([{"type": "json_invalid", "loc": ("body", 0), "msg": "JSON decode error"}]).message
+    'the body is not JSON'
+    """
+    first: dict[str, Any] = dict(errors[0]) if errors else {}
+    if first.get("type") == "json_invalid":
+        return InvalidRequestError("the body is not JSON", field="body")
+    loc = [str(part) for part in first.get("loc", ())]
+    # Powertools prefixes the location ("body", "query", "path"); the field is what follows.
+    field = ".".join(loc[1:]) if len(loc) > 1 else (loc[0] if loc else None)
+    return InvalidRequestError(f"{field or 'request'}: {first.get('msg', 'invalid')}", field=field)
+
+
+def register(app: APIGatewayRestResolver) -> None:
+    """Install the exception handlers on ``app``: one per family, all producing the same shape."""
+
+    @app.exception_handler(AgentWaitError)
+    def _agent_wait_error(error: AgentWaitError) -> Response[str]:
+        logger.info("request refused", extra={"error": error.code, "question_id": error.question_id})
+        return error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    def _validation_error(error: RequestValidationError) -> Response[str]:
+        return error_response(validation_error(error.errors()))
+
+    @app.not_found
+    def _not_found(_: Exception) -> Response[str]:
+        body = {"error": "not_found", "message": "no such route"}
+        return Response(status_code=404, content_type=JSON, body=json.dumps(body))
+
+    @app.exception_handler(Exception)
+    def _unexpected(error: Exception) -> Response[str]:
+        logger.exception("unhandled error")
+        body = {"error": "internal_error", "message": "internal error"}
+        return Response(status_code=500, content_type=JSON, body=json.dumps(body))

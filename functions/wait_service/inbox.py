@@ -1,0 +1,99 @@
+"""Messages on the inbox FIFO queue and the sender the api uses to enqueue them.
+
+``MessageGroupId = thread_id`` keeps one thread's runs in order and never in two invocations at
+once; the deduplication id makes a resend of the same resume harmless (docs/internals.md).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from ulid import ULID
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+
+class StartMessage(BaseModel):
+    """Start a run of the graph on a thread with ``input``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    thread_id: str = Field(min_length=1)
+    input: JsonValue = None
+
+
+class ResumeMessage(BaseModel):
+    """Resume a thread parked on ``question_id`` with ``answer``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    thread_id: str = Field(min_length=1)
+    question_id: str = Field(min_length=1)
+    answer: JsonValue = None
+
+
+def parse_message(body: str) -> StartMessage | ResumeMessage:
+    """The seed's one ``if``: a message that names a question is a resume, anything else a start.
+
+    Examples
+    --------
+    >>> parse_message('{"thread_id": "t", "question_id": "q", "answer": {"action": "approve"}}')
+    ResumeMessage(thread_id='t', question_id='q', answer={'action': 'approve'})
+    >>> parse_message('{"thread_id": "t", "input": {"amount": 40}}')
+    StartMessage(thread_id='t', input={'amount': 40})
+    """
+    data = json.loads(body)
+    if isinstance(data, dict) and "question_id" in data:
+        return ResumeMessage.model_validate(data)
+    return StartMessage.model_validate(data)
+
+
+class Inbox:
+    """Sends start and resume messages to the inbox FIFO queue.
+
+    Parameters
+    ----------
+    queue_url:
+        ``AGENT_WAIT_INBOX_URL``.
+    client:
+        A boto3 SQS client; ``None`` creates the default one.
+
+    Examples
+    --------
+    >>> inbox = Inbox("https://sqs.eu-west-1.amazonaws.com/1/agent-wait-inbox.fifo")  # doctest: +SKIP
+    >>> inbox.resume("thread-1", "q-1", {"action": "approve"})  # doctest: +SKIP
+    """
+
+    def __init__(self, queue_url: str, client: SQSClient | None = None) -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("sqs")
+        self.queue_url = queue_url
+        self._client = client
+
+    def start(self, thread_id: str, input: JsonValue) -> str:
+        """Enqueue a start message; returns its deduplication id (each run is a new one)."""
+        dedup_id = f"run:{thread_id}:{ULID()}"
+        self._send(StartMessage(thread_id=thread_id, input=input), thread_id, dedup_id)
+        return dedup_id
+
+    def resume(self, thread_id: str, question_id: str, answer: JsonValue) -> str:
+        """Enqueue the resume for ``question_id``; a resend within the FIFO window is dropped."""
+        dedup_id = f"resume:{question_id}"
+        self._send(
+            ResumeMessage(thread_id=thread_id, question_id=question_id, answer=answer), thread_id, dedup_id
+        )
+        return dedup_id
+
+    def _send(self, message: BaseModel, group: str, dedup_id: str) -> Any:
+        # SQS caps both ids at 128 characters; thread and question ids are well below it.
+        return self._client.send_message(
+            QueueUrl=self.queue_url,
+            MessageBody=message.model_dump_json(),
+            MessageGroupId=group,
+            MessageDeduplicationId=dedup_id,
+        )

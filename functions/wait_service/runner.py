@@ -1,0 +1,275 @@
+"""The runner: one inbox message, one graph run, its questions announced, the thread recorded.
+
+This is the seed's entry point and its one ``if``: a message naming a question resumes the thread
+with ``Command(resume={question_id: answer})``; any other message starts a run with its input.
+After the run, ``publish_interrupts`` announces each question through the composite of ledger,
+SNS topic and SQS outbox; the thread is recorded ``interrupted`` (pending ids), ``done`` (output
+JSON) or ``failed`` (error). A run that raises is recorded and re-raised, so the queue retries
+the message and, after ``maxReceiveCount`` receives, moves it to the DLQ.
+
+This is the only module of the receive path that imports LangGraph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from aws_lambda_powertools.metrics import MetricUnit
+from langgraph.types import Command
+from pydantic_core import to_json
+
+from agent_wait import BaseAnnounce, CompositeAnnounce
+from wait_service.inbox import ResumeMessage, StartMessage, parse_message
+from wait_service.ledger import Clock, Ledger, utcnow
+from wait_service.observability import (
+    QUESTIONS_RAISED,
+    QUESTIONS_RESUMED,
+    RUNS_FAILED,
+    logger,
+    metrics,
+    tracer,
+)
+from wait_service.resources import MAX_RECEIVE_COUNT
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
+
+    from agent_wait import Envelope
+    from wait_service.settings import Settings
+
+PublishFn = Callable[..., list["Envelope"]]
+
+
+class Graph(Protocol):
+    """What the runner needs of a compiled graph."""
+
+    def invoke(self, input: Any, config: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one message did to its thread."""
+
+    thread_id: str
+    status: Literal["interrupted", "done"]
+    pending: list[str] = field(default_factory=list)
+    delivered: list[str] = field(default_factory=list)
+    resumed: str | None = None
+
+
+class _Tracking(BaseAnnounce):
+    """Announces through ``inner`` and remembers, per question, whether every sink took it."""
+
+    name = "tracking"
+
+    def __init__(self, inner: BaseAnnounce) -> None:
+        self.inner = inner
+        self.delivered: dict[str, bool] = {}
+
+    def deliver(self, envelope: Envelope) -> None:
+        self.delivered[envelope.question_id] = self.inner.announce(envelope)
+
+
+def output_json(result: Any) -> str:
+    """The run's final values as JSON, without LangGraph's ``__interrupt__`` key.
+
+    Values JSON cannot hold (messages, dataclasses) are rendered by pydantic, else as strings.
+
+    Examples
+    --------
+    >>> output_json({"refund": {"amount": 40}, "__interrupt__": ()})
+    '{"refund":{"amount":40}}'
+    """
+    if isinstance(result, dict):
+        result = {k: v for k, v in result.items() if k != "__interrupt__"}
+    return to_json(result, fallback=str).decode()
+
+
+class RunnerService:
+    """Runs the graph for inbox messages and records what happened in the ledger.
+
+    Parameters
+    ----------
+    graph:
+        A compiled LangGraph graph with a checkpointer.
+    announce:
+        Where envelopes go (the composite of ledger, topic and outbox in the deployment).
+    ledger:
+        The question and thread ledger.
+    publish:
+        ``agent_wait.langgraph.publish_interrupts``; injectable for tests.
+    reply_url:
+        Template with ``{question_id}`` for the envelopes' ``reply_with.url``.
+    default_ttl:
+        Seconds, for questions whose policy sets no ttl.
+    max_receive_count:
+        The inbox's ``maxReceiveCount``: on the last receive a failing resume marks its
+        question ``resume_failed`` before the queue moves the message to the DLQ.
+    clock:
+        Current UTC time for the envelopes' ``created_at``; injected by tests.
+
+    Examples
+    --------
+    >>> runner = RunnerService(graph, announce, ledger)  # doctest: +SKIP
+    >>> runner.run(StartMessage(thread_id="t-1", input={"customer": "c-17", "amount": 40}))  # doctest: +SKIP
+    RunOutcome(thread_id='t-1', status='interrupted', pending=['0b1f'], delivered=['0b1f'], resumed=None)
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        announce: BaseAnnounce,
+        ledger: Ledger,
+        *,
+        publish: PublishFn | None = None,
+        reply_url: str | None = None,
+        default_ttl: int | None = None,
+        max_receive_count: int = MAX_RECEIVE_COUNT,
+        clock: Clock = utcnow,
+    ) -> None:
+        if publish is None:
+            from agent_wait.langgraph import publish_interrupts
+
+            publish = publish_interrupts
+        self.graph = graph
+        self.announce = announce
+        self.ledger = ledger
+        self.publish = publish
+        self.reply_url = reply_url
+        self.default_ttl = default_ttl
+        self.max_receive_count = max_receive_count
+        self._clock = clock
+
+    def process_record(self, record: SQSRecord) -> RunOutcome:
+        """The batch processor's record handler: parse the body and run it."""
+        receive_count = int(record.attributes.approximate_receive_count or 1)
+        return self.run(parse_message(record.body), receive_count=receive_count)
+
+    @tracer.capture_method
+    def run(self, message: StartMessage | ResumeMessage, *, receive_count: int = 1) -> RunOutcome:
+        """Run one message; raises (after recording the failure) when the graph raises."""
+        question_id = message.question_id if isinstance(message, ResumeMessage) else None
+        logger.append_keys(thread_id=message.thread_id, question_id=question_id)
+        try:
+            return self._run(message, question_id, receive_count)
+        finally:
+            logger.remove_keys(["thread_id", "question_id"])
+
+    def _run(
+        self, message: StartMessage | ResumeMessage, question_id: str | None, receive_count: int
+    ) -> RunOutcome:
+        thread_id = message.thread_id
+        config = {"configurable": {"thread_id": thread_id}}
+        self.ledger.thread_running(thread_id)
+        try:
+            if isinstance(message, ResumeMessage):
+                result = self.graph.invoke(Command(resume={message.question_id: message.answer}), config)
+            else:
+                result = self.graph.invoke(message.input, config)
+        except Exception as exc:
+            self._record_failure(thread_id, question_id, exc, receive_count)
+            raise
+
+        tracking = _Tracking(self.announce)
+        envelopes = self.publish(
+            result,
+            thread_id,
+            tracking,
+            reply_url=self.reply_url,
+            default_ttl=self.default_ttl,
+            now=self._clock(),
+        )
+        delivered = [e.question_id for e in envelopes if tracking.delivered.get(e.question_id)]
+        for delivered_id in delivered:
+            self.ledger.mark_delivered(delivered_id)
+        pending = [e.question_id for e in envelopes]
+        if pending:
+            metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(pending))
+            self.ledger.thread_interrupted(thread_id, pending)
+            logger.info("thread parked", extra={"pending": pending, "delivered": delivered})
+        else:
+            self.ledger.thread_done(thread_id, output_json(result))
+            logger.info("thread done")
+
+        resumed = None
+        if question_id is not None:
+            # A duplicate resume (already `resumed`) loses the conditional write and counts nothing.
+            if self.ledger.mark_resumed(question_id):
+                metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
+            resumed = question_id
+        return RunOutcome(
+            thread_id=thread_id,
+            status="interrupted" if pending else "done",
+            pending=pending,
+            delivered=delivered,
+            resumed=resumed,
+        )
+
+    def _record_failure(
+        self, thread_id: str, question_id: str | None, exc: Exception, receive_count: int
+    ) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        logger.exception("run failed", extra={"receive_count": receive_count})
+        metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
+        self.ledger.thread_failed(thread_id, error)
+        if question_id is not None and receive_count >= self.max_receive_count:
+            # The queue moves the message to the DLQ after this receive: say so on the question.
+            self.ledger.mark_resume_failed(question_id, error)
+
+
+def build_announce(
+    settings: Settings,
+    *,
+    dynamodb: DynamoDBClient | None = None,
+    sns: SNSClient | None = None,
+    sqs: SQSClient | None = None,
+) -> BaseAnnounce:
+    """The deployment's fan-out: ledger item, ``wait-created`` topic, outbox FIFO queue."""
+    from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
+
+    children: Sequence[BaseAnnounce] = [
+        DynamoDbAnnounce(settings.require("ledger_table"), client=dynamodb),
+        SnsAnnounce(settings.require("topic_arn"), client=sns),
+        SqsAnnounce(settings.require("outbox_url"), client=sqs),
+    ]
+    return CompositeAnnounce(children)
+
+
+def build_runner(
+    settings: Settings,
+    *,
+    dynamodb: DynamoDBClient | None = None,
+    sns: SNSClient | None = None,
+    sqs: SQSClient | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    clock: Clock = utcnow,
+) -> RunnerService:
+    """The runner wired to the resources, graph and checkpointer named by ``settings``.
+
+    Examples
+    --------
+    >>> runner = build_runner(Settings.from_env(os.environ))  # doctest: +SKIP
+    """
+    from wait_service.checkpointer import make_checkpointer
+    from wait_service.graph import load_graph
+
+    graph = load_graph(
+        settings.graph, checkpointer if checkpointer is not None else make_checkpointer(settings)
+    )
+    ledger = Ledger(
+        settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
+    )
+    return RunnerService(
+        graph,
+        build_announce(settings, dynamodb=dynamodb, sns=sns, sqs=sqs),
+        ledger,
+        reply_url=settings.reply_url,
+        default_ttl=settings.default_ttl,
+        clock=clock,
+    )

@@ -1,0 +1,132 @@
+"""Configuration of the Lambdas, read from the environment in one place.
+
+Only handlers call :meth:`Settings.from_env`; everything below them receives plain values, so the
+library and the services never read ``os.environ`` themselves (docs/internals.md lists the
+variables).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+DEFAULT_GRAPH = "examples.refund_agent:build_graph"
+
+# Environment variable → field name. Kept as data so the doc table and the model cannot drift.
+ENV_FIELDS: dict[str, str] = {
+    "AGENT_WAIT_LEDGER_TABLE": "ledger_table",
+    "AGENT_WAIT_INBOX_URL": "inbox_url",
+    "AGENT_WAIT_TOPIC_ARN": "topic_arn",
+    "AGENT_WAIT_OUTBOX_URL": "outbox_url",
+    "AGENT_WAIT_GRAPH": "graph",
+    "AGENT_WAIT_CHECKPOINTER": "checkpointer",
+    "AGENT_WAIT_CHECKPOINT_TABLE": "checkpoint_table",
+    "AGENT_WAIT_CHECKPOINT_WRITES_TABLE": "checkpoint_writes_table",
+    "AGENT_WAIT_CHECKPOINT_BUCKET": "checkpoint_bucket",
+    "AGENT_WAIT_REPLY_URL": "reply_url",
+    "AGENT_WAIT_DEFAULT_TTL": "default_ttl",
+    "AGENT_WAIT_LEDGER_TTL_DAYS": "ledger_ttl_days",
+    "POWERTOOLS_SERVICE_NAME": "service_name",
+    "POWERTOOLS_METRICS_NAMESPACE": "metrics_namespace",
+    "LOG_LEVEL": "log_level",
+    "AWS_ENDPOINT_URL": "endpoint_url",
+}
+
+
+class SettingsError(ValueError):
+    """A required setting is missing or malformed; the message names the variable."""
+
+
+class Settings(BaseModel):
+    """Everything the api and runner Lambdas read from their environment.
+
+    Fields are optional where only one of the two Lambdas needs them; :meth:`require` turns a
+    missing one into an error that names the environment variable.
+
+    Examples
+    --------
+    >>> s = Settings.from_env({"AGENT_WAIT_LEDGER_TABLE": "ledger", "AGENT_WAIT_DEFAULT_TTL": "60"})
+    >>> (s.ledger_table, s.default_ttl, s.checkpointer, s.graph)
+    ('ledger', 60, 'aws', 'examples.refund_agent:build_graph')
+    >>> s.require("inbox_url")
+    Traceback (most recent call last):
+    ...
+    wait_service.settings.SettingsError: AGENT_WAIT_INBOX_URL is not set
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ledger_table: str | None = None
+    inbox_url: str | None = None
+    topic_arn: str | None = None
+    outbox_url: str | None = None
+    graph: str = DEFAULT_GRAPH
+    checkpointer: Literal["aws", "dynamodb"] = "aws"
+    checkpoint_table: str | None = None
+    checkpoint_writes_table: str | None = None
+    checkpoint_bucket: str | None = None
+    reply_url: str | None = None
+    default_ttl: int | None = Field(default=None, ge=1)
+    ledger_ttl_days: int = Field(default=90, ge=1)
+    service_name: str = "agent-wait"
+    metrics_namespace: str = "AgentWait"
+    log_level: str = "INFO"
+    endpoint_url: str | None = None
+
+    @field_validator("reply_url")
+    @classmethod
+    def _reply_url_has_placeholder(cls, value: str | None) -> str | None:
+        if value is not None and "{question_id}" not in value:
+            raise ValueError("AGENT_WAIT_REPLY_URL must contain '{question_id}'")
+        return value
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Build settings from an environment mapping; empty values count as unset.
+
+        Parameters
+        ----------
+        environ:
+            Usually ``os.environ``; tests pass a plain dict.
+
+        Raises
+        ------
+        SettingsError
+            When a value is malformed; the message names the variable.
+
+        Examples
+        --------
+        >>> Settings.from_env({"AGENT_WAIT_CHECKPOINTER": "dynamodb"}).checkpointer
+        'dynamodb'
+        """
+        values = {field: environ[var] for var, field in ENV_FIELDS.items() if environ.get(var, "").strip()}
+        try:
+            return cls.model_validate(values)
+        except ValueError as exc:
+            by_field = {field: var for var, field in ENV_FIELDS.items()}
+            names = sorted(
+                {
+                    by_field.get(str(err["loc"][0]), str(err["loc"][0]))
+                    for err in getattr(exc, "errors", list)()
+                    if err.get("loc")
+                }
+            )
+            raise SettingsError(f"invalid setting {', '.join(names) or ''}: {exc}") from exc
+
+    def require(self, field: str) -> str:
+        """Return the string value of ``field`` or raise naming its environment variable.
+
+        Examples
+        --------
+        >>> Settings(ledger_table="t").require("ledger_table")
+        't'
+        """
+        value = getattr(self, field)
+        if value is None or value == "":
+            var = next((v for v, f in ENV_FIELDS.items() if f == field), field)
+            raise SettingsError(f"{var} is not set")
+        return str(value)

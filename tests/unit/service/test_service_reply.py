@@ -1,0 +1,323 @@
+"""``POST /questions/{question_id}/reply``: every status code of issue 3, through the api handler."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from service_events import body_of, reply_event
+
+from agent_wait import Policy, approval, decision, free_text
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from service_events import Aws, FakeClock
+
+    Call = Callable[[dict[str, Any]], dict[str, Any]]
+
+APPROVE: dict[str, Any] = {"action": "approve"}
+
+
+def quoted(digest: str) -> str:
+    return f'"{digest}"'
+
+
+def resume_messages(aws: Aws) -> list[dict[str, Any]]:
+    return [m for m in aws.inbox_messages() if "question_id" in m]
+
+
+def stored(aws: Aws, question_id: str) -> dict[str, Any]:
+    from wait_service.ledger import from_item
+
+    item = aws.dynamodb.get_item(
+        TableName=aws.resources.ledger_table, Key={"dedupe_key": {"S": f"wait.created:{question_id}"}}
+    )["Item"]
+    return from_item(item)
+
+
+def test_first_answer_is_recorded_and_resume_enqueued(aws: Aws, call: Call) -> None:
+    # Given a delivered approval question
+    envelope = aws.raise_question("t-1", "q-1")
+
+    # When the responder approves it, echoing the digest
+    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
+
+    # Then it is recorded with the responder, and exactly one resume message is enqueued
+    assert response["statusCode"] == 202
+    assert body_of(response) == {"question_id": "q-1", "status": "answered"}
+    item = stored(aws, "q-1")
+    assert item["status"] == "answered"
+    assert item["answer"] == APPROVE
+    assert item["answered_by"] == "arn:aws:iam::123456789012:user/ann"
+    assert [s["stage"] for s in item["lifecycle"]] == ["raised", "answered"]
+    assert item["lifecycle"][-1]["actor"] == "arn:aws:iam::123456789012:user/ann"
+    messages = aws.inbox_messages()
+    assert len(messages) == 1
+    assert {k: v for k, v in messages[0].items() if k != "_attributes"} == {
+        "thread_id": "t-1",
+        "question_id": "q-1",
+        "answer": APPROVE,
+    }
+    assert messages[0]["_attributes"]["MessageGroupId"] == "t-1"
+    assert messages[0]["_attributes"]["MessageDeduplicationId"] == "resume:q-1"
+
+
+def test_reason_is_recorded(aws: Aws, call: Call) -> None:
+    envelope = aws.raise_question()
+    body = json.dumps({"answer": {"action": "reject", "reason": "fraud"}, "reason": "card was stolen"})
+
+    response = call(reply_event("q-1", body=body, if_match=quoted(envelope.digest)))
+
+    assert response["statusCode"] == 202
+    assert stored(aws, "q-1")["reason"] == "card was stolen"
+
+
+def test_identical_answer_again_is_200_and_enqueues_nothing_more(aws: Aws, call: Call) -> None:
+    envelope = aws.raise_question()
+    first = call(
+        reply_event("q-1", {"action": "approve", "args": {"amount": 25.0}}, if_match=envelope.digest)
+    )
+
+    # The same answer (25 and 25.0 are the same JSON number) sent again
+    again = call(reply_event("q-1", {"action": "approve", "args": {"amount": 25}}, if_match=envelope.digest))
+
+    assert (first["statusCode"], again["statusCode"]) == (202, 200)
+    assert body_of(again) == {"question_id": "q-1", "status": "answered"}
+    assert len(resume_messages(aws)) == 1
+
+
+def test_different_answer_after_the_first_is_409_with_the_standing_answer(aws: Aws, call: Call) -> None:
+    envelope = aws.raise_question()
+    call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
+
+    response = call(reply_event("q-1", {"action": "reject"}, if_match=quoted(envelope.digest)))
+
+    assert response["statusCode"] == 409
+    assert body_of(response) == {
+        "error": "answer_conflict",
+        "message": "question q-1 was already answered: the first answer stands",
+        "question_id": "q-1",
+        "standing_answer": APPROVE,
+    }
+    assert stored(aws, "q-1")["answer"] == APPROVE
+    assert len(resume_messages(aws)) == 1
+
+
+def test_unknown_question_is_404(aws: Aws, call: Call) -> None:
+    response = call(reply_event("nope", APPROVE, if_match='"x"'))
+
+    assert response["statusCode"] == 404
+    assert body_of(response)["error"] == "question_not_found"
+    assert body_of(response)["question_id"] == "nope"
+
+
+def test_expired_question_is_410_and_marked_expired(aws: Aws, call: Call, clock: FakeClock) -> None:
+    # Given a question with a one-hour ttl, raised at the clock's start
+    envelope = aws.raise_question(policy=approval(ttl=3600), now=clock.now)
+    clock.advance(3600)
+
+    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
+
+    assert response["statusCode"] == 410
+    assert body_of(response)["error"] == "question_closed"
+    assert body_of(response)["status"] == "expired"
+    item = stored(aws, "q-1")
+    assert item["status"] == "expired"
+    assert item["lifecycle"][-1]["stage"] == "expired"
+    assert "expires_ttl" in item
+    assert resume_messages(aws) == []
+
+
+def test_answer_just_before_expiry_is_accepted(aws: Aws, call: Call, clock: FakeClock) -> None:
+    envelope = aws.raise_question(policy=approval(ttl=3600), now=clock.now)
+    clock.advance(3599)
+
+    assert call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))["statusCode"] == 202
+
+
+@pytest.mark.parametrize("status", ["expired", "revoked"])
+def test_closed_question_is_410(aws: Aws, call: Call, status: str) -> None:
+    envelope = aws.raise_question()
+    aws.dynamodb.update_item(
+        TableName=aws.resources.ledger_table,
+        Key={"dedupe_key": {"S": "wait.created:q-1"}},
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": status}},
+    )
+
+    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
+
+    assert response["statusCode"] == 410
+    assert body_of(response)["status"] == status
+
+
+@pytest.mark.parametrize("if_match", ['"stale"', "stale", 'W/"stale"'])
+def test_if_match_other_than_the_digest_is_412(aws: Aws, call: Call, if_match: str) -> None:
+    aws.raise_question()
+
+    response = call(reply_event("q-1", APPROVE, if_match=if_match))
+
+    assert response["statusCode"] == 412
+    assert body_of(response)["error"] == "precondition_failed"
+    assert stored(aws, "q-1")["status"] == "raised"
+
+
+@pytest.mark.parametrize("form", ['"{d}"', "{d}", 'W/"{d}"', '"other", "{d}"'])
+def test_if_match_forms_that_name_the_digest_are_accepted(aws: Aws, call: Call, form: str) -> None:
+    envelope = aws.raise_question()
+
+    response = call(reply_event("q-1", APPROVE, if_match=form.format(d=envelope.digest)))
+
+    assert response["statusCode"] == 202
+
+
+def test_missing_if_match_on_a_binding_policy_is_428(aws: Aws, call: Call) -> None:
+    aws.raise_question(policy=approval(bind=True))
+
+    response = call(reply_event("q-1", APPROVE))
+
+    assert response["statusCode"] == 428
+    assert body_of(response)["error"] == "precondition_required"
+    assert resume_messages(aws) == []
+
+
+def test_missing_if_match_on_a_non_binding_policy_is_accepted(aws: Aws, call: Call) -> None:
+    aws.raise_question(policy=free_text(), question="Where to ship?")
+
+    response = call(reply_event("q-1", "Main St 1"))
+
+    assert response["statusCode"] == 202
+    assert stored(aws, "q-1")["answer"] == "Main St 1"
+
+
+def test_body_over_256_kib_is_413(aws: Aws, call: Call) -> None:
+    envelope = aws.raise_question(policy=free_text())
+    body = json.dumps({"answer": "x" * (256 * 1024)})
+
+    response = call(reply_event("q-1", body=body, if_match=envelope.digest))
+
+    assert response["statusCode"] == 413
+    assert body_of(response)["error"] == "payload_too_large"
+    assert stored(aws, "q-1")["status"] == "raised"
+
+
+def test_body_at_the_limit_is_not_413(aws: Aws, call: Call) -> None:
+    aws.raise_question(policy=free_text())
+    overhead = len(json.dumps({"answer": ""}))
+    body = json.dumps({"answer": "x" * (256 * 1024 - overhead)})
+    assert len(body) == 256 * 1024
+
+    assert call(reply_event("q-1", body=body))["statusCode"] == 202
+
+
+@pytest.mark.parametrize("body", ["not json", "{", "approve"])
+def test_body_that_is_not_json_is_400(aws: Aws, call: Call, body: str) -> None:
+    envelope = aws.raise_question()
+
+    response = call(reply_event("q-1", body=body, if_match=envelope.digest))
+
+    assert response["statusCode"] == 400
+    assert body_of(response) == {
+        "error": "invalid_request",
+        "message": "the body is not JSON",
+        "field": "body",
+    }
+
+
+def test_body_without_an_answer_is_400_naming_the_field(aws: Aws, call: Call) -> None:
+    envelope = aws.raise_question()
+
+    response = call(reply_event("q-1", body='{"reason": "no answer"}', if_match=envelope.digest))
+
+    assert response["statusCode"] == 400
+    assert body_of(response)["field"] == "answer"
+
+
+@pytest.mark.parametrize(
+    ("policy", "answer", "field"),
+    [
+        (approval(), {"action": "maybe"}, "answer.action"),
+        (approval(), {"action": "approve", "args": [1]}, "answer.args"),
+        (approval(), "yes", "answer"),
+        (decision(["refund", "replace"]), {"choice": "ignore"}, "answer.choice"),
+        (free_text(), {"text": 3}, "answer.text"),
+    ],
+)
+def test_answer_that_does_not_fit_the_policy_is_422_naming_the_field(
+    aws: Aws, call: Call, policy: Policy, answer: Any, field: str
+) -> None:
+    envelope = aws.raise_question(policy=policy)
+
+    response = call(reply_event("q-1", answer, if_match=envelope.digest))
+
+    assert response["statusCode"] == 422
+    body = body_of(response)
+    assert (body["error"], body["field"], body["question_id"]) == ("invalid_answer", field, "q-1")
+    assert stored(aws, "q-1")["status"] == "raised"
+
+
+def test_responder_outside_the_policy_is_403(aws: Aws, call: Call) -> None:
+    envelope = aws.raise_question(policy=approval(responders=["arn:aws:iam::123456789012:user/bob"]))
+
+    response = call(reply_event("q-1", APPROVE, if_match=envelope.digest))
+
+    assert response["statusCode"] == 403
+    assert body_of(response)["principal"] == "arn:aws:iam::123456789012:user/ann"
+
+
+def test_responder_in_the_policy_is_accepted(aws: Aws, call: Call) -> None:
+    envelope = aws.raise_question(policy=approval(responders=["arn:aws:iam::123456789012:user/ann"]))
+
+    assert call(reply_event("q-1", APPROVE, if_match=envelope.digest))["statusCode"] == 202
+
+
+@pytest.mark.parametrize(
+    ("context_patch", "principal"),
+    [
+        ({"authorizer": {"claims": {"sub": "cognito-sub-1"}}}, "cognito-sub-1"),
+        ({"authorizer": {"jwt": {"claims": {"sub": "jwt-sub-1"}}}}, "jwt-sub-1"),
+        ({"authorizer": {"principalId": "key-7"}}, "key-7"),
+    ],
+)
+def test_principal_from_jwt_or_authorizer(
+    aws: Aws, call: Call, context_patch: dict[str, Any], principal: str
+) -> None:
+    envelope = aws.raise_question()
+    event = reply_event("q-1", APPROVE, if_match=envelope.digest, identity={"sourceIp": "203.0.113.7"})
+    event["requestContext"].update(context_patch)
+
+    assert call(event)["statusCode"] == 202
+    assert stored(aws, "q-1")["answered_by"] == principal
+
+
+def test_no_principal_is_refused_unless_local(aws: Aws, call: Call) -> None:
+    envelope = aws.raise_question()
+
+    remote = call(reply_event("q-1", APPROVE, if_match=envelope.digest, identity={"sourceIp": "203.0.113.7"}))
+    local = call(reply_event("q-1", APPROVE, if_match=envelope.digest, identity={"sourceIp": "127.0.0.1"}))
+
+    assert remote["statusCode"] == 403
+    assert body_of(remote)["error"] == "responder_not_allowed"
+    # The local stack's gateway: anonymous may answer a policy that names no responders.
+    assert local["statusCode"] == 202
+    assert stored(aws, "q-1")["answered_by"] == "anonymous"
+
+
+def test_recovers_an_answer_recorded_without_its_resume(aws: Aws, call: Call) -> None:
+    # Given an answer recorded by a reply that died before it enqueued the resume
+    from wait_service.ledger import Ledger
+
+    envelope = aws.raise_question()
+    Ledger(aws.resources.ledger_table, aws.dynamodb).record_answer("q-1", APPROVE, answered_by="ann")
+    assert resume_messages(aws) == []
+
+    # When the responder retries the same answer
+    response = call(reply_event("q-1", APPROVE, if_match=envelope.digest))
+
+    # Then the retry is idempotent (200) and the resume is finally enqueued, once
+    assert response["statusCode"] == 200
+    assert len(resume_messages(aws)) == 1
+    assert "resume_enqueued_at" in stored(aws, "q-1")

@@ -1,0 +1,323 @@
+"""The runner: start and resume messages, fan-out, thread records, partial batch failures, metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from service_events import load_event, load_handler, reply_event, start_event
+
+from wait_service.inbox import ResumeMessage, StartMessage
+from wait_service.ledger import Ledger
+from wait_service.observability import metrics
+from wait_service.runner import RunnerService, build_runner, output_json
+from wait_service.sqs_events import consume_batch
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from service_events import Aws, FakeClock, LambdaContext
+
+    Call = Callable[[dict[str, Any]], dict[str, Any]]
+
+REFUND = {"customer": "c-17", "amount": 40}
+
+
+@pytest.fixture(autouse=True)
+def fresh_metrics() -> Iterator[None]:
+    metrics.clear_metrics()
+    yield
+    metrics.clear_metrics()
+
+
+def metric(name: str) -> float:
+    values = metrics.metric_set.get(name, {}).get("Value", [])
+    return float(sum(values))
+
+
+@pytest.fixture
+def runner(aws: Aws, clock: FakeClock) -> RunnerService:
+    return build_runner(
+        aws.settings,
+        dynamodb=aws.dynamodb,
+        sns=aws.sns,
+        sqs=aws.sqs,
+        checkpointer=InMemorySaver(),
+        clock=clock,
+    )
+
+
+@pytest.fixture
+def ledger(aws: Aws, clock: FakeClock) -> Ledger:
+    return Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
+
+
+def drain(aws: Aws, queue_url: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    while got := aws.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
+        messages += [json.loads(m["Body"]) for m in got]
+        for m in got:
+            aws.sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+    return messages
+
+
+def park(runner: RunnerService, thread_id: str = "t-1") -> str:
+    outcome = runner.run(StartMessage(thread_id=thread_id, input=REFUND))
+    [question_id] = outcome.pending
+    return question_id
+
+
+def test_start_parks_the_thread_and_fans_the_question_out(
+    aws: Aws, runner: RunnerService, ledger: Ledger
+) -> None:
+    # When a start message runs the refund agent
+    outcome = runner.run(StartMessage(thread_id="t-1", input=REFUND))
+
+    # Then exactly one question is raised, announced to the outbox, the topic and the ledger
+    assert outcome.status == "interrupted"
+    [question_id] = outcome.pending
+    assert outcome.delivered == [question_id]
+    [outboxed] = drain(aws, aws.resources.outbox_url)
+    [subscribed] = drain(aws, aws.resources.subscriber_url)
+    assert outboxed == subscribed
+    assert outboxed["question_id"] == question_id
+    assert outboxed["question"] == {"function": "issue_refund", "args": REFUND}
+    assert outboxed["reply_with"]["url"] == f"https://api.example/questions/{question_id}/reply"
+    question = ledger.get_question(question_id)
+    assert question.status == "delivered"
+    assert [s["stage"] for s in question.lifecycle] == ["raised", "delivered"]
+    thread = ledger.get_thread("t-1")
+    assert (thread.run_status, thread.pending) == ("interrupted", [question_id])
+    assert metric("QuestionsRaised") == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"action": "approve"}, {"refund": {"refund_id": "rf-c-17-40", "customer": "c-17", "amount": 40}}),
+        (
+            {"action": "approve", "args": {"amount": 25}},
+            {"refund": {"refund_id": "rf-c-17-25", "customer": "c-17", "amount": 25}},
+        ),
+        (
+            {"action": "reject", "reason": "duplicate"},
+            {"refund": None, "rejection": {"action": "reject", "reason": "duplicate"}},
+        ),
+    ],
+)
+def test_resume_finishes_the_thread_with_the_answer(
+    runner: RunnerService, ledger: Ledger, answer: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    question_id = park(runner)
+    ledger.record_answer(question_id, answer, answered_by="ann")
+
+    outcome = runner.run(ResumeMessage(thread_id="t-1", question_id=question_id, answer=answer))
+
+    assert (outcome.status, outcome.resumed) == ("done", question_id)
+    thread = ledger.get_thread("t-1")
+    assert thread.run_status == "done"
+    assert thread.pending == []
+    assert isinstance(thread.output, dict)
+    assert {k: thread.output.get(k) for k in expected} == expected
+    assert ledger.get_question(question_id).status == "resumed"
+    assert metric("QuestionsResumed") == 1
+
+
+def test_a_duplicate_resume_changes_nothing(runner: RunnerService, ledger: Ledger) -> None:
+    question_id = park(runner)
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    message = ResumeMessage(thread_id="t-1", question_id=question_id, answer={"action": "approve"})
+    runner.run(message)
+    first_output = ledger.get_thread("t-1").output
+
+    again = runner.run(message)
+
+    assert again.status == "done"
+    assert ledger.get_thread("t-1").output == first_output
+    assert ledger.get_question(question_id).status == "resumed"
+    assert metric("QuestionsResumed") == 1
+
+
+def test_a_failing_sink_leaves_the_question_raised(aws: Aws, runner: RunnerService, ledger: Ledger) -> None:
+    # Given the topic is gone: SNS refuses every publish
+    aws.sns.delete_topic(TopicArn=aws.resources.topic_arn)
+
+    outcome = runner.run(StartMessage(thread_id="t-1", input=REFUND))
+
+    # Then the run still parks, the ledger and outbox have the question, but it is not `delivered`
+    assert outcome.status == "interrupted"
+    assert outcome.delivered == []
+    assert ledger.get_question(outcome.pending[0]).status == "raised"
+    assert len(drain(aws, aws.resources.outbox_url)) == 1
+
+
+class Boom(RuntimeError):
+    pass
+
+
+class FailingGraph:
+    """A graph whose run raises for the threads named in ``fail``."""
+
+    def __init__(self, fail: set[str]) -> None:
+        self.fail = fail
+        self.invoked: list[str] = []
+
+    def invoke(self, input: Any, config: Any) -> Any:
+        thread_id = config["configurable"]["thread_id"]
+        self.invoked.append(thread_id)
+        if thread_id in self.fail:
+            raise Boom(f"model unavailable for {thread_id}")
+        return {"ok": True}
+
+
+def failing_runner(runner: RunnerService, fail: set[str]) -> tuple[RunnerService, FailingGraph]:
+    graph = FailingGraph(fail)
+    return RunnerService(graph, runner.announce, runner.ledger, max_receive_count=3), graph
+
+
+def test_a_failing_run_is_recorded_and_raised(runner: RunnerService, ledger: Ledger) -> None:
+    service, _ = failing_runner(runner, {"t-1"})
+
+    with pytest.raises(Boom):
+        service.run(StartMessage(thread_id="t-1", input={}))
+
+    thread = ledger.get_thread("t-1")
+    assert thread.run_status == "failed"
+    assert thread.error == "Boom: model unavailable for t-1"
+    assert metric("RunsFailed") == 1
+
+
+def test_the_last_failed_resume_marks_the_question_resume_failed(
+    aws: Aws, runner: RunnerService, ledger: Ledger
+) -> None:
+    aws.raise_question("t-1", "q-1")
+    ledger.record_answer("q-1", {"action": "approve"}, answered_by="ann")
+    service, _ = failing_runner(runner, {"t-1"})
+    message = ResumeMessage(thread_id="t-1", question_id="q-1", answer={"action": "approve"})
+
+    with pytest.raises(Boom):
+        service.run(message, receive_count=2)
+    assert ledger.get_question("q-1").status == "answered"
+    with pytest.raises(Boom):
+        service.run(message, receive_count=3)
+
+    assert ledger.get_question("q-1").status == "resume_failed"
+
+
+def test_handler_reports_the_failing_record_and_every_later_one(
+    runner: RunnerService, ledger: Ledger, context: LambdaContext
+) -> None:
+    # Given a FIFO batch of three whose second run fails
+    event = load_event("inbox_batch.json")
+    service, graph = failing_runner(runner, {"t-batch-2"})
+    handler = load_handler("runner")
+
+    response = handler.handle(event, context, service=service)
+
+    # Then the failure and the record after it are retried; the third never ran
+    ids = [r["messageId"] for r in event["Records"]]
+    assert response == {"batchItemFailures": [{"itemIdentifier": ids[1]}, {"itemIdentifier": ids[2]}]}
+    assert graph.invoked == ["t-batch-1", "t-batch-2"]
+    assert ledger.get_thread("t-batch-1").run_status == "done"
+    assert ledger.get_thread("t-batch-2").run_status == "failed"
+    assert ledger.find_thread("t-batch-3") is None
+
+
+def test_handler_entry_point_with_the_decorator_stack(
+    runner: RunnerService, ledger: Ledger, context: LambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler = load_handler("runner")
+    monkeypatch.setattr(handler, "build_service", lambda: runner)
+    event = load_event("inbox_batch.json")
+
+    response = handler.handler(event, context)
+
+    assert response == {"batchItemFailures": []}
+    assert [ledger.get_thread(f"t-batch-{n}").run_status for n in (1, 2, 3)] == ["interrupted"] * 3
+
+
+def test_api_and_runner_through_the_inbox(
+    aws: Aws, runner: RunnerService, ledger: Ledger, call: Call, context: LambdaContext
+) -> None:
+    # Given a run started over the api and consumed from the inbox as Lambda would
+    handler = load_handler("runner")
+
+    def run_batch(event: dict[str, Any], ctx: Any) -> Any:
+        return handler.handle(event, ctx, service=runner)
+
+    assert call(start_event("t-7", REFUND))["statusCode"] == 202
+    assert consume_batch(aws.sqs, aws.resources.inbox_url, run_batch, context).succeeded
+    [question_id] = ledger.get_thread("t-7").pending
+    digest = ledger.get_question(question_id).digest
+
+    # When the human edits the amount and the runner consumes the resume
+    reply = call(reply_event(question_id, {"action": "approve", "args": {"amount": 25}}, if_match=digest))
+    batch = consume_batch(aws.sqs, aws.resources.inbox_url, run_batch, context)
+
+    # Then the thread is done with a refund of 25 and the inbox is empty
+    assert reply["statusCode"] == 202
+    assert (batch.received, batch.failed) == (1, [])
+    thread = ledger.get_thread("t-7")
+    assert thread.run_status == "done"
+    output: Any = thread.output
+    assert output["refund"]["amount"] == 25
+    assert consume_batch(aws.sqs, aws.resources.inbox_url, run_batch, context).received == 0
+
+
+def test_free_text_question_from_a_bare_interrupt(
+    aws: Aws, clock: FakeClock, ledger: Ledger, call: Call
+) -> None:
+    settings = aws.settings.model_copy(update={"graph": "examples.ask_agent:build_graph"})
+    runner = build_runner(
+        settings, dynamodb=aws.dynamodb, sns=aws.sns, sqs=aws.sqs, checkpointer=InMemorySaver(), clock=clock
+    )
+    [question_id] = runner.run(StartMessage(thread_id="t-ask", input={"order": "o-9"})).pending
+    question = ledger.get_question(question_id)
+    assert (question.policy["kind"], question.policy["bind"]) == ("text", False)
+
+    # A text policy does not bind: no If-Match needed
+    assert call(reply_event(question_id, "Main St 1"))["statusCode"] == 202
+    runner.run(ResumeMessage(thread_id="t-ask", question_id=question_id, answer="Main St 1"))
+
+    output = ledger.get_thread("t-ask").output
+    assert isinstance(output, dict)
+    assert output["shipping_to"] == "Main St 1"
+
+
+def test_default_ttl_applies_when_the_policy_has_none(aws: Aws, clock: FakeClock, ledger: Ledger) -> None:
+    settings = aws.settings.model_copy(update={"default_ttl": 600})
+    runner = build_runner(
+        settings, dynamodb=aws.dynamodb, sns=aws.sns, sqs=aws.sqs, checkpointer=InMemorySaver(), clock=clock
+    )
+
+    question_id = park(runner)
+
+    assert ledger.get_question(question_id).expires_at == "2026-11-30T10:10:00Z"
+
+
+def test_output_json_drops_interrupts_and_renders_the_rest() -> None:
+    class Note:
+        def __str__(self) -> str:
+            return "a note"
+
+    assert json.loads(output_json({"a": 1, "note": Note(), "__interrupt__": ()})) == {
+        "a": 1,
+        "note": "a note",
+    }
+
+
+def test_a_batch_whose_every_record_fails_fails_the_invocation(
+    runner: RunnerService, ledger: Ledger, context: LambdaContext
+) -> None:
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    event = load_event("inbox_batch.json")
+    event["Records"] = event["Records"][:1]
+    service, _ = failing_runner(runner, {"t-batch-1"})
+
+    # Powertools raises when nothing succeeded: Lambda then retries the whole batch, as it should
+    with pytest.raises(BatchProcessingError):
+        load_handler("runner").handle(event, context, service=service)
+    assert ledger.get_thread("t-batch-1").run_status == "failed"

@@ -1,0 +1,308 @@
+"""Settings, the checkpointer factory, the graph loader, inbox messages and the SQS event helpers."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+from service_events import load_event, load_handler
+
+from agent_wait.errors import InvalidRequestError, MissingExtraError
+from examples import refund_agent
+from wait_service.checkpointer import make_checkpointer
+from wait_service.graph import GraphLoadError, load_graph
+from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
+from wait_service.ledger import decode_token, encode_token
+from wait_service.settings import Settings, SettingsError
+from wait_service.sqs_events import consume_batch, failed_ids, sqs_event
+
+if TYPE_CHECKING:
+    from service_events import Aws, LambdaContext
+
+# -- settings --------------------------------------------------------------------------------
+
+
+def test_settings_from_env_maps_every_variable() -> None:
+    settings = Settings.from_env(
+        {
+            "AGENT_WAIT_LEDGER_TABLE": "ledger",
+            "AGENT_WAIT_INBOX_URL": "https://sqs/inbox.fifo",
+            "AGENT_WAIT_TOPIC_ARN": "arn:aws:sns:us-east-1:1:wait-created",
+            "AGENT_WAIT_OUTBOX_URL": "https://sqs/outbox.fifo",
+            "AGENT_WAIT_GRAPH": "examples.ask_agent:build_graph",
+            "AGENT_WAIT_CHECKPOINTER": "dynamodb",
+            "AGENT_WAIT_CHECKPOINT_TABLE": "cp",
+            "AGENT_WAIT_CHECKPOINT_WRITES_TABLE": "cpw",
+            "AGENT_WAIT_CHECKPOINT_BUCKET": "bucket",
+            "AGENT_WAIT_REPLY_URL": "https://x/questions/{question_id}/reply",
+            "AGENT_WAIT_DEFAULT_TTL": "3600",
+            "AGENT_WAIT_LEDGER_TTL_DAYS": "30",
+            "POWERTOOLS_SERVICE_NAME": "svc",
+            "POWERTOOLS_METRICS_NAMESPACE": "ns",
+            "LOG_LEVEL": "DEBUG",
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:5000",
+            "UNRELATED": "ignored",
+        }
+    )
+
+    assert settings.model_dump() == {
+        "ledger_table": "ledger",
+        "inbox_url": "https://sqs/inbox.fifo",
+        "topic_arn": "arn:aws:sns:us-east-1:1:wait-created",
+        "outbox_url": "https://sqs/outbox.fifo",
+        "graph": "examples.ask_agent:build_graph",
+        "checkpointer": "dynamodb",
+        "checkpoint_table": "cp",
+        "checkpoint_writes_table": "cpw",
+        "checkpoint_bucket": "bucket",
+        "reply_url": "https://x/questions/{question_id}/reply",
+        "default_ttl": 3600,
+        "ledger_ttl_days": 30,
+        "service_name": "svc",
+        "metrics_namespace": "ns",
+        "log_level": "DEBUG",
+        "endpoint_url": "http://127.0.0.1:5000",
+    }
+
+
+def test_settings_defaults_and_empty_values() -> None:
+    settings = Settings.from_env({"AGENT_WAIT_DEFAULT_TTL": "", "AGENT_WAIT_CHECKPOINTER": " "})
+
+    assert (settings.default_ttl, settings.checkpointer, settings.ledger_ttl_days) == (None, "aws", 90)
+    assert settings.graph == "examples.refund_agent:build_graph"
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"AGENT_WAIT_DEFAULT_TTL": "soon"}, "AGENT_WAIT_DEFAULT_TTL"),
+        ({"AGENT_WAIT_CHECKPOINTER": "redis"}, "AGENT_WAIT_CHECKPOINTER"),
+        ({"AGENT_WAIT_REPLY_URL": "https://x/reply"}, "AGENT_WAIT_REPLY_URL"),
+    ],
+)
+def test_malformed_settings_name_the_variable(env: dict[str, str], named: str) -> None:
+    with pytest.raises(SettingsError, match=named):
+        Settings.from_env(env)
+
+
+def test_require_names_the_missing_variable() -> None:
+    with pytest.raises(SettingsError, match="AGENT_WAIT_TOPIC_ARN is not set"):
+        Settings().require("topic_arn")
+
+
+# -- checkpointer ----------------------------------------------------------------------------
+
+
+def test_default_checkpointer_is_langgraph_checkpoint_aws(aws: Aws) -> None:
+    from langgraph_checkpoint_aws import DynamoDBSaver
+
+    saver = make_checkpointer(aws.settings)
+
+    assert isinstance(saver, DynamoDBSaver)
+
+
+def test_aws_checkpointer_parks_and_resumes_across_instances(aws: Aws) -> None:
+    # A parked thread resumes from a second saver instance: the state lives in DynamoDB only
+    cfg: Any = {"configurable": {"thread_id": "t-cp"}}
+    parked = refund_agent.build_graph(make_checkpointer(aws.settings)).invoke(
+        {"customer": "c-17", "amount": 40}, cfg
+    )
+    question_id = parked["__interrupt__"][0].id
+
+    done = refund_agent.build_graph(make_checkpointer(aws.settings)).invoke(
+        Command(resume={question_id: {"action": "approve"}}), cfg
+    )
+
+    assert done["refund"]["amount"] == 40
+
+
+def test_dynamodb_checkpointer_is_the_optional_backend(aws: Aws) -> None:
+    from langgraph_checkpoint_dynamodb.saver import DynamoDBSaver
+
+    settings = aws.settings.model_copy(
+        update={"checkpointer": "dynamodb", "checkpoint_table": "cp", "checkpoint_writes_table": "cpw"}
+    )
+
+    saver = make_checkpointer(settings)
+
+    assert isinstance(saver, DynamoDBSaver)
+    assert (saver.checkpoints_table_name, saver.writes_table_name) == ("cp", "cpw")
+
+
+def test_dynamodb_checkpointer_needs_its_writes_table(aws: Aws) -> None:
+    settings = aws.settings.model_copy(update={"checkpointer": "dynamodb"})
+
+    with pytest.raises(SettingsError, match="AGENT_WAIT_CHECKPOINT_WRITES_TABLE"):
+        make_checkpointer(settings)
+
+
+def test_missing_backend_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "langgraph_checkpoint_dynamodb", None)
+    monkeypatch.setitem(sys.modules, "langgraph_checkpoint_dynamodb.saver", None)
+    settings = Settings(checkpointer="dynamodb", checkpoint_table="cp", checkpoint_writes_table="cpw")
+
+    with pytest.raises(MissingExtraError, match="checkpoint-dynamodb"):
+        make_checkpointer(settings)
+
+
+# -- graph loader ----------------------------------------------------------------------------
+
+COMPILED = refund_agent.build_graph()
+UNCOMPILED = refund_agent.builder()
+NOT_A_GRAPH = 42
+
+
+def returns_nothing(checkpointer: Any = None) -> None:
+    return None
+
+
+def no_checkpointer_param() -> Any:
+    return COMPILED
+
+
+def test_factory_receives_the_checkpointer() -> None:
+    saver = InMemorySaver()
+
+    graph = load_graph("examples.refund_agent:build_graph", saver)
+
+    assert graph.checkpointer is saver
+
+
+def test_state_graph_is_compiled_with_the_checkpointer() -> None:
+    saver = InMemorySaver()
+
+    graph = load_graph(f"{__name__}:UNCOMPILED", saver)
+
+    assert graph.checkpointer is saver
+    assert "act" in graph.get_graph().nodes
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("examples.refund_agent", "expected 'module:attribute'"),
+        ("examples.nowhere:build_graph", "cannot import 'examples.nowhere'"),
+        ("examples.refund_agent:nothing", "has no attribute 'nothing'"),
+        (f"{__name__}:COMPILED", "already compiled graph"),
+        (f"{__name__}:NOT_A_GRAPH", "is a int"),
+        (f"{__name__}:returns_nothing", "returned NoneType"),
+        (f"{__name__}:no_checkpointer_param", "must accept checkpointer="),
+    ],
+)
+def test_unusable_graph_spec_is_a_clear_error_naming_the_variable(spec: str, message: str) -> None:
+    with pytest.raises(GraphLoadError, match="AGENT_WAIT_GRAPH") as caught:
+        load_graph(spec, InMemorySaver())
+
+    assert message in str(caught.value)
+
+
+# -- inbox messages and tokens ---------------------------------------------------------------
+
+
+def test_parse_message_is_the_one_if() -> None:
+    assert parse_message('{"thread_id": "t", "input": {"question_id": "in the input"}}') == StartMessage(
+        thread_id="t", input={"question_id": "in the input"}
+    )
+    assert parse_message('{"thread_id": "t", "question_id": "q", "answer": "yes"}') == ResumeMessage(
+        thread_id="t", question_id="q", answer="yes"
+    )
+
+
+def test_inbox_start_ids_are_unique_and_resume_ids_are_stable(aws: Aws) -> None:
+    inbox = Inbox(aws.resources.inbox_url, aws.sqs)
+
+    starts = {inbox.start("t", {}) for _ in range(3)}
+    resumes = {inbox.resume("t", "q", "a") for _ in range(3)}
+
+    assert len(starts) == 3
+    assert all(s.startswith("run:t:") for s in starts)
+    assert resumes == {"resume:q"}
+    # The FIFO queue drops the two repeated resumes
+    assert [m.get("question_id") for m in aws.inbox_messages()] == [None, None, None, "q"]
+
+
+def test_page_tokens_round_trip_and_reject_garbage() -> None:
+    key = {"dedupe_key": {"S": "wait.created:q"}, "status": {"S": "raised"}, "created_at": {"S": "2026"}}
+
+    assert decode_token(encode_token(key)) == key
+    for garbage in ("%%%", "bm90IGpzb24", encode_token({"other": {"S": "x"}})):
+        with pytest.raises(InvalidRequestError):
+            decode_token(garbage)
+
+
+# -- SQS events ------------------------------------------------------------------------------
+
+
+def test_sqs_event_matches_the_stored_lambda_shape(aws: Aws) -> None:
+    inbox = Inbox(aws.resources.inbox_url, aws.sqs)
+    inbox.start("t-1", {"n": 1})
+    received = aws.sqs.receive_message(
+        QueueUrl=aws.resources.inbox_url, AttributeNames=["All"], MessageAttributeNames=["All"]
+    )["Messages"]
+
+    event = sqs_event(received, queue_arn=aws.resources.inbox_arn, region="us-east-1")
+
+    [record] = event["Records"]
+    stored = load_event("inbox_batch.json")["Records"][0]
+    assert set(record) == set(stored)
+    assert {"ApproximateReceiveCount", "MessageGroupId", "MessageDeduplicationId"} <= set(
+        record["attributes"]
+    )
+    assert record["attributes"]["MessageGroupId"] == "t-1"
+    assert (record["eventSource"], record["eventSourceARN"]) == ("aws:sqs", aws.resources.inbox_arn)
+    assert json.loads(record["body"]) == {"thread_id": "t-1", "input": {"n": 1}}
+
+
+def test_consume_batch_deletes_successes_and_releases_failures(aws: Aws, context: LambdaContext) -> None:
+    inbox = Inbox(aws.resources.inbox_url, aws.sqs)
+    for n in range(3):
+        inbox.start(f"t-{n}", {"n": n})
+    seen: list[list[str]] = []
+
+    def handler(event: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        ids = [r["messageId"] for r in event["Records"]]
+        seen.append([json.loads(r["body"])["thread_id"] for r in event["Records"]])
+        return {"batchItemFailures": [{"itemIdentifier": ids[1]}]}
+
+    first = consume_batch(aws.sqs, aws.resources.inbox_url, handler, context, release_failed=True)
+
+    assert (first.received, len(first.succeeded), len(first.failed)) == (3, 2, 1)
+    [left] = aws.inbox_messages()
+    assert left["thread_id"] == "t-1"
+    assert left["_attributes"]["ApproximateReceiveCount"] == "2"
+
+
+def test_consume_batch_counts_a_raising_handler_as_a_failed_batch(aws: Aws, context: LambdaContext) -> None:
+    Inbox(aws.resources.inbox_url, aws.sqs).start("t-1", {})
+
+    def handler(event: dict[str, Any], ctx: Any) -> Any:
+        raise RuntimeError("crashed")
+
+    result = consume_batch(aws.sqs, aws.resources.inbox_url, handler, context, release_failed=True)
+
+    assert (result.received, result.succeeded, len(result.failed)) == (1, [], 1)
+    assert isinstance(result.error, RuntimeError)
+    assert len(aws.inbox_messages()) == 1
+
+
+def test_failed_ids_reads_batch_item_failures() -> None:
+    assert failed_ids({"batchItemFailures": [{"itemIdentifier": "a"}, {"itemIdentifier": "b"}]}) == {"a", "b"}
+    assert failed_ids(None) == set()
+
+
+def test_runner_handler_builds_its_service_from_the_environment(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in aws.resources.env().items():
+        monkeypatch.setenv(name, value)
+    handler = load_handler("runner")
+
+    service = handler.build_service()
+
+    assert service.ledger.table_name == aws.resources.ledger_table
+    assert "act" in service.graph.get_graph().nodes

@@ -1,0 +1,163 @@
+"""The REST API: the receive path's routes proxied to the api Lambda, validated, throttled and logged."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aws_cdk as cdk
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import constants
+from infra.nag import acknowledge
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_lambda as lambda_
+
+    from infra.config import StackConfig
+
+# (method, path, JSON body required): the routes of the api (docs/internals.md, issue 3).
+ROUTES: tuple[tuple[str, str, bool], ...] = (
+    ("POST", "/threads/{thread_id}/runs", True),
+    ("GET", "/threads/{thread_id}", False),
+    ("GET", "/questions", False),
+    ("GET", "/questions/{question_id}", False),
+    ("POST", "/questions/{question_id}/reply", True),
+    ("GET", "/openapi.json", False),
+)
+# The gateway only checks that a POST body is a JSON object; the handler validates the fields and
+# answers with its own status codes (422, 412, ...) in the one error shape.
+JSON_OBJECT_SCHEMA = apigw.JsonSchema(schema=apigw.JsonSchemaVersion.DRAFT4, type=apigw.JsonSchemaType.OBJECT)
+_ERROR_TEMPLATE = '{"error": "%s", "message": $context.error.messageString}'
+
+
+class RestApi(Construct):
+    """The REST API with IAM (SigV4) or Cognito JWT auth on every method.
+
+    Examples
+    --------
+    >>> api = RestApi(stack, "Api", config=cfg, handler=api_function.function)  # doctest: +SKIP
+    >>> api.url  # https://<id>.execute-api.<region>.amazonaws.com/prod/  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StackConfig, handler: lambda_.IFunction
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=logs.RetentionDays[constants.LOG_RETENTION],
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.api = apigw.RestApi(
+            self,
+            "RestApi",
+            rest_api_name=config.stack_name,
+            description="agent-wait: start runs, read questions, answer them",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            cloud_watch_role=True,
+            cloud_watch_role_removal_policy=cdk.RemovalPolicy.DESTROY,
+            deploy_options=apigw.StageOptions(
+                stage_name=constants.API_STAGE,
+                throttling_rate_limit=constants.API_THROTTLE_RATE,
+                throttling_burst_limit=constants.API_THROTTLE_BURST,
+                tracing_enabled=True,
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,
+                metrics_enabled=True,
+                access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+            ),
+        )
+        # The stack exports the URL once, as ApiUrl; RestApi's own "Endpoint" output would repeat it.
+        self.api.node.try_remove_child("Endpoint")
+        self.body_validator = self.api.add_request_validator(
+            "BodyValidator", validate_request_body=True, validate_request_parameters=True
+        )
+        self.json_object = self.api.add_model(
+            "JsonObject", content_type="application/json", model_name="JsonObject", schema=JSON_OBJECT_SCHEMA
+        )
+        self.api.add_gateway_response(
+            "BadRequestBody",
+            type=apigw.ResponseType.BAD_REQUEST_BODY,
+            templates={"application/json": _ERROR_TEMPLATE % "bad_request"},
+        )
+        self.authorizer: apigw.IAuthorizer | None = None
+        self.authorization_scopes: list[str] | None = None
+        if config.auth == "jwt":
+            self.authorizer = self._build_cognito_authorizer(config)
+            self.authorization_scopes = [config.jwt_audience] if config.jwt_audience else None
+        integration = apigw.LambdaIntegration(handler, proxy=True)
+        for method, path, json_body in ROUTES:
+            self._add_route(method, path, json_body, integration)
+        self._acknowledge(config)
+
+    def _acknowledge(self, config: StackConfig) -> None:
+        if config.auth == "iam":
+            acknowledge(
+                self.api,
+                "AwsSolutions-COG4",
+                "auth=iam: every method requires SigV4-signed requests (AWS_IAM authorization); a Cognito "
+                "authorizer is used instead with -c auth=jwt.",
+            )
+        acknowledge(
+            self.api.node.find_child("CloudWatchRole"),
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AmazonAPIGatewayPushToCloudWatchLogs]",
+            "The account-level role API Gateway writes execution logs with; AWS maintains this managed "
+            "policy as the service's logging needs change, and no function code runs under it.",
+        )
+        acknowledge(
+            self.api.deployment_stage,
+            "AwsSolutions-APIG3",
+            "Every method is authenticated (SigV4 or Cognito) and the stage is throttled; a WAF web ACL "
+            "is an account-level cost decision left to the operator (attach one to the stage, no code).",
+        )
+
+    @property
+    def url(self) -> str:
+        return self.api.url
+
+    def _add_route(self, method: str, path: str, json_body: bool, integration: apigw.Integration) -> None:
+        resource = self.api.root.resource_for_path(path)
+        resource.add_method(
+            method,
+            integration,
+            authorization_type=(
+                apigw.AuthorizationType.COGNITO
+                if self.authorizer is not None
+                else apigw.AuthorizationType.IAM
+            ),
+            authorizer=self.authorizer,
+            authorization_scopes=self.authorization_scopes,
+            request_validator=self.body_validator if json_body else None,
+            request_models={"application/json": self.json_object} if json_body else None,
+        )
+
+    def _build_cognito_authorizer(self, config: StackConfig) -> apigw.IAuthorizer:
+        pool_arn = config.cognito_user_pool_arn or cdk.Stack.of(self).format_arn(
+            service="cognito-idp",
+            region=config.user_pool_region,
+            resource="userpool",
+            resource_name=config.user_pool_id,
+        )
+        pool = cognito.UserPool.from_user_pool_arn(self, "UserPool", pool_arn)
+        return apigw.CognitoUserPoolsAuthorizer(
+            self,
+            "JwtAuthorizer",
+            cognito_user_pools=[pool],
+            identity_source="method.request.header.Authorization",
+        )

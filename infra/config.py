@@ -1,0 +1,133 @@
+"""Deployment settings a user changes without editing code: ``cdk.json`` context or ``-c key=value``.
+
+Examples
+--------
+>>> cfg = StackConfig.from_context({"auth": "iam", "default_ttl": "3600"}.get)
+>>> (cfg.auth, cfg.default_ttl, cfg.checkpointer, cfg.stack_name)
+('iam', 3600, 'aws', 'agent-wait')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from infra.constants import DEFAULT_GRAPH, DEFAULT_STACK_NAME
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+AuthMode = Literal["iam", "jwt"]
+Checkpointer = Literal["aws", "dynamodb"]
+
+_GRAPH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# https://cognito-idp.<region>.amazonaws.com/<pool id>: the issuer of every token a user pool signs.
+_COGNITO_ISSUER = re.compile(r"^https://cognito-idp\.([a-z0-9-]+)\.amazonaws\.com/([\w-]+_[0-9A-Za-z]+)/?$")
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class ConfigError(ValueError):
+    """A context value the stack cannot be built from; the message names the key."""
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """The settings read from CDK context.
+
+    Parameters
+    ----------
+    stack_name
+        CloudFormation stack name (context ``stack_name``, default ``agent-wait``).
+    graph
+        ``module:attribute`` of the graph the runner runs (context ``graph``).
+    auth
+        ``iam`` (SigV4 on every method, the default) or ``jwt`` (Cognito user pool authorizer).
+    default_ttl
+        Seconds a question lives when its policy sets no ttl; ``None``: no expiry.
+    checkpointer
+        ``aws`` (langgraph-checkpoint-aws ``DynamoDBSaver``) or ``dynamodb`` (langgraph-checkpoint-dynamodb).
+    checkpoint_bucket
+        Create an S3 bucket that ``DynamoDBSaver`` offloads large checkpoints to (``aws`` only).
+    cognito_user_pool_arn, jwt_issuer, jwt_audience
+        ``jwt`` mode: the user pool (its ARN, or a Cognito issuer URL it is derived from) and the
+        resource-server scope an access token must carry (optional).
+
+    Examples
+    --------
+    >>> StackConfig.from_context({"auth": "jwt", "jwt_issuer":
+    ...     "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Abc123"}.get).user_pool_id
+    'eu-west-1_Abc123'
+    """
+
+    stack_name: str = DEFAULT_STACK_NAME
+    graph: str = DEFAULT_GRAPH
+    auth: AuthMode = "iam"
+    default_ttl: int | None = None
+    checkpointer: Checkpointer = "aws"
+    checkpoint_bucket: bool = False
+    cognito_user_pool_arn: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
+        """Read and check every setting; ``get`` is ``app.node.try_get_context`` or a dict's ``get``."""
+
+        def text(key: str) -> str | None:
+            value = get(key)
+            if value is None or str(value).strip() == "":
+                return None
+            return str(value).strip()
+
+        auth = text("auth") or "iam"
+        if auth not in ("iam", "jwt"):
+            raise ConfigError(f"context auth={auth!r}: expected 'iam' or 'jwt'")
+        checkpointer = text("checkpointer") or "aws"
+        if checkpointer not in ("aws", "dynamodb"):
+            raise ConfigError(f"context checkpointer={checkpointer!r}: expected 'aws' or 'dynamodb'")
+        graph = text("graph") or DEFAULT_GRAPH
+        if not _GRAPH.match(graph):
+            raise ConfigError(f"context graph={graph!r}: expected 'package.module:attribute'")
+        ttl_text = text("default_ttl")
+        default_ttl: int | None = None
+        if ttl_text is not None:
+            if not ttl_text.isdigit() or int(ttl_text) <= 0:
+                raise ConfigError(f"context default_ttl={ttl_text!r}: expected a positive number of seconds")
+            default_ttl = int(ttl_text)
+        config = cls(
+            stack_name=text("stack_name") or DEFAULT_STACK_NAME,
+            graph=graph,
+            auth=auth,  # type: ignore[arg-type]  # checked against the Literal above
+            default_ttl=default_ttl,
+            checkpointer=checkpointer,  # type: ignore[arg-type]
+            checkpoint_bucket=(text("checkpoint_bucket") or "false").lower() in _TRUE,
+            cognito_user_pool_arn=text("cognito_user_pool_arn"),
+            jwt_issuer=text("jwt_issuer"),
+            jwt_audience=text("jwt_audience"),
+        )
+        if config.auth == "jwt" and config.user_pool_id is None:
+            raise ConfigError(
+                "context auth=jwt needs cognito_user_pool_arn, or jwt_issuer set to a Cognito user pool "
+                "issuer (https://cognito-idp.<region>.amazonaws.com/<pool id>): an API Gateway REST API "
+                "validates JWTs natively only through a Cognito user pool authorizer (see docs/deploy.md)"
+            )
+        if config.checkpoint_bucket and config.checkpointer != "aws":
+            raise ConfigError(
+                "context checkpoint_bucket needs checkpointer=aws (only DynamoDBSaver offloads)"
+            )
+        return config
+
+    @property
+    def user_pool_id(self) -> str | None:
+        """The Cognito user pool id, from ``cognito_user_pool_arn`` or a Cognito ``jwt_issuer``."""
+        if self.cognito_user_pool_arn:
+            return self.cognito_user_pool_arn.rsplit("/", 1)[-1]
+        match = _COGNITO_ISSUER.match(self.jwt_issuer or "")
+        return match.group(2) if match else None
+
+    @property
+    def user_pool_region(self) -> str | None:
+        """The region of the user pool when it comes from ``jwt_issuer``; ``None`` for an ARN."""
+        match = _COGNITO_ISSUER.match(self.jwt_issuer or "")
+        return match.group(1) if match and not self.cognito_user_pool_arn else None

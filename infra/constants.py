@@ -1,0 +1,52 @@
+"""Names, runtime and architecture of the deployment, chosen once.
+
+Everything the constructs, the bundlers and the report agree on lives here. It imports nothing from
+``aws_cdk``: the bundlers and ``python -m infra.report`` read it without loading the CDK.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+
+SERVICE_NAME: Final = "agent-wait"
+METRICS_NAMESPACE: Final = "AgentWait"
+LOG_LEVEL: Final = "INFO"
+DEFAULT_STACK_NAME: Final = "agent-wait"
+DEFAULT_GRAPH: Final = "examples.refund_agent:build_graph"
+
+# Lambda runtime. The layers are built for exactly this interpreter: the wheels' tags must match.
+PYTHON_VERSION: Final = "3.13"
+# Graviton: about 20 % cheaper per GB-second than x86_64, and every compiled dependency
+# (pydantic_core, orjson, ormsgpack, xxhash, zstandard, PyYAML) publishes aarch64 manylinux wheels.
+ARCHITECTURE: Final = "arm64"
+PIP_PLATFORM: Final = "manylinux2014_aarch64"
+
+API_MEMORY_MB: Final = 512
+API_TIMEOUT_SECONDS: Final = 29  # API Gateway's integration timeout: a longer Lambda would be cut off anyway.
+RUNNER_MEMORY_MB: Final = 1024  # LangGraph's import and graph runs are CPU-bound; CPU scales with memory.
+LOG_RETENTION: Final = "ONE_MONTH"  # a member of aws_logs.RetentionDays
+LEDGER_TTL_DAYS: Final = 90
+
+API_STAGE: Final = "prod"
+API_THROTTLE_RATE: Final = 50
+API_THROTTLE_BURST: Final = 100
+# 256 KiB is SQS's message limit; the api refuses larger bodies with 413 before enqueuing.
+MAX_BODY_BYTES: Final = 256 * 1024
+
+# Alarm thresholds: any message in a DLQ or any failed resume needs a human.
+DLQ_ALARM_THRESHOLD: Final = 1
+RESUME_FAILURE_ALARM_THRESHOLD: Final = 1
+
+# Metric names the runner and api emit through Powertools Metrics (namespace METRICS_NAMESPACE).
+METRIC_QUESTIONS_RAISED: Final = "QuestionsRaised"
+METRIC_QUESTIONS_ANSWERED: Final = "QuestionsAnswered"
+METRIC_QUESTIONS_RESUMED: Final = "QuestionsResumed"
+METRIC_QUESTIONS_EXPIRED: Final = "QuestionsExpired"
+METRIC_RESUME_FAILURES: Final = "ResumeFailures"
+METRIC_TIME_TO_ANSWER: Final = "TimeToAnswer"  # milliseconds
+
+# Where the bundlers keep built layers between synths, keyed on what went into them.
+BUNDLE_CACHE_DIR: Final = REPO_ROOT / "cdk.out" / ".bundle-cache"

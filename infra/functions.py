@@ -1,0 +1,301 @@
+"""The api and runner Lambdas: code assets, one role each with exactly the actions the code calls."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import constants
+from infra.bundling import CopyBundling
+from infra.layers import architecture, runtime
+from infra.nag import acknowledge
+from wait_service.resources import RUNNER_TIMEOUT_SECONDS
+
+if TYPE_CHECKING:
+    from infra.checkpoints import Checkpoints
+    from infra.config import StackConfig
+    from infra.fanout import Fanout
+    from infra.inbox import Inbox
+    from infra.layers import Layers
+    from infra.ledger import Ledger
+
+# What goes into each function's code asset (destination in the asset → folder of the repository).
+API_SOURCES = {"": "functions/api", "wait_service": "functions/wait_service"}
+RUNNER_SOURCES = {"": "functions/runner", "wait_service": "functions/wait_service", "examples": "examples"}
+HANDLER = "handler.handler"
+
+LEDGER_API_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
+# GET /questions with neither status nor thread_id pages through the by-status index with Scan.
+LEDGER_API_INDEX_SCAN = ("dynamodb:Scan",)
+LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+# What langgraph-checkpoint-aws DynamoDBSaver calls (get_item, put_item, query, batch_get_item,
+# batch_write_item) and, for its S3 offload, put_object / get_object / delete_objects.
+CHECKPOINT_AWS_ACTIONS = (
+    "dynamodb:BatchGetItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:Query",
+)
+CHECKPOINT_BUCKET_ACTIONS = ("s3:DeleteObject", "s3:GetObject", "s3:PutObject")
+# langgraph-checkpoint-dynamodb: get_item, put_item and query on its tables, batch_write_item for writes.
+CHECKPOINT_DYNAMODB_ACTIONS = (
+    "dynamodb:BatchWriteItem",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:Query",
+)
+# What Lambda's event source mapping calls on the inbox with the runner's role.
+INBOX_CONSUME_ACTIONS = (
+    "sqs:ChangeMessageVisibility",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:ReceiveMessage",
+)
+TOPIC_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
+LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
+XRAY_ACTIONS = ("xray:PutTelemetryRecords", "xray:PutTraceSegments")
+
+
+def code_asset(sources: dict[str, str]) -> lambda_.Code:
+    """A code asset holding ``sources``, bundled by copying (no Docker), hashed on the files copied."""
+    bundler = CopyBundling(sources)
+    copies = " && ".join(
+        f"mkdir -p /asset-output/{dest} && cp -r /asset-input/{src}/. /asset-output/{dest}"
+        for dest, src in sources.items()
+    )
+    return lambda_.Code.from_asset(
+        str(constants.REPO_ROOT),
+        asset_hash_type=cdk.AssetHashType.CUSTOM,
+        asset_hash=bundler.source_hash(),
+        bundling=cdk.BundlingOptions(
+            image=runtime().bundling_image, local=bundler, command=["bash", "-c", copies]
+        ),
+    )
+
+
+class ServiceFunction(Construct):
+    """A Python 3.13 Lambda with its own role, log group (retention set), X-Ray and Powertools settings.
+
+    The role starts with no permissions but writing to its own log group; callers add the exact
+    statements the code needs through :meth:`allow`.
+
+    Examples
+    --------
+    >>> fn = ServiceFunction(stack, "Api", sources=API_SOURCES, layers=[], environment={},
+    ...                      memory_mb=512, timeout_seconds=29, service="agent-wait")  # doctest: +SKIP
+    >>> fn.allow(["sqs:SendMessage"], [queue.queue_arn])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        sources: dict[str, str],
+        layers: list[lambda_.ILayerVersion],
+        environment: dict[str, str],
+        memory_mb: int,
+        timeout_seconds: int,
+        service: str,
+        description: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=logs.RetentionDays[constants.LOG_RETENTION],
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{description}: exactly the actions its code calls",
+        )
+        self.allow(LOG_ACTIONS, [self.log_group.log_group_arn])
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=description,
+            runtime=runtime(),
+            architecture=architecture(),
+            handler=HANDLER,
+            code=code_asset(sources),
+            layers=layers,
+            role=self.role,
+            memory_size=memory_mb,
+            timeout=cdk.Duration.seconds(timeout_seconds),
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=self.log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            environment={
+                "POWERTOOLS_SERVICE_NAME": service,
+                "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
+                "LOG_LEVEL": constants.LOG_LEVEL,
+                **environment,
+            },
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; "
+            "they are the only statement on '*' (added by tracing=ACTIVE).",
+        )
+        runtime_reason = (
+            f"Python {constants.PYTHON_VERSION} is pinned on purpose: the layers are built from cp"
+            f"{constants.PYTHON_VERSION.replace('.', '')} wheels, so the runtime moves only together with "
+            "infra/constants.PYTHON_VERSION and a rebuild of the layers."
+        )
+        acknowledge(self.function, "AwsSolutions-L1", runtime_reason)
+        acknowledge(self.function, "Serverless-LambdaLatestVersion", runtime_reason)
+
+    def allow(self, actions: tuple[str, ...] | list[str], resources: list[str]) -> None:
+        """Add one statement allowing exactly ``actions`` on ``resources`` to this function's role."""
+        self.role.add_to_policy(iam.PolicyStatement(actions=sorted(actions), resources=resources))
+
+
+class ApiFunction(ServiceFunction):
+    """The api Lambda: the REST routes; reads and moves ledger items, enqueues runs and resumes.
+
+    Examples
+    --------
+    >>> ApiFunction(stack, "Api", config=cfg, layers=layers, ledger=ledger, inbox=inbox)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StackConfig,
+        layers: Layers,
+        ledger: Ledger,
+        inbox: Inbox,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            sources=API_SOURCES,
+            layers=layers.for_api,
+            environment={
+                "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
+                "AGENT_WAIT_INBOX_URL": inbox.queue.queue_url,
+                "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+            },
+            memory_mb=constants.API_MEMORY_MB,
+            timeout_seconds=constants.API_TIMEOUT_SECONDS,
+            service=config.stack_name,
+            description="agent-wait api: threads, questions and replies",
+        )
+        self.allow(LEDGER_API_ACTIONS, [ledger.table.table_arn, *ledger.index_arns])
+        self.allow(LEDGER_API_INDEX_SCAN, ledger.index_arns)
+        self.allow(["sqs:SendMessage"], [inbox.queue.queue_arn])
+        acknowledge(
+            self.function,
+            "Serverless-LambdaDLQ",
+            "API Gateway invokes the api synchronously and gets every error as the HTTP response; a Lambda "
+            "dead-letter queue only ever receives failed asynchronous invocations.",
+        )
+
+
+class RunnerFunction(ServiceFunction):
+    """The runner Lambda: consumes the inbox, runs the graph, publishes the questions it raises.
+
+    ``AGENT_WAIT_REPLY_URL`` is set by :meth:`set_reply_url` once the REST API exists.
+
+    Examples
+    --------
+    >>> runner = RunnerFunction(stack, "Runner", config=cfg, layers=layers, ledger=ledger, inbox=inbox,
+    ...                         fanout=fanout, checkpoints=checkpoints)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StackConfig,
+        layers: Layers,
+        ledger: Ledger,
+        inbox: Inbox,
+        fanout: Fanout,
+        checkpoints: Checkpoints,
+    ) -> None:
+        environment = {
+            "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
+            "AGENT_WAIT_TOPIC_ARN": fanout.topic.topic_arn,
+            "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
+            "AGENT_WAIT_GRAPH": config.graph,
+            "AGENT_WAIT_CHECKPOINTER": config.checkpointer,
+            "AGENT_WAIT_CHECKPOINT_TABLE": checkpoints.table.table_name,
+            "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+        }
+        if checkpoints.writes_table is not None:
+            environment["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] = checkpoints.writes_table.table_name
+        if checkpoints.bucket is not None:
+            environment["AGENT_WAIT_CHECKPOINT_BUCKET"] = checkpoints.bucket.bucket_name
+        if config.default_ttl is not None:
+            environment["AGENT_WAIT_DEFAULT_TTL"] = str(config.default_ttl)
+        super().__init__(
+            scope,
+            construct_id,
+            sources=RUNNER_SOURCES,
+            layers=layers.for_runner,
+            environment=environment,
+            memory_mb=constants.RUNNER_MEMORY_MB,
+            timeout_seconds=RUNNER_TIMEOUT_SECONDS,
+            service=config.stack_name,
+            description="agent-wait runner: runs and resumes graphs from the inbox",
+        )
+        checkpoint_actions = (
+            CHECKPOINT_AWS_ACTIONS if config.checkpointer == "aws" else CHECKPOINT_DYNAMODB_ACTIONS
+        )
+        self.allow(checkpoint_actions, [table.table_arn for table in checkpoints.tables])
+        if checkpoints.bucket is not None:
+            self.allow(CHECKPOINT_BUCKET_ACTIONS, [checkpoints.bucket.arn_for_objects("*")])
+            stack = cdk.Stack.of(self)
+            bucket_id = stack.resolve(stack.get_logical_id(checkpoints.bucket.node.default_child))  # type: ignore[arg-type]
+            acknowledge(
+                self.role,
+                f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]",
+                "DynamoDBSaver names offloaded objects by thread and checkpoint id at run time; the grant is "
+                "object-level actions on this one bucket's objects only.",
+            )
+        self.allow(LEDGER_RUNNER_ACTIONS, [ledger.table.table_arn])
+        self.allow(["sns:Publish"], [fanout.topic.topic_arn])
+        self.allow(TOPIC_KEY_ACTIONS, [fanout.key.key_arn])
+        self.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn])
+        self.allow(INBOX_CONSUME_ACTIONS, [inbox.queue.queue_arn])
+        # A FIFO source takes no batching window; a failed message is retried alone, the rest of the
+        # batch is deleted (ReportBatchItemFailures), and after maxReceiveCount it lands in the DLQ.
+        self.inbox_mapping = lambda_.EventSourceMapping(
+            self,
+            "InboxMapping",
+            target=self.function,
+            event_source_arn=inbox.queue.queue_arn,
+            batch_size=10,
+            report_batch_item_failures=True,
+        )
+        self.inbox_mapping.node.add_dependency(self.role)
+        acknowledge(
+            self.function,
+            "Serverless-LambdaDLQ",
+            "The runner is invoked only by the inbox event source mapping (synchronously); a message that "
+            "fails maxReceiveCount times moves to inbox-dlq.fifo by the queue's redrive policy.",
+        )
+        acknowledge(
+            self.inbox_mapping,
+            "Serverless-LambdaEventSourceMappingDestination",
+            "On-failure destinations exist only for stream and Kafka sources; for SQS the inbox's redrive "
+            "policy to inbox-dlq.fifo is the failure destination.",
+        )
+
+    def set_reply_url(self, api_url: str) -> None:
+        """Wire ``AGENT_WAIT_REPLY_URL`` to ``<api url>questions/{question_id}/reply``."""
+        self.function.add_environment("AGENT_WAIT_REPLY_URL", f"{api_url}questions/{{question_id}}/reply")

@@ -1,0 +1,102 @@
+"""The Lambda layers: third-party ``core`` and ``graph`` dependencies, and the ``agent_wait`` library."""
+
+from __future__ import annotations
+
+import shlex
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra import constants
+from infra.bundling import CopyBundling, PipLayerBundling
+from infra.requirements import LayerName, cache_key, layer_requirements
+
+AGENT_WAIT_SOURCES = {"python/agent_wait": "layers/agent_wait/agent_wait"}
+# The console script and the local stack (moto) never run in Lambda.
+AGENT_WAIT_EXCLUDE = ("cli", "local")
+
+
+def runtime() -> lambda_.Runtime:
+    return lambda_.Runtime.PYTHON_3_13
+
+
+def architecture() -> lambda_.Architecture:
+    return lambda_.Architecture.ARM_64 if constants.ARCHITECTURE == "arm64" else lambda_.Architecture.X86_64
+
+
+class Layers(Construct):
+    """``core`` (api + runner), ``graph`` (runner) and ``agent_wait`` (api + runner) layers.
+
+    Parameters
+    ----------
+    checkpointer
+        ``dynamodb`` adds langgraph-checkpoint-dynamodb to the ``graph`` layer.
+
+    Examples
+    --------
+    >>> layers = Layers(stack, "Layers", checkpointer="aws")  # doctest: +SKIP
+    >>> layers.for_api  # [core, agent_wait]  # doctest: +SKIP
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, checkpointer: str) -> None:
+        super().__init__(scope, construct_id)
+        self.core = self._build_pip_layer("Core", "core", checkpointer)
+        self.graph = self._build_pip_layer("Graph", "graph", checkpointer)
+        bundler = CopyBundling(AGENT_WAIT_SOURCES, exclude=AGENT_WAIT_EXCLUDE)
+        self.agent_wait = lambda_.LayerVersion(
+            self,
+            "AgentWait",
+            description="agent_wait library (without cli and local)",
+            code=lambda_.Code.from_asset(
+                str(constants.REPO_ROOT),
+                asset_hash_type=cdk.AssetHashType.CUSTOM,
+                asset_hash=bundler.source_hash(),
+                bundling=cdk.BundlingOptions(
+                    image=runtime().bundling_image,
+                    local=bundler,
+                    command=[
+                        "bash",
+                        "-c",
+                        "mkdir -p /asset-output/python"
+                        " && cp -r layers/agent_wait/agent_wait /asset-output/python/"
+                        " && cd /asset-output/python/agent_wait && rm -rf cli local",
+                    ],
+                ),
+            ),
+            compatible_runtimes=[runtime()],
+            compatible_architectures=[architecture()],
+        )
+
+    @property
+    def for_api(self) -> list[lambda_.ILayerVersion]:
+        return [self.core, self.agent_wait]
+
+    @property
+    def for_runner(self) -> list[lambda_.ILayerVersion]:
+        return [self.core, self.graph, self.agent_wait]
+
+    def _build_pip_layer(self, construct_id: str, name: LayerName, checkpointer: str) -> lambda_.LayerVersion:
+        requirements = layer_requirements(name, checkpointer=checkpointer)
+        return lambda_.LayerVersion(
+            self,
+            construct_id,
+            description=f"agent-wait {name} dependencies: {', '.join(requirements)}"[:256],
+            code=lambda_.Code.from_asset(
+                str(constants.REPO_ROOT / "layers" / "deps"),
+                asset_hash_type=cdk.AssetHashType.CUSTOM,
+                asset_hash=cache_key(name, "lambda", checkpointer=checkpointer),
+                bundling=cdk.BundlingOptions(
+                    image=runtime().bundling_image,
+                    local=PipLayerBundling(name, checkpointer=checkpointer),
+                    command=[
+                        "bash",
+                        "-c",
+                        "pip install --no-compile --target /asset-output/python "
+                        + " ".join(shlex.quote(r) for r in requirements),
+                    ],
+                ),
+            ),
+            compatible_runtimes=[runtime()],
+            compatible_architectures=[architecture()],
+        )

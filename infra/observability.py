@@ -1,0 +1,143 @@
+"""The dashboard and alarms: questions raised / answered / expired, time to answer, failures, DLQ depth."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from infra import constants
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_apigateway as apigw
+    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_sqs as sqs
+
+_PERIOD = cdk.Duration.minutes(5)
+
+
+class Observability(Construct):
+    """A CloudWatch dashboard and the alarms a human must see.
+
+    The question metrics are the ones the Lambdas emit with Powertools Metrics: namespace
+    ``POWERTOOLS_METRICS_NAMESPACE`` (``infra.constants.METRICS_NAMESPACE``), dimension ``service`` =
+    ``POWERTOOLS_SERVICE_NAME`` (the stack name), so two stacks in one account do not mix.
+
+    Examples
+    --------
+    >>> Observability(stack, "Observability", service="agent-wait", functions={"api": fn},
+    ...               dlqs={"inbox": dlq}, api=rest_api)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        service: str,
+        functions: dict[str, lambda_.IFunction],
+        dlqs: dict[str, sqs.IQueue],
+        api: apigw.RestApi,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.service = service
+
+        self.dlq_alarms = {
+            name: cloudwatch.Alarm(
+                self,
+                f"{name.capitalize()}DlqDepth",
+                alarm_description=f"Messages in the {name} dead-letter queue: a run, resume or delivery "
+                "failed every retry and needs a human.",
+                metric=queue.metric_approximate_number_of_messages_visible(
+                    period=_PERIOD, statistic="Maximum"
+                ),
+                threshold=constants.DLQ_ALARM_THRESHOLD,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            for name, queue in dlqs.items()
+        }
+        self.resume_failures_alarm = cloudwatch.Alarm(
+            self,
+            "ResumeFailures",
+            alarm_description="A thread could not be resumed with its answer (question resume_failed).",
+            metric=self.question_metric(constants.METRIC_RESUME_FAILURES),
+            threshold=constants.RESUME_FAILURE_ALARM_THRESHOLD,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{service}-waits")
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Questions",
+                left=[
+                    self.question_metric(constants.METRIC_QUESTIONS_RAISED),
+                    self.question_metric(constants.METRIC_QUESTIONS_ANSWERED),
+                    self.question_metric(constants.METRIC_QUESTIONS_RESUMED),
+                    self.question_metric(constants.METRIC_QUESTIONS_EXPIRED),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Time to answer (ms)",
+                left=[
+                    self.question_metric(constants.METRIC_TIME_TO_ANSWER, statistic="p50"),
+                    self.question_metric(constants.METRIC_TIME_TO_ANSWER, statistic="p90"),
+                    self.question_metric(constants.METRIC_TIME_TO_ANSWER, statistic="Maximum"),
+                ],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmWidget(title="Resume failures", alarm=self.resume_failures_alarm, width=8),
+            cloudwatch.GraphWidget(
+                title="Dead-letter queue depth",
+                left=[alarm.metric for alarm in self.dlq_alarms.values()],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="API errors",
+                left=[
+                    api.metric_client_error(period=_PERIOD),
+                    api.metric_server_error(period=_PERIOD),
+                ],
+                width=8,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Lambda errors",
+                left=[
+                    fn.metric_errors(period=_PERIOD, label=f"{name} errors") for name, fn in functions.items()
+                ],
+                right=[
+                    fn.metric_throttles(period=_PERIOD, label=f"{name} throttles")
+                    for name, fn in functions.items()
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Lambda duration p90 (ms)",
+                left=[
+                    fn.metric_duration(period=_PERIOD, statistic="p90", label=name)
+                    for name, fn in functions.items()
+                ],
+                width=12,
+            ),
+        )
+
+    def question_metric(self, name: str, *, statistic: str = "Sum") -> cloudwatch.Metric:
+        """A metric the Lambdas emit through Powertools (namespace and ``service`` of this stack)."""
+        return cloudwatch.Metric(
+            namespace=constants.METRICS_NAMESPACE,
+            metric_name=name,
+            dimensions_map={"service": self.service},
+            statistic=statistic,
+            period=_PERIOD,
+            label=f"{name} ({statistic})" if statistic != "Sum" else None,
+        )

@@ -1,0 +1,245 @@
+"""Report on a cloud assembly: layer sizes, and whether the handlers import from the built assets.
+
+``python -m infra.report cdk.out`` (run by ``make synth``) prints each layer's unzipped size, each
+function's total against Lambda's 250 MB limit, then imports every handler in a fresh interpreter
+whose ``sys.path`` is what Lambda gives it: the function's asset folder, then each of its layers'
+``python/`` folders, and the standard library (``-I -S -B``: no site-packages, no venv, no bytecode
+written into the assets).
+
+The Lambda layers hold cp313 manylinux wheels that this host's interpreter cannot load, so the import
+check swaps each third-party layer for a copy built from the same pinned requirements for the host
+(:func:`infra.requirements.build_layer` with ``target="host"``); the function assets and the
+``agent_wait`` layer are the built ones. What it proves: the assets hold every first-party module the
+handlers import, the layers hold every third-party one (nothing leaks in from the build venv), the
+api imports without LangGraph, and the handlers import with the environment the template gives them.
+
+Examples
+--------
+>>> report = AssemblyReport.load(Path("cdk.out"))  # doctest: +SKIP
+>>> [fn.name for fn in report.functions]  # doctest: +SKIP
+['ApiFunction', 'Runner']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.requirements import LayerName, build_layer, tree_size
+
+LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
+_PIP_LAYERS: dict[str, LayerName] = {"Layers/Core": "core", "Layers/Graph": "graph"}
+_ACCOUNT, _REGION = "123456789012", "us-east-1"
+
+
+@dataclass
+class Layer:
+    logical_id: str
+    display_name: str
+    path: Path
+
+    @property
+    def pip_layer(self) -> LayerName | None:
+        """``core`` or ``graph`` for a third-party layer, ``None`` for first-party code."""
+        return _PIP_LAYERS.get(self.display_name.removesuffix("/Code"))
+
+    @property
+    def size(self) -> int:
+        return tree_size(self.path)
+
+
+@dataclass
+class Function:
+    logical_id: str
+    name: str
+    path: Path
+    layers: list[Layer]
+    environment: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total_size(self) -> int:
+        return tree_size(self.path) + sum(layer.size for layer in self.layers)
+
+
+@dataclass
+class ImportResult:
+    function: str
+    ok: bool
+    output: str
+    modules: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AssemblyReport:
+    """The functions and layers of every stack in a cloud assembly, with their asset folders."""
+
+    outdir: Path
+    layers: list[Layer]
+    functions: list[Function]
+
+    @classmethod
+    def load(cls, outdir: Path) -> AssemblyReport:
+        manifest = json.loads((outdir / "manifest.json").read_text())
+        layers: list[Layer] = []
+        functions: list[Function] = []
+        for artifact in manifest["artifacts"].values():
+            if artifact["type"] != "aws:cloudformation:stack":
+                continue
+            template = json.loads((outdir / artifact["properties"]["templateFile"]).read_text())
+            assets = _assets_by_key(outdir, manifest)
+            resources: dict[str, Any] = template["Resources"]
+            by_id: dict[str, Layer] = {}
+            for logical_id, resource in resources.items():
+                if resource["Type"] == "AWS::Lambda::LayerVersion":
+                    display, path = assets[resource["Properties"]["Content"]["S3Key"]]
+                    by_id[logical_id] = Layer(logical_id, display, path)
+            layers += by_id.values()
+            for logical_id, resource in resources.items():
+                if resource["Type"] != "AWS::Lambda::Function":
+                    continue
+                props = resource["Properties"]
+                s3_key = props.get("Code", {}).get("S3Key")
+                if s3_key not in assets:
+                    continue  # inline or CDK-internal code: not ours
+                display, path = assets[s3_key]
+                variables = props.get("Environment", {}).get("Variables", {})
+                functions.append(
+                    Function(
+                        logical_id=logical_id,
+                        name=display.split("/", 1)[0],
+                        path=path,
+                        layers=[by_id[ref["Ref"]] for ref in props.get("Layers", [])],
+                        environment={k: _resolve(v, resources) for k, v in variables.items()},
+                    )
+                )
+        return cls(outdir, layers, functions)
+
+    def import_handler(self, function: Function, *, cache_dir: Path | None = None) -> ImportResult:
+        """Import ``handler`` of ``function`` in a fresh interpreter with Lambda's path (see module doc)."""
+        paths = [str(function.path)]
+        for layer in function.layers:
+            if layer.pip_layer is None:
+                paths.append(str(layer.path / "python"))
+                continue
+            checkpointer = function.environment.get("AGENT_WAIT_CHECKPOINTER", "aws")
+            kwargs: dict[str, Any] = {"checkpointer": checkpointer}
+            if cache_dir is not None:
+                kwargs["cache_dir"] = cache_dir
+            paths.append(str(build_layer(layer.pip_layer, "host", **kwargs) / "python"))
+        script = (
+            "import json, sys\n"
+            f"sys.path[:0] = {paths!r}\n"
+            "import handler\n"
+            "assert callable(handler.handler), 'handler.handler is not callable'\n"
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+        )
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "AWS_REGION": _REGION,
+            "AWS_DEFAULT_REGION": _REGION,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_LAMBDA_FUNCTION_NAME": function.name,
+            "POWERTOOLS_TRACE_DISABLED": "1",
+            **function.environment,
+        }
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-B", "-c", script],
+            env=env,
+            cwd=function.path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            return ImportResult(function.name, False, done.stderr.strip()[-4000:])
+        modules = json.loads(done.stdout.strip().splitlines()[-1])
+        return ImportResult(function.name, True, "", modules)
+
+
+def _assets_by_key(outdir: Path, manifest: dict[str, Any]) -> dict[str, tuple[str, Path]]:
+    found: dict[str, tuple[str, Path]] = {}
+    for artifact in manifest["artifacts"].values():
+        if artifact["type"] != "cdk:asset-manifest":
+            continue
+        files = json.loads((outdir / artifact["properties"]["file"]).read_text()).get("files", {})
+        for asset in files.values():
+            for destination in asset["destinations"].values():
+                found[destination["objectKey"]] = (
+                    asset.get("displayName", ""),
+                    (outdir / asset["source"]["path"]).resolve(),
+                )
+    return found
+
+
+def _resolve(value: Any, resources: dict[str, Any]) -> str:
+    """A stand-in for what CloudFormation resolves at deploy time, shaped like the real value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(_resolve(v, resources) for v in value)
+    (function, argument), *_ = value.items()
+    if function == "Ref":
+        pseudo = {"AWS::Region": _REGION, "AWS::AccountId": _ACCOUNT, "AWS::Partition": "aws"}
+        if argument in pseudo:
+            return pseudo[argument]
+        if argument == "AWS::URLSuffix":
+            return "amazonaws.com"
+        kind = resources.get(argument, {}).get("Type", "")
+        if kind == "AWS::SQS::Queue":
+            return f"https://sqs.{_REGION}.amazonaws.com/{_ACCOUNT}/{argument}.fifo"
+        if kind == "AWS::SNS::Topic":
+            return f"arn:aws:sns:{_REGION}:{_ACCOUNT}:{argument}"
+        return str(argument).lower()
+    if function == "Fn::GetAtt":
+        logical_id, attribute = argument
+        if attribute.endswith("Arn"):
+            return f"arn:aws:service:{_REGION}:{_ACCOUNT}:{logical_id}"
+        return f"{logical_id}-{attribute}".lower()
+    if function == "Fn::Join":
+        separator, parts = argument
+        return str(separator).join(_resolve(part, resources) for part in parts)
+    return json.dumps(value)
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1024 / 1024:.1f} MB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the report; exit 1 if a function is over the size limit or a handler does not import."""
+    args = sys.argv[1:] if argv is None else argv
+    outdir = Path(args[0] if args else "cdk.out")
+    report = AssemblyReport.load(outdir)
+    failed = False
+    _out("Layers (unzipped):")
+    for layer in report.layers:
+        _out(f"  {layer.display_name.removesuffix('/Code'):<22} {_mb(layer.size):>10}  {layer.path.name}")
+    _out("Functions (code + layers, unzipped; Lambda allows 250 MB):")
+    for function in report.functions:
+        over = function.total_size > LAMBDA_UNZIPPED_LIMIT
+        failed |= over
+        _out(f"  {function.name:<22} {_mb(function.total_size):>10}{'  OVER THE LIMIT' if over else ''}")
+    _out("Handlers imported from the built assets (fresh interpreter, Lambda's sys.path):")
+    for function in report.functions:
+        result = report.import_handler(function)
+        failed |= not result.ok
+        if result.ok:
+            graph = "imports langgraph" if "langgraph" in result.modules else "no langgraph"
+            _out(f"  {function.name:<22} ok ({graph})")
+        else:
+            _out(f"  {function.name:<22} FAILED\n{result.output}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,193 @@
+"""What goes into the third-party layers, derived from the pins in ``pyproject.toml``, and how it is built.
+
+Pure Python (no ``aws_cdk``): the CDK bundlers, ``python -m infra.report`` and the infra tests use the
+same functions, so the layer a test imports from is built exactly like the one that is deployed.
+
+Two layers, so the api never carries LangGraph:
+
+- ``core`` (api and runner): Powertools (tracer, validation), pydantic, python-ulid, boto3. boto3 and
+  botocore are kept, pinned, rather than stripped in favour of the runtime's copy: langgraph-checkpoint-aws
+  needs ``boto3>=1.43.64`` and Powertools' tracer pulls botocore anyway, while the runtime's boto3 lags
+  and changes under a deployed function without notice.
+- ``graph`` (runner only): LangGraph and the checkpointer, minus every distribution ``core`` already
+  holds at the same version (Lambda merges both into ``/opt/python``).
+
+Examples
+--------
+>>> [r.split("==")[0] for r in layer_requirements("core")]
+['aws-lambda-powertools[tracer,validation]', 'pydantic', 'python-ulid', 'boto3']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from typing import TYPE_CHECKING, Literal
+
+from infra.constants import BUNDLE_CACHE_DIR, PIP_PLATFORM, PYTHON_VERSION, REPO_ROOT
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
+LayerName = Literal["core", "graph"]
+Target = Literal["lambda", "host"]
+
+CORE_PACKAGES: tuple[str, ...] = (
+    "aws-lambda-powertools[tracer,validation]",
+    "pydantic",
+    "python-ulid",
+    "boto3",
+)
+GRAPH_PACKAGES: tuple[str, ...] = ("langgraph", "langgraph-checkpoint-aws")
+GRAPH_PACKAGES_DYNAMODB: tuple[str, ...] = ("langgraph-checkpoint-dynamodb",)
+
+_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^;\s]+)")
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned_versions(pyproject: Path = REPO_ROOT / "pyproject.toml") -> dict[str, str]:
+    """Every ``name==version`` pin in ``pyproject.toml`` (dependencies and all extras), by normalized name."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    specs: list[str] = list(project.get("dependencies", []))
+    for extra in project.get("optional-dependencies", {}).values():
+        specs += extra
+    pins: dict[str, str] = {}
+    for spec in specs:
+        match = _REQ.match(spec)
+        if match:
+            pins[_normalize(match.group(1))] = match.group(3)
+    return pins
+
+
+def layer_requirements(layer: LayerName, *, checkpointer: str = "aws") -> list[str]:
+    """The pinned requirement lines of ``layer`` (``graph`` includes ``core``'s, as resolver input)."""
+    pins = pinned_versions()
+    packages = list(CORE_PACKAGES)
+    if layer == "graph":
+        packages += GRAPH_PACKAGES
+        if checkpointer == "dynamodb":
+            packages += GRAPH_PACKAGES_DYNAMODB
+    lines = []
+    for package in packages:
+        name = package.split("[", 1)[0]
+        version = pins.get(_normalize(name))
+        if version is None:
+            raise LookupError(
+                f"{name} has no '==' pin in pyproject.toml; the layers install pinned versions only"
+            )
+        lines.append(f"{package}=={version}")
+    return lines
+
+
+def pip_command(requirements: Iterable[str], target_dir: Path, target: Target) -> list[str]:
+    """The pip invocation that installs ``requirements`` into ``target_dir``.
+
+    ``lambda`` fetches wheels for the Lambda runtime (manylinux, CPython ``PYTHON_VERSION``) whatever the
+    host is; ``host`` builds the same requirements for this interpreter, for tests that import them.
+    """
+    command = [sys.executable, "-m", "pip", "install", "-qq", "--disable-pip-version-check", "--no-compile"]
+    command += ["--target", str(target_dir)]
+    if target == "lambda":
+        command += ["--platform", PIP_PLATFORM, "--only-binary=:all:"]
+        command += ["--python-version", PYTHON_VERSION, "--implementation", "cp"]
+    return command + list(requirements)
+
+
+def cache_key(layer: LayerName, target: Target, *, checkpointer: str = "aws") -> str:
+    """A digest of everything that decides the layer's contents."""
+    interpreter = f"cp{PYTHON_VERSION}-{PIP_PLATFORM}" if target == "lambda" else sys.implementation.cache_tag
+    payload = {
+        "layer": layer,
+        "target": target,
+        "interpreter": interpreter,
+        "core": layer_requirements("core"),
+        "requirements": layer_requirements(layer, checkpointer=checkpointer),
+        "format": 2,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_layer(
+    layer: LayerName,
+    target: Target,
+    *,
+    checkpointer: str = "aws",
+    cache_dir: Path = BUNDLE_CACHE_DIR,
+) -> Path:
+    """Build (or reuse from ``cache_dir``) the layer and return its root (which holds ``python/``)."""
+    key = cache_key(layer, target, checkpointer=checkpointer)
+    done = cache_dir / f"{layer}-{target}-{key}"
+    if (done / "python").is_dir():
+        return done
+    building = cache_dir / f".{done.name}.{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    site = building / "python"
+    site.mkdir(parents=True)
+    subprocess.run(
+        pip_command(layer_requirements(layer, checkpointer=checkpointer), site, target), check=True
+    )
+    # Console scripts point at the build host's interpreter and are never run in a layer.
+    shutil.rmtree(site / "bin", ignore_errors=True)
+    if layer == "graph":
+        core = build_layer("core", target, cache_dir=cache_dir)
+        remove_distributions_in(site, core / "python")
+    try:
+        building.rename(done)
+    except OSError:
+        # Another process finished the same key first; both trees are identical.
+        shutil.rmtree(building, ignore_errors=True)
+    return done
+
+
+def remove_distributions_in(site: Path, other: Path) -> list[str]:
+    """Delete from ``site`` every distribution that ``other`` holds at the same version; return their names.
+
+    Lambda merges layers into one ``/opt/python``, so a distribution two layers both carry is dead weight.
+    Files are removed as listed in the distribution's ``RECORD``.
+    """
+    removed: list[str] = []
+    for dist_info in sorted(site.glob("*.dist-info")):
+        if not (other / dist_info.name).is_dir():
+            continue
+        record = dist_info / "RECORD"
+        for line in record.read_text().splitlines():
+            relative = line.rsplit(",", 2)[0]
+            path = (site / relative).resolve()
+            if path.is_relative_to(site.resolve()) and path.is_file():
+                path.unlink()
+        shutil.rmtree(dist_info, ignore_errors=True)
+        removed.append(dist_info.name.removesuffix(".dist-info"))
+    for directory in sorted(
+        (p for p in site.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
+    ):
+        if not any(directory.iterdir()):
+            directory.rmdir()
+    return removed
+
+
+def copy_tree(source: Path, destination: Path) -> None:
+    """Copy ``source`` into ``destination`` with hard links where possible (the cache is read-only input)."""
+
+    def link_or_copy(src: str, dst: str) -> object:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+        return dst
+
+    shutil.copytree(source, destination, copy_function=link_or_copy, dirs_exist_ok=True)
+
+
+def tree_size(root: Path) -> int:
+    """Bytes in every regular file under ``root`` (the unzipped size Lambda counts against 250 MB)."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())

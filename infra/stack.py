@@ -1,0 +1,85 @@
+"""The agent-wait stack: composes the constructs, wires them together, exports the outputs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import aws_cdk as cdk
+
+from infra.api import RestApi
+from infra.checkpoints import Checkpoints
+from infra.fanout import Fanout
+from infra.functions import ApiFunction, RunnerFunction
+from infra.inbox import Inbox
+from infra.layers import Layers
+from infra.ledger import Ledger
+from infra.observability import Observability
+
+if TYPE_CHECKING:
+    from constructs import Construct
+
+    from infra.config import StackConfig
+
+
+class AgentWaitStack(cdk.Stack):
+    """Everything one deployment of agent-wait needs.
+
+    Parameters
+    ----------
+    config
+        The settings read from CDK context (:class:`infra.config.StackConfig`).
+
+    Examples
+    --------
+    >>> app = cdk.App()  # doctest: +SKIP
+    >>> AgentWaitStack(app, "agent-wait", config=StackConfig())  # doctest: +SKIP
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config
+        prefix = f"{config.stack_name}-"
+
+        self.ledger = Ledger(self, "Ledger")
+        self.checkpoints = Checkpoints(
+            self, "Checkpoints", checkpointer=config.checkpointer, bucket=config.checkpoint_bucket
+        )
+        self.fanout = Fanout(self, "Fanout", prefix=prefix)
+        self.inbox = Inbox(self, "Inbox", prefix=prefix)
+        self.layers = Layers(self, "Layers", checkpointer=config.checkpointer)
+
+        self.api_function = ApiFunction(
+            self, "ApiFunction", config=config, layers=self.layers, ledger=self.ledger, inbox=self.inbox
+        )
+        self.runner = RunnerFunction(
+            self,
+            "Runner",
+            config=config,
+            layers=self.layers,
+            ledger=self.ledger,
+            inbox=self.inbox,
+            fanout=self.fanout,
+            checkpoints=self.checkpoints,
+        )
+        self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
+        self.runner.set_reply_url(self.api.url)
+
+        self.observability = Observability(
+            self,
+            "Observability",
+            service=config.stack_name,
+            functions={"api": self.api_function.function, "runner": self.runner.function},
+            dlqs={"inbox": self.inbox.dlq, "outbox": self.fanout.outbox_dlq},
+            api=self.api.api,
+        )
+
+        cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL of the REST API")
+        cdk.CfnOutput(
+            self, "TopicArn", value=self.fanout.topic.topic_arn, description="wait.created SNS topic"
+        )
+        cdk.CfnOutput(
+            self, "OutboxQueueUrl", value=self.fanout.outbox.queue_url, description="wait.created FIFO outbox"
+        )
+        cdk.CfnOutput(
+            self, "LedgerTableName", value=self.ledger.table.table_name, description="Question ledger table"
+        )

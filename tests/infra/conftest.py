@@ -1,0 +1,97 @@
+"""Synthesize the app once per session per configuration; every infra test reads these assemblies.
+
+Synth with local bundling takes seconds once the layers are cached (``cdk.out/.bundle-cache``, keyed
+on the pinned requirements); the first run on a fresh clone downloads the wheels.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from aws_cdk.assertions import Template
+
+    from infra.stack import AgentWaitStack
+
+# The second variant exercises every branch the default does not: Cognito JWT auth with an audience
+# scope, the langgraph-checkpoint-dynamodb backend, a default ttl and a custom stack name.
+JWT_CONTEXT = {
+    "stack_name": "aw-jwt",
+    "auth": "jwt",
+    "jwt_issuer": "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Abc123",
+    "jwt_audience": "agent-wait/reply",
+    "checkpointer": "dynamodb",
+    "default_ttl": "3600",
+    "graph": "examples.refund_agent:build_graph",
+}
+BUCKET_CONTEXT = {"stack_name": "aw-bucket", "checkpoint_bucket": "true"}
+
+
+@dataclass
+class Synth:
+    outdir: Path
+    stack: AgentWaitStack
+    template_path: Path
+
+    @property
+    def template_json(self) -> dict[str, Any]:
+        return json.loads(self.template_path.read_text())
+
+    @property
+    def template(self) -> Template:
+        from aws_cdk.assertions import Template
+
+        return Template.from_json(self.template_json)
+
+    def resources(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.template_json["Resources"].items() if v["Type"] == kind}
+
+
+def _synth(outdir: Path, context: dict[str, str]) -> Synth:
+    import aws_cdk as cdk
+
+    from app import build_app
+
+    app, stack = build_app(cdk.App(outdir=str(outdir), context=context))
+    app.synth()
+    return Synth(outdir, stack, outdir / f"{stack.stack_name}.template.json")
+
+
+@pytest.fixture(scope="session")
+def synth_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, str]], Synth]:
+    cache: dict[str, Synth] = {}
+
+    def make(context: dict[str, str]) -> Synth:
+        key = json.dumps(context, sort_keys=True)
+        if key not in cache:
+            cache[key] = _synth(tmp_path_factory.mktemp("cdk.out"), context)
+        return cache[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def default_synth(synth_factory: Callable[[dict[str, str]], Synth]) -> Synth:
+    return synth_factory({})
+
+
+@pytest.fixture(scope="session")
+def jwt_synth(synth_factory: Callable[[dict[str, str]], Synth]) -> Synth:
+    return synth_factory(JWT_CONTEXT)
+
+
+@pytest.fixture(scope="session")
+def bucket_synth(synth_factory: Callable[[dict[str, str]], Synth]) -> Synth:
+    return synth_factory(BUCKET_CONTEXT)
+
+
+@pytest.fixture(params=["default", "jwt", "bucket"])
+def any_synth(request: pytest.FixtureRequest) -> Synth:
+    return request.getfixturevalue(f"{request.param}_synth")

@@ -1,0 +1,109 @@
+"""The built assets: layer contents and sizes, and the handlers importing from them as in Lambda.
+
+The deployed third-party layers hold cp313 manylinux wheels that this host's Python cannot import, so
+the import test uses copies of those layers built for the host interpreter from the same pinned
+requirements (``infra.requirements.build_layer(..., "host")``), together with the built function
+assets and the built ``agent_wait`` layer, in a fresh ``python -I -S`` (no site-packages). It proves
+that the assets carry every first-party module the handlers import, that the layers carry every
+third-party one, and that the api imports without LangGraph; the wheel tags themselves are checked
+separately against the Lambda platform.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from infra import constants
+from infra.report import LAMBDA_UNZIPPED_LIMIT, AssemblyReport, main
+
+if TYPE_CHECKING:
+    from tests.infra.conftest import Synth
+
+pytestmark = pytest.mark.infra
+
+
+@pytest.fixture(scope="module")
+def report(default_synth: Synth) -> AssemblyReport:
+    return AssemblyReport.load(default_synth.outdir)
+
+
+def _function(report: AssemblyReport, name: str) -> object:
+    return next(f for f in report.functions if f.name == name)
+
+
+def test_api_handler_imports_from_the_built_assets_without_langgraph(report: AssemblyReport) -> None:
+    api = next(f for f in report.functions if f.name == "ApiFunction")
+    assert [layer.display_name for layer in api.layers] == ["Layers/Core/Code", "Layers/AgentWait/Code"]
+    result = report.import_handler(api)
+    assert result.ok, result.output
+    assert "langgraph" not in result.modules
+    assert {"handler", "wait_service", "agent_wait", "aws_lambda_powertools", "pydantic"} <= set(
+        result.modules
+    )
+
+
+def test_runner_handler_imports_from_the_built_assets(report: AssemblyReport) -> None:
+    runner = next(f for f in report.functions if f.name == "Runner")
+    result = report.import_handler(runner)
+    assert result.ok, result.output
+    assert {"handler", "wait_service", "agent_wait", "langgraph"} <= set(result.modules)
+
+
+def test_import_check_fails_when_a_layer_is_missing(report: AssemblyReport) -> None:
+    # Without the graph layer the runner cannot import: the check above is not vacuous.
+    runner = next(f for f in report.functions if f.name == "Runner")
+    runner.layers = [layer for layer in runner.layers if layer.pip_layer != "graph"]
+    result = report.import_handler(runner)
+    assert not result.ok
+    assert "ModuleNotFoundError" in result.output
+
+
+def test_function_assets_hold_what_internals_md_says(report: AssemblyReport) -> None:
+    api = next(f for f in report.functions if f.name == "ApiFunction")
+    runner = next(f for f in report.functions if f.name == "Runner")
+    assert (api.path / "handler.py").is_file() and (api.path / "wait_service" / "resources.py").is_file()
+    assert not (api.path / "examples").exists()
+    assert (runner.path / "handler.py").is_file() and (runner.path / "wait_service").is_dir()
+    assert (runner.path / "examples").is_dir()
+    assert not list(api.path.rglob("__pycache__"))
+
+
+def test_agent_wait_layer_excludes_cli_and_local(report: AssemblyReport) -> None:
+    layer = next(layer for layer in report.layers if layer.display_name == "Layers/AgentWait/Code")
+    package = layer.path / "python" / "agent_wait"
+    assert (package / "__init__.py").is_file()
+    assert not (package / "cli").exists() and not (package / "local").exists()
+
+
+def test_third_party_layers_hold_wheels_for_the_lambda_platform(report: AssemblyReport) -> None:
+    arch = "aarch64" if constants.ARCHITECTURE == "arm64" else "x86_64"
+    tag = f"cpython-{constants.PYTHON_VERSION.replace('.', '')}-{arch}-linux-gnu"
+    core = next(layer for layer in report.layers if layer.pip_layer == "core")
+    graph = next(layer for layer in report.layers if layer.pip_layer == "graph")
+    extensions = list((core.path / "python").rglob("*.so"))
+    assert extensions and all(tag in so.name or ".abi3." in so.name for so in extensions), extensions[:5]
+    assert (core.path / "python" / "pydantic_core").is_dir()
+    assert (graph.path / "python" / "langgraph").is_dir()
+    # No distribution twice: the graph layer drops what core already has.
+    core_dists = {p.name for p in (core.path / "python").glob("*.dist-info")}
+    graph_dists = {p.name for p in (graph.path / "python").glob("*.dist-info")}
+    assert core_dists & graph_dists == set()
+    assert not (graph.path / "python" / "pydantic").exists()
+    assert not (core.path / "python" / "bin").exists()
+
+
+def test_every_function_fits_lambdas_unzipped_limit(report: AssemblyReport) -> None:
+    for function in report.functions:
+        assert 0 < function.total_size < LAMBDA_UNZIPPED_LIMIT, function.name
+
+
+def test_report_prints_layer_sizes_and_import_results(
+    default_synth: Synth, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(default_synth.outdir)]) == 0
+    out = capsys.readouterr().out
+    assert "Layers/Core" in out and "Layers/Graph" in out and " MB" in out
+    assert "ApiFunction            ok (no langgraph)" in out
+    assert "Runner                 ok (imports langgraph)" in out

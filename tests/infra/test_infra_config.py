@@ -1,0 +1,85 @@
+"""Context → StackConfig, and the pinned requirements the layers are built from."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from infra.config import ConfigError, StackConfig
+from infra.requirements import layer_requirements, pinned_versions, remove_distributions_in
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.infra
+
+
+def test_defaults() -> None:
+    empty: dict[str, str] = {}
+    config = StackConfig.from_context(empty.get)
+    assert config == StackConfig()
+    assert (config.auth, config.checkpointer, config.stack_name) == ("iam", "aws", "agent-wait")
+    assert config.graph == "examples.refund_agent:build_graph"
+    assert config.default_ttl is None
+
+
+def test_empty_strings_from_cdk_json_mean_unset() -> None:
+    assert StackConfig.from_context({"default_ttl": "", "auth": "", "jwt_issuer": ""}.get) == StackConfig()
+
+
+@pytest.mark.parametrize(
+    ("context", "key"),
+    [
+        ({"auth": "basic"}, "auth"),
+        ({"checkpointer": "redis"}, "checkpointer"),
+        ({"graph": "no_colon"}, "graph"),
+        ({"default_ttl": "-5"}, "default_ttl"),
+        ({"auth": "jwt"}, "auth=jwt"),
+        ({"auth": "jwt", "jwt_issuer": "https://login.example.com/"}, "auth=jwt"),
+        ({"checkpoint_bucket": "true", "checkpointer": "dynamodb"}, "checkpoint_bucket"),
+    ],
+)
+def test_bad_context_names_the_key(context: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        StackConfig.from_context(context.get)
+
+
+def test_jwt_pool_from_arn_or_cognito_issuer() -> None:
+    from_arn = StackConfig.from_context(
+        {"auth": "jwt", "cognito_user_pool_arn": "arn:aws:cognito-idp:us-east-1:1:userpool/us-east-1_X"}.get
+    )
+    assert (from_arn.user_pool_id, from_arn.user_pool_region) == ("us-east-1_X", None)
+    from_issuer = StackConfig.from_context(
+        {"auth": "jwt", "jwt_issuer": "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Abc123"}.get
+    )
+    assert (from_issuer.user_pool_id, from_issuer.user_pool_region) == ("eu-west-1_Abc123", "eu-west-1")
+
+
+def test_layer_requirements_are_the_pyproject_pins() -> None:
+    pins = pinned_versions()
+    core = layer_requirements("core")
+    assert f"pydantic=={pins['pydantic']}" in core
+    assert f"aws-lambda-powertools[tracer,validation]=={pins['aws-lambda-powertools']}" in core
+    graph = layer_requirements("graph")
+    assert set(core) < set(graph)
+    assert f"langgraph=={pins['langgraph']}" in graph
+    assert not any(r.startswith("langgraph-checkpoint-dynamodb") for r in graph)
+    assert any(
+        r.startswith("langgraph-checkpoint-dynamodb==")
+        for r in layer_requirements("graph", checkpointer="dynamodb")
+    )
+
+
+def test_remove_distributions_in_drops_only_shared_versions(tmp_path: Path) -> None:
+    site, other = tmp_path / "site", tmp_path / "other"
+    for root, dists in ((site, ["a-1.0", "b-2.0"]), (other, ["a-1.0", "b-3.0"])):
+        for dist in dists:
+            name = dist.split("-")[0]
+            (root / name).mkdir(parents=True)
+            (root / name / "__init__.py").write_text("")
+            info = root / f"{dist}.dist-info"
+            info.mkdir()
+            (info / "RECORD").write_text(f"{name}/__init__.py,,\n{dist}.dist-info/RECORD,,\n")
+    assert remove_distributions_in(site, other) == ["a-1.0"]
+    assert sorted(p.name for p in site.iterdir()) == ["b", "b-2.0.dist-info"]

@@ -1,0 +1,145 @@
+"""The resources the local stack builds (``wait_service.resources.create_resources`` on moto server)
+match the synthesized template: key schemas, GSIs, TTL attributes, FIFO and deduplication attributes,
+visibility timeouts and redrive ``maxReceiveCount``. The raw-delivery SQS subscription is local-only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.infra.conftest import Synth
+    from wait_service.resources import LocalResources
+
+pytestmark = pytest.mark.infra
+
+
+def _table_shape(
+    key_schema: list[dict[str, str]], attributes: list[dict[str, str]], gsis: list[Any], ttl: Any
+) -> dict[str, Any]:
+    return {
+        "keys": [(k["AttributeName"], k["KeyType"]) for k in key_schema],
+        "attributes": sorted((a["AttributeName"], a["AttributeType"]) for a in attributes),
+        "indexes": sorted(
+            (
+                g["IndexName"],
+                tuple((k["AttributeName"], k["KeyType"]) for k in g["KeySchema"]),
+                g["Projection"]["ProjectionType"],
+            )
+            for g in gsis
+        ),
+        "ttl": ttl,
+    }
+
+
+def _template_table(synth: Synth, construct: Any) -> dict[str, Any]:
+    props = synth.resources("AWS::DynamoDB::Table")[synth.stack.get_logical_id(construct.node.default_child)][
+        "Properties"
+    ]
+    ttl = props.get("TimeToLiveSpecification", {})
+    return _table_shape(
+        props["KeySchema"],
+        props["AttributeDefinitions"],
+        props.get("GlobalSecondaryIndexes", []),
+        ttl.get("AttributeName") if ttl.get("Enabled") else None,
+    )
+
+
+def _local_table(dynamodb: Any, name: str) -> dict[str, Any]:
+    table = dynamodb.describe_table(TableName=name)["Table"]
+    ttl = dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    return _table_shape(
+        table["KeySchema"],
+        table["AttributeDefinitions"],
+        table.get("GlobalSecondaryIndexes", []),
+        ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") == "ENABLED" else None,
+    )
+
+
+def _template_queue(synth: Synth, construct: Any) -> dict[str, Any]:
+    props = synth.resources("AWS::SQS::Queue")[synth.stack.get_logical_id(construct.node.default_child)][
+        "Properties"
+    ]
+    return {
+        "FifoQueue": str(props["FifoQueue"]).lower(),
+        "ContentBasedDeduplication": str(props["ContentBasedDeduplication"]).lower(),
+        "VisibilityTimeout": str(props.get("VisibilityTimeout", 30)),
+        "MessageRetentionPeriod": str(props["MessageRetentionPeriod"]),
+        "maxReceiveCount": props.get("RedrivePolicy", {}).get("maxReceiveCount"),
+    }
+
+
+def _local_queue(sqs: Any, url: str) -> dict[str, Any]:
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    redrive = json.loads(attributes.get("RedrivePolicy", "{}"))
+    return {
+        "FifoQueue": attributes["FifoQueue"],
+        "ContentBasedDeduplication": attributes["ContentBasedDeduplication"],
+        "VisibilityTimeout": attributes["VisibilityTimeout"],
+        "MessageRetentionPeriod": attributes["MessageRetentionPeriod"],
+        "maxReceiveCount": int(redrive["maxReceiveCount"]) if redrive else None,
+    }
+
+
+def test_tables_match(default_synth: Synth, resources: LocalResources, aws_client: Any) -> None:
+    dynamodb = aws_client("dynamodb")
+    stack = default_synth.stack
+    assert _local_table(dynamodb, resources.ledger_table) == _template_table(
+        default_synth, stack.ledger.table
+    )
+    assert _local_table(dynamodb, resources.checkpoint_table) == _template_table(
+        default_synth, stack.checkpoints.table
+    )
+    assert _template_table(default_synth, stack.ledger.table)["ttl"] == "expires_ttl"
+
+
+def test_queues_match(default_synth: Synth, resources: LocalResources, aws_client: Any) -> None:
+    sqs = aws_client("sqs")
+    stack = default_synth.stack
+    pairs = {
+        "inbox": (resources.inbox_url, stack.inbox.queue),
+        "outbox": (resources.outbox_url, stack.fanout.outbox),
+    }
+    for name, (url, construct) in pairs.items():
+        local, deployed = _local_queue(sqs, url), _template_queue(default_synth, construct)
+        assert local == deployed, name
+        assert deployed["FifoQueue"] == "true" and deployed["ContentBasedDeduplication"] == "false"
+        assert deployed["maxReceiveCount"] is not None
+    for name, url in (("inbox-dlq", resources.inbox_dlq_url), ("outbox-dlq", resources.outbox_dlq_url)):
+        local_dlq = _local_queue(sqs, url)
+        assert (local_dlq["FifoQueue"], local_dlq["ContentBasedDeduplication"]) == ("true", "false"), name
+
+
+def test_queue_and_topic_names_share_the_spec_suffix(default_synth: Synth, resources: LocalResources) -> None:
+    deployed = {
+        q["Properties"]["QueueName"].removeprefix("agent-wait-")
+        for q in default_synth.resources("AWS::SQS::Queue").values()
+    }
+    local = {
+        url.rsplit("/", 1)[1].split("-", 1)[1]
+        for url in (
+            resources.inbox_url,
+            resources.outbox_url,
+            resources.inbox_dlq_url,
+            resources.outbox_dlq_url,
+        )
+    }
+    assert local == deployed
+    topic = next(iter(default_synth.resources("AWS::SNS::Topic").values()))["Properties"]["TopicName"]
+    assert resources.topic_arn.rsplit(":", 1)[1].split("-", 1)[1] == topic.removeprefix("agent-wait-")
+
+
+def test_raw_delivery_subscription_is_local_only(
+    default_synth: Synth, resources: LocalResources, aws_client: Any
+) -> None:
+    sns = aws_client("sns")
+    subscriptions = sns.list_subscriptions_by_topic(TopicArn=resources.topic_arn)["Subscriptions"]
+    assert len(subscriptions) == 1
+    attributes = sns.get_subscription_attributes(SubscriptionArn=subscriptions[0]["SubscriptionArn"])[
+        "Attributes"
+    ]
+    assert attributes["RawMessageDelivery"] == "true"
+    assert default_synth.resources("AWS::SNS::Subscription") == {}

@@ -1,0 +1,604 @@
+"""``aws_cdk.assertions`` on the template: tables, queues, topic, functions, roles, API, outputs."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from infra import constants
+from infra.api import ROUTES
+from wait_service.resources import (
+    CHECKPOINT_WRITES_DYNAMODB,
+    CHECKPOINTS,
+    CHECKPOINTS_DYNAMODB,
+    INBOX,
+    LEDGER,
+    OUTBOX,
+    RUNNER_TIMEOUT_SECONDS,
+    TableSpec,
+)
+
+if TYPE_CHECKING:
+    from constructs import IConstruct
+
+    from tests.infra.conftest import Synth
+
+pytestmark = pytest.mark.infra
+
+
+def logical_id(synth: Synth, construct: IConstruct) -> str:
+    return synth.stack.get_logical_id(construct.node.default_child)  # type: ignore[arg-type]
+
+
+def table_properties(spec: TableSpec) -> dict[str, Any]:
+    """What a table built from ``spec`` must look like (keys, GSIs, TTL, PITR, on-demand)."""
+    expected: dict[str, Any] = {
+        "KeySchema": spec.key_schema(),
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": "S"} for name in spec.attribute_names()
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        "TimeToLiveSpecification": {"AttributeName": spec.ttl_attribute, "Enabled": True},
+    }
+    if spec.indexes:
+        expected["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for index in spec.indexes
+        ]
+    return expected
+
+
+def table_view(props: dict[str, Any]) -> dict[str, Any]:
+    """The properties :func:`table_properties` states, attribute definitions in name order."""
+    view = {key: props[key] for key in props if key != "SSESpecification"}
+    view["AttributeDefinitions"] = sorted(props["AttributeDefinitions"], key=lambda a: a["AttributeName"])
+    return view
+
+
+def tables_by_spec(synth: Synth) -> list[dict[str, Any]]:
+    return [table_view(t["Properties"]) for t in synth.resources("AWS::DynamoDB::Table").values()]
+
+
+def role_actions(synth: Synth, role: IConstruct) -> list[tuple[tuple[str, ...], Any]]:
+    """Every (sorted actions, resource) pair of the policies attached to ``role``."""
+    role_id = logical_id(synth, role)
+    found: list[tuple[tuple[str, ...], Any]] = []
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_id} not in policy["Properties"]["Roles"]:
+            continue
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            found.append((tuple(sorted(actions)), statement["Resource"]))
+    return found
+
+
+def all_actions(synth: Synth, role: IConstruct) -> set[str]:
+    return {action for actions, _ in role_actions(synth, role) for action in actions}
+
+
+def arn_of(synth: Synth, construct: IConstruct) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id(synth, construct), "Arn"]}
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+
+def test_ledger_table_matches_its_spec(default_synth: Synth) -> None:
+    ledger = default_synth.resources("AWS::DynamoDB::Table")[
+        logical_id(default_synth, default_synth.stack.ledger.table)
+    ]
+    assert table_view(ledger["Properties"]) == table_properties(LEDGER)
+    assert ledger["Properties"]["SSESpecification"] == {"SSEEnabled": True}
+    assert (ledger["DeletionPolicy"], ledger["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
+def test_aws_checkpointer_has_one_table_and_no_bucket_by_default(default_synth: Synth) -> None:
+    assert sorted(json.dumps(t, sort_keys=True) for t in tables_by_spec(default_synth)) == sorted(
+        json.dumps(table_properties(spec), sort_keys=True) for spec in (LEDGER, CHECKPOINTS)
+    )
+    default_synth.template.resource_count_is("AWS::S3::Bucket", 0)
+    env = default_synth.resources("AWS::Lambda::Function")[
+        logical_id(default_synth, default_synth.stack.runner.function)
+    ]
+    assert "AGENT_WAIT_CHECKPOINT_BUCKET" not in env["Properties"]["Environment"]["Variables"]
+
+
+def test_dynamodb_checkpointer_has_its_two_tables(jwt_synth: Synth) -> None:
+    assert sorted(json.dumps(t, sort_keys=True) for t in tables_by_spec(jwt_synth)) == sorted(
+        json.dumps(table_properties(spec), sort_keys=True)
+        for spec in (LEDGER, CHECKPOINTS_DYNAMODB, CHECKPOINT_WRITES_DYNAMODB)
+    )
+
+
+def test_checkpoint_bucket_is_private_encrypted_and_tls_only(bucket_synth: Synth) -> None:
+    template = bucket_synth.template
+    template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketEncryption": Match.object_like({}),
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+        },
+    )
+    template.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
+# -- queues and topic -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [INBOX, OUTBOX], ids=lambda s: s.name)
+def test_fifo_queue_and_dlq_match_the_spec(default_synth: Synth, spec: Any) -> None:
+    queues = default_synth.resources("AWS::SQS::Queue")
+    prefix = "agent-wait-"
+    by_name = {q["Properties"]["QueueName"]: (k, q["Properties"]) for k, q in queues.items()}
+    dlq_id, dlq = by_name[prefix + spec.dlq_name]
+    _, queue = by_name[prefix + spec.name]
+    for props in (queue, dlq):
+        assert props["FifoQueue"] is True
+        assert props["ContentBasedDeduplication"] is False
+        assert props["SqsManagedSseEnabled"] is True
+        assert props["MessageRetentionPeriod"] == spec.retention_seconds
+    assert queue["VisibilityTimeout"] == spec.visibility_timeout
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+        "maxReceiveCount": spec.max_receive_count,
+    }
+    assert "RedrivePolicy" not in dlq
+
+
+def test_inbox_hides_a_message_longer_than_the_runner_may_run(default_synth: Synth) -> None:
+    runner = default_synth.resources("AWS::Lambda::Function")[
+        logical_id(default_synth, default_synth.stack.runner.function)
+    ]
+    assert runner["Properties"]["Timeout"] == RUNNER_TIMEOUT_SECONDS
+    assert INBOX.visibility_timeout > RUNNER_TIMEOUT_SECONDS
+
+
+def test_every_queue_denies_plain_http(default_synth: Synth) -> None:
+    policies = default_synth.resources("AWS::SQS::QueuePolicy")
+    covered = set()
+    for policy in policies.values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+            for s in statements
+        )
+        covered |= {json.dumps(q) for q in policy["Properties"]["Queues"]}
+    assert len(covered) == 4
+
+
+def test_topic_is_standard_kms_encrypted_and_tls_only(default_synth: Synth) -> None:
+    template = default_synth.template
+    key_id = logical_id(default_synth, default_synth.stack.fanout.key)
+    template.has_resource_properties(
+        "AWS::SNS::Topic",
+        {
+            "TopicName": "agent-wait-wait-created",
+            "KmsMasterKeyId": {"Fn::GetAtt": [key_id, "Arn"]},
+            "FifoTopic": Match.absent(),
+        },
+    )
+    template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+    template.has_resource_properties(
+        "AWS::SNS::TopicPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
+def test_no_subscription_is_deployed(any_synth: Synth) -> None:
+    # The raw-delivery SQS subscriber is a local-stack convenience; users subscribe their own systems.
+    any_synth.template.resource_count_is("AWS::SNS::Subscription", 0)
+
+
+def test_inbox_feeds_the_runner_with_partial_batch_failures(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    default_synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "EventSourceArn": arn_of(default_synth, stack.inbox.queue),
+            "FunctionName": {"Ref": logical_id(default_synth, stack.runner.function)},
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "BatchSize": 10,
+        },
+    )
+    default_synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
+
+
+# -- functions ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["api_function", "runner"])
+def test_functions_runtime_tracing_logs(default_synth: Synth, name: str) -> None:
+    construct = getattr(default_synth.stack, name)
+    props = default_synth.resources("AWS::Lambda::Function")[logical_id(default_synth, construct.function)][
+        "Properties"
+    ]
+    assert props["Runtime"] == "python3.13"
+    assert props["Architectures"] == [constants.ARCHITECTURE]
+    assert props["Handler"] == "handler.handler"
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props["LoggingConfig"]["LogGroup"] == {"Ref": logical_id(default_synth, construct.log_group)}
+    variables = props["Environment"]["Variables"]
+    assert variables["POWERTOOLS_SERVICE_NAME"] == "agent-wait"
+    assert variables["POWERTOOLS_METRICS_NAMESPACE"] == constants.METRICS_NAMESPACE
+    assert variables["LOG_LEVEL"] == constants.LOG_LEVEL
+    log_group = default_synth.resources("AWS::Logs::LogGroup")[logical_id(default_synth, construct.log_group)]
+    assert log_group["Properties"]["RetentionInDays"] == 30
+
+
+def test_api_environment_is_wired(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    variables = default_synth.resources("AWS::Lambda::Function")[
+        logical_id(default_synth, stack.api_function.function)
+    ]["Properties"]["Environment"]["Variables"]
+    assert variables == {
+        "AGENT_WAIT_LEDGER_TABLE": {"Ref": logical_id(default_synth, stack.ledger.table)},
+        "AGENT_WAIT_INBOX_URL": {"Ref": logical_id(default_synth, stack.inbox.queue)},
+        "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+        "POWERTOOLS_SERVICE_NAME": "agent-wait",
+        "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
+        "LOG_LEVEL": constants.LOG_LEVEL,
+    }
+
+
+def test_runner_environment_is_wired(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    variables = default_synth.resources("AWS::Lambda::Function")[
+        logical_id(default_synth, stack.runner.function)
+    ]["Properties"]["Environment"]["Variables"]
+    api_id = logical_id(default_synth, stack.api.api)
+    reply_url = variables.pop("AGENT_WAIT_REPLY_URL")
+    assert variables == {
+        "AGENT_WAIT_LEDGER_TABLE": {"Ref": logical_id(default_synth, stack.ledger.table)},
+        "AGENT_WAIT_TOPIC_ARN": {"Ref": logical_id(default_synth, stack.fanout.topic)},
+        "AGENT_WAIT_OUTBOX_URL": {"Ref": logical_id(default_synth, stack.fanout.outbox)},
+        "AGENT_WAIT_GRAPH": constants.DEFAULT_GRAPH,
+        "AGENT_WAIT_CHECKPOINTER": "aws",
+        "AGENT_WAIT_CHECKPOINT_TABLE": {"Ref": logical_id(default_synth, stack.checkpoints.table)},
+        "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+        "POWERTOOLS_SERVICE_NAME": "agent-wait",
+        "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
+        "LOG_LEVEL": constants.LOG_LEVEL,
+    }
+    # https://<api id>.execute-api.<region>.<suffix>/prod/questions/{question_id}/reply
+    parts = reply_url["Fn::Join"][1]
+    assert parts[0] == "https://" and parts[1] == {"Ref": api_id}
+    assert parts[-1] == "/questions/{question_id}/reply"
+    assert {"Ref": Match.any_value()} and any(
+        isinstance(p, dict) and "Ref" in p and "Stage" in p["Ref"] for p in parts
+    )
+
+
+def test_runner_environment_for_the_dynamodb_backend(jwt_synth: Synth) -> None:
+    stack = jwt_synth.stack
+    variables = jwt_synth.resources("AWS::Lambda::Function")[logical_id(jwt_synth, stack.runner.function)][
+        "Properties"
+    ]["Environment"]["Variables"]
+    assert stack.checkpoints.writes_table is not None
+    assert variables["AGENT_WAIT_CHECKPOINTER"] == "dynamodb"
+    assert variables["AGENT_WAIT_CHECKPOINT_TABLE"] == {"Ref": logical_id(jwt_synth, stack.checkpoints.table)}
+    assert variables["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] == {
+        "Ref": logical_id(jwt_synth, stack.checkpoints.writes_table)
+    }
+    assert variables["AGENT_WAIT_DEFAULT_TTL"] == "3600"
+    assert variables["POWERTOOLS_SERVICE_NAME"] == "aw-jwt"
+
+
+def test_runner_gets_the_graph_layer_and_the_api_does_not(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    functions = default_synth.resources("AWS::Lambda::Function")
+    core, graph, agent_wait = (
+        {"Ref": logical_id(default_synth, layer)}
+        for layer in (stack.layers.core, stack.layers.graph, stack.layers.agent_wait)
+    )
+    assert functions[logical_id(default_synth, stack.api_function.function)]["Properties"]["Layers"] == [
+        core,
+        agent_wait,
+    ]
+    assert functions[logical_id(default_synth, stack.runner.function)]["Properties"]["Layers"] == [
+        core,
+        graph,
+        agent_wait,
+    ]
+    for layer in default_synth.resources("AWS::Lambda::LayerVersion").values():
+        assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+        assert layer["Properties"]["CompatibleArchitectures"] == [constants.ARCHITECTURE]
+
+
+# -- roles: exactly the actions the code calls -----------------------------------------------------
+
+
+def _logs(synth: Synth, construct: Any) -> tuple[tuple[str, ...], Any]:
+    return (("logs:CreateLogStream", "logs:PutLogEvents"), arn_of(synth, construct.log_group))
+
+
+XRAY = (("xray:PutTelemetryRecords", "xray:PutTraceSegments"), "*")
+
+
+def test_api_role_has_exactly_its_actions(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    ledger = arn_of(default_synth, stack.ledger.table)
+    indexes = [{"Fn::Join": ["", [ledger, f"/index/{index.name}"]]} for index in LEDGER.indexes]
+    assert sorted(map(json.dumps, role_actions(default_synth, stack.api_function.role))) == sorted(
+        map(
+            json.dumps,
+            [
+                _logs(default_synth, stack.api_function),
+                (
+                    ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"),
+                    [ledger, *indexes],
+                ),
+                (("dynamodb:Scan",), indexes),
+                (("sqs:SendMessage",), arn_of(default_synth, stack.inbox.queue)),
+                XRAY,
+            ],
+        )
+    )
+    assert not any(
+        a.startswith(("sns:", "kms:", "s3:")) for a in all_actions(default_synth, stack.api_function.role)
+    )
+
+
+def test_runner_role_has_exactly_its_actions(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    assert sorted(map(json.dumps, role_actions(default_synth, stack.runner.role))) == sorted(
+        map(
+            json.dumps,
+            [
+                _logs(default_synth, stack.runner),
+                (
+                    (
+                        "dynamodb:BatchGetItem",
+                        "dynamodb:BatchWriteItem",
+                        "dynamodb:GetItem",
+                        "dynamodb:PutItem",
+                        "dynamodb:Query",
+                    ),
+                    arn_of(default_synth, stack.checkpoints.table),
+                ),
+                (
+                    ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+                    arn_of(default_synth, stack.ledger.table),
+                ),
+                (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
+                (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
+                (("sqs:SendMessage",), arn_of(default_synth, stack.fanout.outbox)),
+                (
+                    (
+                        "sqs:ChangeMessageVisibility",
+                        "sqs:DeleteMessage",
+                        "sqs:GetQueueAttributes",
+                        "sqs:ReceiveMessage",
+                    ),
+                    arn_of(default_synth, stack.inbox.queue),
+                ),
+                XRAY,
+            ],
+        )
+    )
+
+
+def test_runner_role_for_the_dynamodb_backend(jwt_synth: Synth) -> None:
+    stack = jwt_synth.stack
+    assert stack.checkpoints.writes_table is not None
+    tables = [arn_of(jwt_synth, stack.checkpoints.table), arn_of(jwt_synth, stack.checkpoints.writes_table)]
+    assert (
+        ("dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"),
+        tables,
+    ) in role_actions(jwt_synth, stack.runner.role)
+
+
+def test_runner_role_reaches_the_checkpoint_bucket_objects_only(bucket_synth: Synth) -> None:
+    stack = bucket_synth.stack
+    assert stack.checkpoints.bucket is not None
+    bucket = arn_of(bucket_synth, stack.checkpoints.bucket)
+    assert (
+        ("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
+        {"Fn::Join": ["", [bucket, "/*"]]},
+    ) in role_actions(bucket_synth, stack.runner.role)
+    variables = bucket_synth.resources("AWS::Lambda::Function")[
+        logical_id(bucket_synth, stack.runner.function)
+    ]["Properties"]["Environment"]["Variables"]
+    assert variables["AGENT_WAIT_CHECKPOINT_BUCKET"] == {
+        "Ref": logical_id(bucket_synth, stack.checkpoints.bucket)
+    }
+
+
+def test_each_function_has_its_own_role_without_managed_policies(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    roles = default_synth.resources("AWS::IAM::Role")
+    for construct in (stack.api_function, stack.runner):
+        role = roles[logical_id(default_synth, construct.role)]["Properties"]
+        assert "ManagedPolicyArns" not in role
+        assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+            "Service": "lambda.amazonaws.com"
+        }
+    assert logical_id(default_synth, stack.api_function.role) != logical_id(default_synth, stack.runner.role)
+
+
+# -- REST API -------------------------------------------------------------------------------------
+
+
+def _methods(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
+    """(HTTP method, path) → CfnMethod properties, the path rebuilt from the resource tree."""
+    resources = synth.resources("AWS::ApiGateway::Resource")
+    api_id = logical_id(synth, synth.stack.api.api)
+
+    def path(ref: Any) -> str:
+        if ref == {"Fn::GetAtt": [api_id, "RootResourceId"]}:
+            return ""
+        props = resources[ref["Ref"]]["Properties"]
+        return f"{path(props['ParentId'])}/{props['PathPart']}"
+
+    return {
+        (m["Properties"]["HttpMethod"], path(m["Properties"]["ResourceId"])): m["Properties"]
+        for m in synth.resources("AWS::ApiGateway::Method").values()
+    }
+
+
+def test_routes_are_proxied_to_the_api_function_with_iam_auth(default_synth: Synth) -> None:
+    methods = _methods(default_synth)
+    assert set(methods) == {(method, path) for method, path, _ in ROUTES}
+    function_id = logical_id(default_synth, default_synth.stack.api_function.function)
+    for (_, _), props in methods.items():
+        assert props["AuthorizationType"] == "AWS_IAM"
+        assert props["Integration"]["Type"] == "AWS_PROXY"
+        assert function_id in json.dumps(props["Integration"]["Uri"])
+
+
+def test_post_bodies_are_validated_as_json_objects(default_synth: Synth) -> None:
+    methods = _methods(default_synth)
+    validator = default_synth.resources("AWS::ApiGateway::RequestValidator")
+    assert [v["Properties"]["ValidateRequestBody"] for v in validator.values()] == [True]
+    model = next(iter(default_synth.resources("AWS::ApiGateway::Model").values()))["Properties"]
+    assert model["Schema"]["type"] == "object"
+    for method, path, json_body in ROUTES:
+        props = methods[(method, path)]
+        assert ("RequestValidatorId" in props) is json_body
+        assert ("RequestModels" in props) is json_body
+
+
+def test_jwt_mode_uses_a_cognito_authorizer_on_every_route(jwt_synth: Synth) -> None:
+    authorizers = list(jwt_synth.resources("AWS::ApiGateway::Authorizer").values())
+    assert len(authorizers) == 1
+    props = authorizers[0]["Properties"]
+    assert props["Type"] == "COGNITO_USER_POOLS"
+    assert props["IdentitySource"] == "method.request.header.Authorization"
+    assert "userpool/eu-west-1_Abc123" in json.dumps(props["ProviderARNs"])
+    assert ":eu-west-1:" in json.dumps(props["ProviderARNs"])
+    for props in _methods(jwt_synth).values():
+        assert props["AuthorizationType"] == "COGNITO_USER_POOLS"
+        assert props["AuthorizationScopes"] == ["agent-wait/reply"]
+
+
+def test_iam_mode_has_no_authorizer(default_synth: Synth) -> None:
+    default_synth.template.resource_count_is("AWS::ApiGateway::Authorizer", 0)
+
+
+def test_stage_is_throttled_traced_and_access_logged(default_synth: Synth) -> None:
+    access_logs = logical_id(default_synth, default_synth.stack.api.access_logs)
+    default_synth.template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "StageName": constants.API_STAGE,
+            "TracingEnabled": True,
+            "AccessLogSetting": {
+                "DestinationArn": {"Fn::GetAtt": [access_logs, "Arn"]},
+                "Format": Match.any_value(),
+            },
+            "MethodSettings": Match.array_with(
+                [
+                    Match.object_like(
+                        {
+                            "HttpMethod": "*",
+                            "ResourcePath": "/*",
+                            "ThrottlingRateLimit": constants.API_THROTTLE_RATE,
+                            "ThrottlingBurstLimit": constants.API_THROTTLE_BURST,
+                            "LoggingLevel": "ERROR",
+                        }
+                    )
+                ]
+            ),
+        },
+    )
+
+
+# -- observability and outputs --------------------------------------------------------------------
+
+
+def test_dashboard_shows_the_question_metrics(default_synth: Synth) -> None:
+    dashboards = default_synth.resources("AWS::CloudWatch::Dashboard")
+    assert len(dashboards) == 1
+    body = json.dumps(next(iter(dashboards.values()))["Properties"]["DashboardBody"])
+    for metric in (
+        constants.METRIC_QUESTIONS_RAISED,
+        constants.METRIC_QUESTIONS_ANSWERED,
+        constants.METRIC_QUESTIONS_RESUMED,
+        constants.METRIC_QUESTIONS_EXPIRED,
+        constants.METRIC_TIME_TO_ANSWER,
+        constants.METRIC_RESUME_FAILURES,
+        "ApproximateNumberOfMessagesVisible",
+        "Errors",
+        "5XXError",
+    ):
+        assert metric in body, metric
+    assert constants.METRICS_NAMESPACE in body
+
+
+def test_alarms_on_dlq_depth_and_resume_failures(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    alarms = default_synth.resources("AWS::CloudWatch::Alarm").values()
+    dlq_alarms = {
+        json.dumps(a["Properties"]["Dimensions"][0]["Value"])
+        for a in alarms
+        if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"
+    }
+    assert dlq_alarms == {
+        json.dumps({"Fn::GetAtt": [logical_id(default_synth, q), "QueueName"]})
+        for q in (stack.inbox.dlq, stack.fanout.outbox_dlq)
+    }
+    default_synth.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": constants.METRIC_RESUME_FAILURES,
+            "Namespace": constants.METRICS_NAMESPACE,
+            "Dimensions": [{"Name": "service", "Value": "agent-wait"}],
+            "Threshold": 1,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+        },
+    )
+
+
+def test_outputs(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    outputs = default_synth.template_json["Outputs"]
+    assert set(outputs) == {"ApiUrl", "TopicArn", "OutboxQueueUrl", "LedgerTableName"}
+    assert outputs["TopicArn"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.topic)}
+    assert outputs["OutboxQueueUrl"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.outbox)}
+    assert outputs["LedgerTableName"]["Value"] == {"Ref": logical_id(default_synth, stack.ledger.table)}
+    assert "Fn::Join" in outputs["ApiUrl"]["Value"]
+
+
+def test_stack_name_comes_from_context(jwt_synth: Synth) -> None:
+    assert jwt_synth.stack.stack_name == "aw-jwt"
+    names = {q["Properties"]["QueueName"] for q in jwt_synth.resources("AWS::SQS::Queue").values()}
+    assert names == {f"aw-jwt-{n}" for n in (INBOX.name, INBOX.dlq_name, OUTBOX.name, OUTBOX.dlq_name)}

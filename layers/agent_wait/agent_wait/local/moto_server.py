@@ -14,11 +14,9 @@ from typing import Any
 
 try:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import BaseWSGIServer, make_server
+    from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "the local stack needs moto: pip install 'agent-wait[local]'"
-    ) from exc
+    raise ImportError("the local stack needs moto: pip install 'agent-wait[local]'") from exc
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -36,6 +34,13 @@ class SerializedApp:
             return list(self._app(environ, start_response))
 
 
+class _QuietRequestHandler(WSGIRequestHandler):
+    """werkzeug's handler without the access log line per AWS request."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        return
+
+
 class SerializedMotoServer:
     """moto server on 127.0.0.1, one request at a time.
 
@@ -45,6 +50,9 @@ class SerializedMotoServer:
         Address to bind; loopback by default and by design.
     port:
         Port to bind; 0 picks a free one.
+    log_requests:
+        Keep werkzeug's access log (one stderr line per AWS request); the local stack turns it
+        off so its event lines stay readable.
 
     Examples
     --------
@@ -54,18 +62,18 @@ class SerializedMotoServer:
     >>> server.stop()  # doctest: +SKIP
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, log_requests: bool = True) -> None:
         self._host = host
         self._port = port
+        self._log_requests = log_requests
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         app = SerializedApp(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server(self._host, self._port, app, threaded=True)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="moto-server", daemon=True
-        )
+        handler = None if self._log_requests else _QuietRequestHandler
+        self._server = make_server(self._host, self._port, app, threaded=True, request_handler=handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
         self._thread.start()
 
     @property

@@ -1,0 +1,241 @@
+"""A small HTTP client for the agent-wait api: urllib, with the auth a deployment needs.
+
+Auth, in order:
+
+- ``jwt``: ``Authorization: Bearer <token>`` (a Cognito or OIDC authorizer in front of the api);
+- ``hmac_key``: the local gateway's signed requests (``agent_wait.local.gateway``);
+- otherwise, for an api that is not on loopback: SigV4 for service ``execute-api`` with botocore's
+  standard credential chain (environment, profile, SSO, instance role, ...);
+- ``principal``: ``X-Wait-Principal``, honoured by the local gateway only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_wait.local.gateway import KEY_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_request
+
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain"}
+EXECUTE_API_HOST = re.compile(r"\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com$")
+
+
+class CliError(Exception):
+    """An error the CLI reports and exits with ``exit_code``."""
+
+    exit_code = 1
+
+
+class ApiError(CliError):
+    """The api answered 4xx or 5xx."""
+
+    exit_code = 1
+
+    def __init__(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
+        self.status = status
+        self.body = body
+        self.headers = dict(headers or {})
+        if isinstance(body, Mapping):
+            self.code = str(body.get("error") or body.get("code") or "error")
+            message = str(body.get("message") or body.get("Message") or body)
+        else:
+            self.code = "error"
+            message = str(body or "")
+        super().__init__(f"{status} {self.code}: {message}")
+
+
+class ApiConnectionError(CliError):
+    """The api could not be reached."""
+
+    exit_code = 3
+
+
+class UsageError(CliError):
+    """The command line or configuration cannot work."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: Any
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers.items():
+            if key.lower() == name.lower():
+                return value
+        return None
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` points at this machine.
+
+    Examples
+    --------
+    >>> is_loopback("http://127.0.0.1:8787"), is_loopback("https://abc.execute-api.eu-west-1.amazonaws.com/prod")
+    (True, False)
+    """
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def region_from_url(url: str) -> str | None:
+    """The region in an ``execute-api`` host name, if any.
+
+    Examples
+    --------
+    >>> region_from_url("https://abc.execute-api.eu-west-1.amazonaws.com/prod")
+    'eu-west-1'
+    """
+    match = EXECUTE_API_HOST.search(urllib.parse.urlsplit(url).hostname or "")
+    return match.group("region") if match else None
+
+
+def hmac_headers(
+    key_id: str, secret: str, method: str, target: str, body: bytes, now: float
+) -> dict[str, str]:
+    """Headers that sign a request for the local gateway (the scheme of ``agent_wait.local.gateway``).
+
+    Examples
+    --------
+    >>> sorted(hmac_headers("k1", "s", "GET", "/questions", b"", 1700000000))
+    ['X-Wait-Key-Id', 'X-Wait-Signature', 'X-Wait-Timestamp']
+    """
+    stamp = int(now)
+    return {
+        KEY_ID_HEADER: key_id,
+        TIMESTAMP_HEADER: str(stamp),
+        SIGNATURE_HEADER: sign_request(secret, method, target, body, stamp),
+    }
+
+
+Opener = Callable[[urllib.request.Request, float], Any]
+
+
+def _default_opener(request: urllib.request.Request, timeout: float) -> Any:
+    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - the user's own api URL
+
+
+@dataclass
+class ApiClient:
+    """Call the agent-wait api.
+
+    Examples
+    --------
+    >>> client = ApiClient("http://127.0.0.1:8787", principal="alice")
+    >>> client.request("GET", "/questions", query={"status": "raised"}).body  # doctest: +SKIP
+    {'items': [...], 'next': None}
+    """
+
+    base_url: str
+    jwt: str | None = None
+    principal: str | None = None
+    hmac_key: tuple[str, str] | None = None
+    region: str | None = None
+    timeout: float = 30.0
+    sigv4: bool | None = None  # None: sign when the api is not on loopback and no JWT is given
+    opener: Opener = field(default=_default_opener)
+    clock: Callable[[], float] = time.time
+
+    def url_for(self, path: str, query: Mapping[str, Any] | None = None) -> str:
+        base = self.base_url.rstrip("/")
+        url = base + "/" + path.lstrip("/")
+        params = {k: str(v) for k, v in (query or {}).items() if v is not None}
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        return url
+
+    def headers_for(self, method: str, url: str, body: bytes, extra: Mapping[str, str]) -> dict[str, str]:
+        """Every header the request carries, auth included (pure but for SigV4's credential lookup)."""
+        headers = {"Accept": "application/json", "User-Agent": "agent-wait-cli"}
+        if body:
+            headers["Content-Type"] = "application/json"
+        headers.update(extra)
+        if self.principal:
+            headers["X-Wait-Principal"] = self.principal
+        if self.jwt:
+            headers["Authorization"] = f"Bearer {self.jwt}"
+        elif self.hmac_key is not None:
+            parts = urllib.parse.urlsplit(url)
+            base_path = urllib.parse.urlsplit(self.base_url).path.rstrip("/")
+            path = (
+                parts.path[len(base_path) :] if base_path and parts.path.startswith(base_path) else parts.path
+            )
+            target = path + (f"?{parts.query}" if parts.query else "")
+            headers.update(hmac_headers(*self.hmac_key, method, target, body, self.clock()))
+        elif self.sigv4 if self.sigv4 is not None else not is_loopback(self.base_url):
+            headers = self._sigv4_headers(method, url, body, headers)
+        return headers
+
+    def _sigv4_headers(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> dict[str, str]:
+        try:
+            import botocore.session
+            from botocore.auth import SigV4Auth
+            from botocore.awsrequest import AWSRequest
+        except ImportError:
+            raise UsageError(
+                "signing requests for a deployed api needs botocore: "
+                "pip install 'agent-wait[aws]', or pass --jwt"
+            ) from None
+        session = botocore.session.Session()
+        credentials = session.get_credentials()
+        if credentials is None:
+            raise UsageError(
+                "no AWS credentials found to sign the request (SigV4); configure them or pass --jwt"
+            )
+        region = self.region or region_from_url(self.base_url) or session.get_config_variable("region")
+        if not region:
+            raise UsageError("cannot tell the api's region; pass --region")
+        request = AWSRequest(method=method, url=url, data=body, headers=headers)
+        SigV4Auth(credentials.get_frozen_credentials(), "execute-api", region).add_auth(request)
+        return {key: str(value) for key, value in request.headers.items()}
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """Send one request.
+
+        Raises :class:`ApiError` on 4xx/5xx and :class:`ApiConnectionError` when unreachable.
+        """
+        url = self.url_for(path, query)
+        data = b"" if body is None else json.dumps(body).encode()
+        all_headers = self.headers_for(method, url, data, headers or {})
+        request = urllib.request.Request(url, data=data or None, method=method, headers=all_headers)
+        try:
+            with self.opener(request, self.timeout) as raw:
+                return Response(raw.status, dict(raw.headers.items()), _decode(raw.read()))
+        except urllib.error.HTTPError as exc:
+            raise ApiError(exc.code, _decode(exc.read()), dict(exc.headers.items())) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ApiConnectionError(f"cannot reach {self.base_url}: {reason}") from None
+
+
+def _decode(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")

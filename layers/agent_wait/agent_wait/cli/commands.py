@@ -1,0 +1,403 @@
+"""``agent-wait``: answer and inspect questions from a terminal, and run the local stack.
+
+Exit codes: 0 ok, 1 the api answered an error (4xx/5xx, its message printed), 2 usage or
+configuration error, 3 the api (or queue) could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
+
+from agent_wait.cli import render
+from agent_wait.cli.client import ApiClient, ApiError, CliError, UsageError
+
+DEFAULT_API = "http://127.0.0.1:8787"
+API_ENV = "AGENT_WAIT_API"
+
+
+def _json_arg(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+
+
+def _key_arg(text: str) -> tuple[str, str]:
+    key_id, sep, secret = text.partition("=")
+    if not sep or not key_id or not secret:
+        raise argparse.ArgumentTypeError("expected ID=SECRET")
+    return key_id, secret
+
+
+def _global_options(
+    parser: argparse.ArgumentParser, env: Mapping[str, str], *, suppress: bool
+) -> argparse.ArgumentParser:
+    """Options valid before or after the command (``agent-wait --json questions list`` or after).
+
+    The copy on each subcommand defaults to ``SUPPRESS`` so that, when absent there, it leaves
+    the value given before the command (or the top-level default) alone.
+    """
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    parser.add_argument(
+        "--api",
+        default=default(env.get(API_ENV, DEFAULT_API)),
+        help=f"api base URL (default: ${API_ENV} or {DEFAULT_API})",
+    )
+    parser.add_argument(
+        "--region",
+        default=default(None),
+        help="region for SigV4 signing (default: from the URL or AWS config)",
+    )
+    parser.add_argument(
+        "--jwt",
+        default=default(None),
+        metavar="TOKEN",
+        help="send Authorization: Bearer TOKEN instead of SigV4",
+    )
+    parser.add_argument(
+        "--principal",
+        default=default(None),
+        help="X-Wait-Principal header (honoured by the local stack only)",
+    )
+    parser.add_argument(
+        "--hmac-key",
+        dest="api_hmac_key",
+        type=_key_arg,
+        default=default(None),
+        metavar="ID=SECRET",
+        help="sign requests for a local stack run with --hmac-key",
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=default(False), help="print JSON for scripts instead of tables"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=default(30.0), help="HTTP timeout in seconds (default 30)"
+    )
+    return parser
+
+
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line.
+
+    Examples
+    --------
+    >>> args = build_parser({}).parse_args(["reply", "q1", "--approve"])
+    >>> args.command, args.question_id, args.approve, args.api
+    ('reply', 'q1', True, 'http://127.0.0.1:8787')
+    """
+    env = os.environ if environ is None else environ
+    common = _global_options(argparse.ArgumentParser(add_help=False), env, suppress=True)
+
+    parser = argparse.ArgumentParser(
+        prog="agent-wait",
+        description="Human-in-the-loop waits for agents: the local stack, and a client for its api.",
+        epilog="exit codes: 0 ok, 1 api error, 2 usage error, 3 connection error",
+    )
+    _global_options(parser, env, suppress=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    local = sub.add_parser("local", help="run the local stack (moto on 127.0.0.1, api, runner)")
+    local.add_argument("--port", type=int, default=8787, help="api port on 127.0.0.1 (default 8787, 0: free)")
+    local.add_argument("--moto-port", type=int, default=0, help="moto server port (default: a free one)")
+    local.add_argument(
+        "--graph",
+        default="examples.refund_agent:build_graph",
+        help="module:attribute of the graph (default: examples.refund_agent:build_graph)",
+    )
+    local.add_argument("--project", default=".", help="project folder with functions/ (default: current dir)")
+    local.add_argument(
+        "--hmac-key",
+        type=_key_arg,
+        action="append",
+        default=[],
+        metavar="ID=SECRET",
+        help="require requests signed with this key (repeatable); the key id becomes the principal",
+    )
+    local.add_argument("--log-level", default="WARNING", help="the handlers' LOG_LEVEL (default WARNING)")
+
+    questions = sub.add_parser("questions", help="list and show questions")
+    qsub = questions.add_subparsers(dest="action", required=True, metavar="ACTION")
+    qlist = qsub.add_parser("list", parents=[common], help="list questions")
+    qlist.add_argument("--status", help="only this status (e.g. raised, answered, resumed)")
+    qlist.add_argument("--thread", help="only this thread")
+    qlist.add_argument("--limit", type=int, help="page size")
+    qlist.add_argument("--all", action="store_true", help="follow every page")
+    qshow = qsub.add_parser("show", parents=[common], help="show one question and its lifecycle")
+    qshow.add_argument("question_id")
+
+    reply = sub.add_parser(
+        "reply",
+        parents=[common],
+        help="answer a question (sends its digest as If-Match)",
+        description="Fetch the question, show what is being answered, then reply with If-Match: <digest>.",
+    )
+    reply.add_argument("question_id")
+    how = reply.add_mutually_exclusive_group(required=True)
+    how.add_argument("--approve", action="store_true", help='{"action": "approve"}')
+    how.add_argument("--reject", action="store_true", help='{"action": "reject"} (with --reason)')
+    how.add_argument(
+        "--edit",
+        type=_json_arg,
+        metavar="JSON",
+        help='approve with edited arguments: {"action": "approve", "args": JSON} '
+        '(edit questions: {"action": "edit", "value": JSON})',
+    )
+    how.add_argument("--answer", type=_json_arg, metavar="JSON", help="send JSON as the answer as is")
+    reply.add_argument("--reason", help="why (recorded with the answer)")
+
+    threads = sub.add_parser("threads", help="start and show threads")
+    tsub = threads.add_subparsers(dest="action", required=True, metavar="ACTION")
+    tshow = tsub.add_parser(
+        "show", parents=[common], help="show a thread's status, pending questions and output"
+    )
+    tshow.add_argument("thread_id")
+    tstart = tsub.add_parser("start", parents=[common], help="start a run of the graph on a thread")
+    tstart.add_argument("thread_id")
+    tstart.add_argument("--input", type=_json_arg, default={}, metavar="JSON", help="the run's input")
+
+    tail = sub.add_parser(
+        "tail",
+        parents=[common],
+        help="follow envelopes from a queue (the outbox, or one subscribed to the topic)",
+        description="Print each envelope as it arrives. tail is a subscriber: it deletes what it printed "
+        "unless --peek is given.",
+    )
+    tail.add_argument("--queue-url", required=True, help="SQS queue URL (the local stack prints its own)")
+    tail.add_argument("--endpoint-url", help="SQS endpoint (default: derived from a loopback queue URL)")
+    tail.add_argument("--peek", action="store_true", help="leave messages in the queue")
+    tail.add_argument("--once", action="store_true", help="exit when the queue has nothing more")
+    tail.add_argument("--max", type=int, help="exit after this many envelopes")
+    return parser
+
+
+def build_answer(
+    kind: str,
+    *,
+    approve: bool = False,
+    reject: bool = False,
+    reason: str | None = None,
+    edit: Any = None,
+    answer: Any = None,
+) -> Any:
+    """The answer a ``reply`` flag means for a question of ``kind``.
+
+    Examples
+    --------
+    >>> build_answer("approval", edit={"amount": 25})
+    {'action': 'approve', 'args': {'amount': 25}}
+    >>> build_answer("edit", edit="new text")
+    {'action': 'edit', 'value': 'new text'}
+    >>> build_answer("approval", reject=True, reason="too much")
+    {'action': 'reject', 'reason': 'too much'}
+    """
+    if answer is not None:
+        return answer
+    if kind not in {"approval", "edit"}:
+        raise UsageError(f"a {kind!r} question takes --answer JSON, not --approve/--reject/--edit")
+    if approve:
+        return {"action": "approve"}
+    if reject:
+        # Only an approval's answer has room for a reason; an edit's reason travels beside it.
+        return (
+            {"action": "reject", "reason": reason} if kind == "approval" and reason else {"action": "reject"}
+        )
+    if edit is not None:
+        if kind == "approval":
+            if not isinstance(edit, Mapping):
+                raise UsageError("--edit for an approval takes a JSON object of the arguments to change")
+            return {"action": "approve", "args": dict(edit)}
+        return {"action": "edit", "value": edit}
+    raise UsageError("give one of --approve, --reject, --edit JSON, --answer JSON")
+
+
+class Cli:
+    """Runs one parsed command; output goes to ``out``, problems to ``err``."""
+
+    def __init__(
+        self, args: argparse.Namespace, out: TextIO, err: TextIO, client: ApiClient | None = None
+    ) -> None:
+        self.args = args
+        self.out = out
+        self.err = err
+        self._client = client
+
+    @property
+    def client(self) -> ApiClient:
+        if self._client is None:
+            self._client = ApiClient(
+                self.args.api,
+                jwt=self.args.jwt,
+                principal=self.args.principal,
+                hmac_key=self.args.api_hmac_key,
+                region=self.args.region,
+                timeout=self.args.timeout,
+            )
+        return self._client
+
+    def print(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def dump(self, value: Any) -> None:
+        self.print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def questions_list(self) -> int:
+        query = {"status": self.args.status, "thread_id": self.args.thread, "limit": self.args.limit}
+        items: list[Any] = []
+        next_token = None
+        while True:
+            body = self.client.request("GET", "/questions", query=query | {"next": next_token}).body or {}
+            items.extend(body.get("items") or [])
+            next_token = body.get("next")
+            if not self.args.all or not next_token:
+                break
+        if self.args.json:
+            self.dump({"items": items, "next": next_token})
+            return 0
+        self.print(render.question_rows(items) if items else "no questions")
+        if next_token:
+            self.print("(more: pass --all)")
+        return 0
+
+    def questions_show(self) -> int:
+        question = self._get_question(self.args.question_id)
+        if self.args.json:
+            self.dump(question)
+        else:
+            self.print(render.question_detail(question))
+        return 0
+
+    def reply(self) -> int:
+        qid = self.args.question_id
+        response = self.client.request("GET", f"/questions/{_quote(qid)}")
+        question = response.body if isinstance(response.body, Mapping) else {}
+        policy = question.get("policy") if isinstance(question.get("policy"), Mapping) else {}
+        kind = str((policy or {}).get("kind") or "approval")
+        answer = build_answer(
+            kind,
+            approve=self.args.approve,
+            reject=self.args.reject,
+            reason=self.args.reason,
+            edit=self.args.edit,
+            answer=self.args.answer,
+        )
+        etag = response.header("ETag") or (f'"{question["digest"]}"' if question.get("digest") else None)
+        # Show what is being answered before it is sent, so what a person approves is what they saw.
+        summary = render.fields(
+            [
+                ("question", qid),
+                ("thread", question.get("thread_id")),
+                ("status", question.get("status")),
+                ("kind", kind),
+                ("asks", render.describe_question(question.get("question"))),
+                ("digest", question.get("digest")),
+                ("answer", answer),
+            ]
+        )
+        (self.err if self.args.json else self.out).write(summary + "\n\n")
+        body: dict[str, Any] = {"answer": answer}
+        if self.args.reason:
+            body["reason"] = self.args.reason
+        headers = {"If-Match": etag} if etag else {}
+        result = self.client.request("POST", f"/questions/{_quote(qid)}/reply", body=body, headers=headers)
+        if self.args.json:
+            self.dump({"status_code": result.status, "body": result.body})
+        else:
+            reply_body = result.body if isinstance(result.body, Mapping) else {}
+            note = " (already recorded: the same answer)" if result.status == 200 else ""
+            self.print(f"{result.status} {reply_body.get('status', '')}{note}".rstrip())
+        return 0
+
+    def threads_show(self) -> int:
+        thread = self.client.request("GET", f"/threads/{_quote(self.args.thread_id)}").body
+        if self.args.json:
+            self.dump(thread)
+        else:
+            self.print(render.thread_detail(thread if isinstance(thread, Mapping) else {}))
+        return 0
+
+    def threads_start(self) -> int:
+        result = self.client.request(
+            "POST", f"/threads/{_quote(self.args.thread_id)}/runs", body={"input": self.args.input}
+        )
+        if self.args.json:
+            self.dump({"status_code": result.status, "body": result.body})
+        else:
+            body = result.body if isinstance(result.body, Mapping) else {}
+            thread_id = body.get("thread_id", self.args.thread_id)
+            self.print(f"{result.status} thread {thread_id} {body.get('status', '')}".rstrip())
+        return 0
+
+    def tail(self) -> int:
+        from agent_wait.cli.tail import follow
+
+        return follow(self.args, self.out, self.err)
+
+    def _get_question(self, question_id: str) -> Mapping[str, Any]:
+        body = self.client.request("GET", f"/questions/{_quote(question_id)}").body
+        return body if isinstance(body, Mapping) else {}
+
+
+def _quote(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+COMMANDS: dict[tuple[str, str | None], Callable[[Cli], int]] = {
+    ("questions", "list"): Cli.questions_list,
+    ("questions", "show"): Cli.questions_show,
+    ("reply", None): Cli.reply,
+    ("threads", "show"): Cli.threads_show,
+    ("threads", "start"): Cli.threads_start,
+    ("tail", None): Cli.tail,
+}
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    client: ApiClient | None = None,
+) -> int:
+    """Entry point of the ``agent-wait`` console script; returns the exit code.
+
+    Examples
+    --------
+    >>> main(["questions", "list", "--api", "http://127.0.0.1:9"])  # doctest: +SKIP
+    3
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = build_parser().parse_args(argv)
+    if args.command == "local":
+        from agent_wait.cli.local import run_local
+
+        return run_local(args, out, err)
+    command = COMMANDS[(args.command, getattr(args, "action", None))]
+    try:
+        return command(Cli(args, out, err, client))
+    except ApiError as exc:
+        if getattr(args, "json", False):
+            out.write(json.dumps({"status_code": exc.status, "body": exc.body}) + "\n")
+        else:
+            err.write(f"agent-wait: {exc}\n")
+            standing = exc.body.get("standing_answer") if isinstance(exc.body, Mapping) else None
+            if standing is not None:
+                err.write(f"standing answer: {json.dumps(standing)}\n")
+        return exc.exit_code
+    except CliError as exc:
+        err.write(f"agent-wait: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130

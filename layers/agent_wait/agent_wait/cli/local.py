@@ -1,0 +1,82 @@
+"""``agent-wait local``: run the local stack in the foreground until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Start the stack, print ``API: <url>`` once it serves, then one line per event.
+
+    Everything runs in this process (moto, gateway, poller are threads), so stopping it leaves
+    nothing behind: SIGINT and SIGTERM both stop serving, let the batch in hand finish, and exit 0.
+    """
+    module, sep, attribute = args.graph.partition(":")
+    if not sep or not module or not attribute:
+        err.write(f"agent-wait: --graph must be module:attribute, got {args.graph!r}\n")
+        return 2
+    project = Path(args.project).resolve()
+    if not (project / "functions" / "api" / "handler.py").is_file():
+        err.write(f"agent-wait: {project} has no functions/api/handler.py; pass --project\n")
+        return 2
+    try:
+        from agent_wait.local.stack import LocalStack, StackConfig
+    except ImportError as exc:
+        err.write(f"agent-wait: {exc}\n")
+        return 2
+
+    # Metrics are disabled locally; Powertools still warns that there were none to publish.
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: Any) -> None:
+        stop.set()
+
+    # Installed before starting, so a signal during start-up stops the stack right after it.
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def write(line: str) -> None:
+        out.write(line + "\n")
+        out.flush()
+
+    stack = LocalStack(
+        StackConfig(
+            project=project,
+            graph=args.graph,
+            port=args.port,
+            moto_port=args.moto_port,
+            hmac_keys=dict(args.hmac_key),
+            log_level=args.log_level,
+        ),
+        write=write,
+    )
+    try:
+        try:
+            stack.start()
+        except OSError as exc:
+            err.write(f"agent-wait: cannot start the local stack: {exc} (is --port {args.port} free?)\n")
+            return 1
+        except Exception as exc:
+            err.write(f"agent-wait: cannot start the local stack: {type(exc).__name__}: {exc}\n")
+            return 1
+        resources = stack.resources
+        write(f"moto: {stack.moto.endpoint}")
+        write(f"outbox queue: {resources.outbox_url}")
+        write(f"subscriber queue: {resources.subscriber_url}")
+        write(f"graph: {args.graph}")
+        write(f"API: {stack.api_url}")
+        while not stop.wait(0.5):
+            pass
+        write("stopping")
+        return 0
+    finally:
+        stack.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

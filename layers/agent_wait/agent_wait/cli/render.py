@@ -1,0 +1,127 @@
+"""Text for people: tables and key/value blocks (``--json`` bypasses all of this)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent_wait.local.events import compact, describe_question
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 60) -> str:
+    """A plain aligned table.
+
+    Examples
+    --------
+    >>> print(table(["ID", "STATUS"], [["q1", "raised"], ["question-2", "answered"]]))
+    ID          STATUS
+    q1          raised
+    question-2  answered
+    """
+    cells = [[_cell(value, max_width) for value in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], len(value))
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row in cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def _cell(value: Any, max_width: int) -> str:
+    text = "-" if value is None or value == "" else value if isinstance(value, str) else compact(value)
+    return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+
+def fields(pairs: Sequence[tuple[str, Any]]) -> str:
+    """``key: value`` lines with the values aligned.
+
+    Examples
+    --------
+    >>> print(fields([("status", "raised"), ("thread", "t-1")]))
+    status  raised
+    thread  t-1
+    """
+    width = max((len(key) for key, _ in pairs), default=0)
+    return "\n".join(f"{key.ljust(width)}  {_value(value)}" for key, value in pairs)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _value(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def question_rows(items: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            item.get("question_id"),
+            item.get("thread_id"),
+            item.get("status"),
+            _mapping(item.get("policy")).get("kind"),
+            describe_question(item.get("question")),
+            item.get("created_at"),
+        ]
+        for item in items
+    ]
+    return table(["QUESTION", "THREAD", "STATUS", "KIND", "ASKS", "CREATED"], rows)
+
+
+def question_detail(question: Mapping[str, Any]) -> str:
+    policy = _mapping(question.get("policy"))
+    pairs: list[tuple[str, Any]] = [
+        ("question", question.get("question_id")),
+        ("thread", question.get("thread_id")),
+        ("status", question.get("status")),
+        ("kind", policy.get("kind")),
+        ("prompt", policy.get("prompt")),
+        ("asks", describe_question(question.get("question"))),
+        ("digest", question.get("digest")),
+        ("created", question.get("created_at")),
+        ("expires", question.get("expires_at")),
+        ("answer", question.get("answer")),
+        ("answered by", question.get("answered_by")),
+    ]
+    if policy.get("options"):
+        pairs.insert(5, ("options", ", ".join(map(str, policy["options"]))))
+    text = fields(pairs)
+    lifecycle = question.get("lifecycle") or []
+    if lifecycle:
+        rows = [[stage.get("stage"), stage.get("at"), stage.get("actor")] for stage in lifecycle]
+        text += "\n\n" + table(["STAGE", "AT", "ACTOR"], rows)
+    return text
+
+
+def thread_detail(thread: Mapping[str, Any]) -> str:
+    pending = thread.get("pending") or []
+    return fields(
+        [
+            ("thread", thread.get("thread_id")),
+            ("status", thread.get("status")),
+            ("pending", ", ".join(map(str, pending)) if pending else None),
+            ("output", thread.get("output")),
+            ("error", thread.get("error")),
+            ("updated", thread.get("updated_at")),
+        ]
+    )
+
+
+def envelope_line(envelope: Mapping[str, Any]) -> str:
+    policy = _mapping(envelope.get("policy"))
+    return "  ".join(
+        [
+            str(envelope.get("created_at", "-")),
+            f"thread={envelope.get('thread_id')}",
+            f"question={envelope.get('question_id')}",
+            f"kind={policy.get('kind', '-')}",
+            describe_question(envelope.get("question")),
+        ]
+    )

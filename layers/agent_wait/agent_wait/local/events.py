@@ -1,0 +1,243 @@
+"""One printed line per thing that happens on the local stack.
+
+The lines come from what the stack itself sees, never from the handlers' logs:
+
+- ``run started`` / ``resuming``: the poller received a start or resume message from the inbox;
+- ``question raised``, ``run done``, ``run failed``: after a batch, the thread's ledger item says
+  ``interrupted`` (with question ids not seen before), ``done`` or ``failed``;
+- ``resumed``: a resume message was handled (and deleted from the inbox);
+- ``retrying``: a message failed and stays in the inbox for redelivery;
+- ``answered``: the gateway answered a ``POST /questions/{id}/reply`` with 202.
+
+Reading the ledger rather than the subscriber queue leaves that queue to the people and tests that
+want to see the envelope as a subscriber does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+    from agent_wait.local.gateway import Exchange
+    from agent_wait.local.poller import BatchOutcome
+
+ItemReader = Callable[[str], Mapping[str, Any] | None]
+REPLY_PATH = re.compile(r"^/questions/(?P<question_id>[^/]+)/reply/?$")
+MAX_VALUE_CHARS = 160
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def compact(value: Any, limit: int = MAX_VALUE_CHARS) -> str:
+    """JSON on one line, cut to ``limit`` characters.
+
+    Examples
+    --------
+    >>> compact({"b": 1, "a": [1, 2]})
+    '{"b": 1, "a": [1, 2]}'
+    >>> compact("x" * 10, limit=5)
+    '"xxx…'
+    """
+    text = value if isinstance(value, str) and value.startswith(("{", "[")) else None
+    if text is None:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    return cut(text, limit)
+
+
+def cut(text: str, limit: int = MAX_VALUE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_question(question: Any) -> str:
+    """``issue_refund(customer='c-17', amount=40)`` for a wait question, JSON for anything else.
+
+    Examples
+    --------
+    >>> describe_question({"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}})
+    "issue_refund(customer='c-17', amount=40)"
+    >>> describe_question("What is the order number?")
+    '"What is the order number?"'
+    """
+    if isinstance(question, Mapping) and isinstance(question.get("function"), str):
+        args = question.get("args") or {}
+        if isinstance(args, Mapping):
+            rendered = ", ".join(f"{key}={value!r}" for key, value in args.items())
+            return cut(f"{question['function']}({rendered})")
+    return compact(question)
+
+
+class EventLog:
+    """Turns what the gateway and the poller see into event lines.
+
+    Parameters
+    ----------
+    write:
+        Receives each line (``print`` with flush in the CLI, a list's ``append`` in tests).
+    thread_item, question_item:
+        Read the ledger's thread item by thread id and question item by question id.
+    now:
+        Clock for the line's time stamp.
+
+    Examples
+    --------
+    >>> lines: list[str] = []
+    >>> clock = lambda: datetime(2026, 1, 1, tzinfo=UTC)
+    >>> log = EventLog(lines.append, lambda t: None, lambda q: None, now=clock)
+    >>> log.emit("run started", thread="t-1")
+    >>> lines
+    ['00:00:00  run started      thread=t-1']
+    """
+
+    def __init__(
+        self,
+        write: Callable[[str], None],
+        thread_item: ItemReader,
+        question_item: ItemReader,
+        *,
+        now: Callable[[], datetime] = _now,
+    ) -> None:
+        self._write = write
+        self._thread_item = thread_item
+        self._question_item = question_item
+        self._now = now
+        self._lock = threading.Lock()
+        self._seen_questions: set[str] = set()
+
+    def emit(self, what: str, **fields: str) -> None:
+        parts = " ".join(f"{key}={value}" for key, value in fields.items() if value)
+        line = f"{self._now():%H:%M:%S}  {what:<15}  {parts}".rstrip()
+        with self._lock:
+            self._write(line)
+
+    # -- poller -------------------------------------------------------------------------------
+
+    def received(self, messages: list[Any]) -> None:
+        """Before the runner sees a batch: one line per message."""
+        for message in messages:
+            body = _body(message)
+            thread_id = str(body.get("thread_id", "?"))
+            if body.get("question_id"):
+                self.emit("resuming", thread=thread_id, question=str(body["question_id"]))
+            else:
+                self.emit("run started", thread=thread_id, input=compact(body.get("input")))
+
+    def batch_done(self, outcome: BatchOutcome) -> None:
+        """After the runner handled a batch: resumes, failures and each thread's new state."""
+        threads: list[str] = []
+        for message in outcome.succeeded:
+            body = _body(message)
+            thread_id = str(body.get("thread_id", "?"))
+            if body.get("question_id"):
+                self.emit("resumed", thread=thread_id, question=str(body["question_id"]))
+            if thread_id not in threads:
+                threads.append(thread_id)
+        for message in outcome.failed:
+            body = _body(message)
+            count = (message.get("Attributes") or {}).get("ApproximateReceiveCount", "?")
+            reason = (
+                f"{type(outcome.error).__name__}: {outcome.error}" if outcome.error else "reported failed"
+            )
+            self.emit(
+                "retrying", thread=str(body.get("thread_id", "?")), receive=str(count), error=compact(reason)
+            )
+        for thread_id in threads:
+            self._thread_state(thread_id)
+
+    def _thread_state(self, thread_id: str) -> None:
+        item = self._thread_item(thread_id)
+        if item is None:
+            return
+        status = item.get("run_status")
+        if status == "interrupted":
+            for question_id in item.get("pending") or []:
+                if question_id in self._seen_questions:
+                    continue
+                self._seen_questions.add(question_id)
+                question = self._question_item(str(question_id)) or {}
+                self.emit(
+                    "question raised",
+                    thread=thread_id,
+                    question=str(question_id),
+                    asks=describe_question(question.get("question")),
+                )
+        elif status == "done":
+            self.emit("run done", thread=thread_id, output=compact(item.get("output")))
+        elif status == "failed":
+            self.emit("run failed", thread=thread_id, error=compact(item.get("error")))
+
+    # -- gateway ------------------------------------------------------------------------------
+
+    def exchange(self, exchange: Exchange) -> None:
+        """After the gateway answered: a recorded reply is an ``answered`` line."""
+        request = exchange.request
+        match = REPLY_PATH.match(request.target.split("?", 1)[0])
+        if request.method.upper() != "POST" or match is None or exchange.response.status != 202:
+            return
+        question_id = match.group("question_id")
+        try:
+            answer = json.loads(request.body or b"{}").get("answer")
+        except (ValueError, AttributeError):
+            answer = None
+        question = self._question_item(question_id) or {}
+        self.emit(
+            "answered",
+            thread=str(question.get("thread_id", "")),
+            question=question_id,
+            by=exchange.principal or "",
+            answer=compact(answer),
+        )
+
+
+def _body(message: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        body = json.loads(message.get("Body") or "{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def plain(value: Any) -> Any:
+    """DynamoDB's ``Decimal`` numbers and sets as the JSON values they were written from.
+
+    Examples
+    --------
+    >>> plain({"amount": Decimal("40"), "rate": Decimal("0.5"), "tags": {"a"}})
+    {'amount': 40, 'rate': 0.5, 'tags': ['a']}
+    """
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+def ledger_readers(dynamodb: DynamoDBClient, table: str) -> tuple[ItemReader, ItemReader]:
+    """Readers for the thread and question items of the ledger (``docs/internals.md``)."""
+    from boto3.dynamodb.types import TypeDeserializer
+
+    deserializer = TypeDeserializer()
+
+    def read(key: str) -> Mapping[str, Any] | None:
+        item = dynamodb.get_item(TableName=table, Key={"dedupe_key": {"S": key}}, ConsistentRead=True).get(
+            "Item"
+        )
+        if item is None:
+            return None
+        return {name: plain(deserializer.deserialize(value)) for name, value in item.items()}
+
+    return (
+        lambda thread_id: read(f"thread:{thread_id}"),
+        lambda question_id: read(f"wait.created:{question_id}"),
+    )

@@ -1,0 +1,409 @@
+"""The local gateway: HTTP on 127.0.0.1 in, API Gateway REST proxy events to the api handler.
+
+API Gateway with a ``{proxy+}`` resource hands the api Lambda one JSON event per request and turns
+its JSON response back into HTTP. This module does the same on loopback so the local stack runs the
+deployed api handler unchanged.
+
+Who is calling
+--------------
+The responder principal lands in ``requestContext`` where the api reads it (``docs/internals.md``):
+
+- No HMAC keys configured (the default): ``requestContext.identity.userArn`` is the
+  ``X-Wait-Principal`` header, or ``local:anonymous`` without it. Anyone on this machine can claim any
+  principal; that is the point of a local stack, not a security boundary.
+- HMAC keys configured (``agent-wait local --hmac-key ID=SECRET``, repeatable): every request must be
+  signed and ``X-Wait-Principal`` is ignored. The caller sends ``X-Wait-Key-Id: ID``,
+  ``X-Wait-Timestamp: <unix seconds>`` and ``X-Wait-Signature: v0=<hex>`` where ``<hex>`` is
+  HMAC-SHA256(SECRET, ``v0:{timestamp}:{METHOD}:{path?query}:{raw body}``). The timestamp must be
+  within 5 minutes of the gateway's clock. A verified request carries
+  ``requestContext.authorizer.principalId = ID`` (the signing key id, as a Lambda authorizer would
+  set it) and no ``userArn``. A missing or bad signature gets 401 without reaching the handler.
+  Method and path are signed too, unlike a webhook's body-only signature, because a request's
+  meaning is in its path: a signed ``GET`` would otherwise be replayable against any route.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+DEFAULT_PRINCIPAL = "local:anonymous"
+PRINCIPAL_HEADER = "X-Wait-Principal"
+KEY_ID_HEADER = "X-Wait-Key-Id"
+TIMESTAMP_HEADER = "X-Wait-Timestamp"
+SIGNATURE_HEADER = "X-Wait-Signature"
+STAGE = "local"
+logger = logging.getLogger(__name__)
+SIGNATURE_TOLERANCE_SECONDS = 300
+# API Gateway REST refuses payloads over 10 MB before the Lambda sees them.
+MAX_BODY_BYTES = 10 * 1024 * 1024
+
+Handler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """One HTTP request as the gateway received it."""
+
+    method: str
+    target: str  # path plus "?query", as on the request line
+    headers: Sequence[tuple[str, str]]
+    body: bytes = b""
+    source_ip: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers:
+            if key.lower() == name.lower():
+                return value
+        return None
+
+
+class SignatureError(Exception):
+    """A request that must be signed is not, or its signature does not verify."""
+
+
+def sign_request(secret: str, method: str, target: str, body: bytes, timestamp: int) -> str:
+    """The ``X-Wait-Signature`` value for a request to the local gateway.
+
+    Examples
+    --------
+    >>> sign_request("s3cret", "GET", "/questions", b"", 1700000000)[:3]
+    'v0='
+    """
+    message = f"v0:{timestamp}:{method.upper()}:{target}:".encode() + body
+    return "v0=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def _header(headers: Sequence[tuple[str, str]], name: str) -> str | None:
+    for key, value in headers:
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def verify_signature(request: HttpRequest, keys: Mapping[str, str], now: float) -> str:
+    """Return the key id that signed ``request``; raise :class:`SignatureError` otherwise."""
+    key_id = _header(request.headers, KEY_ID_HEADER)
+    timestamp = _header(request.headers, TIMESTAMP_HEADER)
+    signature = _header(request.headers, SIGNATURE_HEADER)
+    if not key_id or not timestamp or not signature:
+        raise SignatureError(
+            f"this gateway requires signed requests ({KEY_ID_HEADER}, {TIMESTAMP_HEADER}, {SIGNATURE_HEADER})"
+        )
+    secret = keys.get(key_id)
+    if secret is None:
+        raise SignatureError(f"unknown key id {key_id!r}")
+    try:
+        stamp = int(timestamp)
+    except ValueError:
+        raise SignatureError(f"{TIMESTAMP_HEADER} must be unix seconds") from None
+    if abs(now - stamp) > SIGNATURE_TOLERANCE_SECONDS:
+        raise SignatureError(f"{TIMESTAMP_HEADER} is more than 5 minutes from the gateway's clock")
+    expected = sign_request(secret, request.method, request.target, request.body, stamp)
+    if not hmac.compare_digest(expected, signature):
+        raise SignatureError("signature does not match")
+    return key_id
+
+
+def to_proxy_event(
+    request: HttpRequest,
+    *,
+    principal: str | None = None,
+    authorizer_principal: str | None = None,
+    request_id: str | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Translate ``request`` into the event API Gateway REST sends for a ``/{proxy+}`` resource.
+
+    Parameters
+    ----------
+    request:
+        The HTTP request.
+    principal:
+        ``requestContext.identity.userArn``; ``None`` leaves it null (as for an unsigned IAM call).
+    authorizer_principal:
+        ``requestContext.authorizer.principalId`` when a signature was verified.
+    request_id, now:
+        Fixed values for tests; fresh ones otherwise.
+
+    Examples
+    --------
+    >>> event = to_proxy_event(HttpRequest("GET", "/questions?status=raised", []), principal="me")
+    >>> event["path"], event["queryStringParameters"], event["requestContext"]["identity"]["userArn"]
+    ('/questions', {'status': 'raised'}, 'me')
+    """
+    parts = urlsplit(request.target)
+    path = parts.path or "/"
+    headers: dict[str, str] = {}
+    multi_headers: dict[str, list[str]] = {}
+    for key, value in request.headers:
+        # API Gateway keeps the last value in ``headers`` and all of them in ``multiValueHeaders``.
+        headers[key] = value
+        multi_headers.setdefault(key, []).append(value)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    body: str | None = None
+    is_base64 = False
+    if request.body:
+        try:
+            body = request.body.decode("utf-8")
+        except UnicodeDecodeError:
+            body = base64.b64encode(request.body).decode("ascii")
+            is_base64 = True
+    stamp = time.time() if now is None else now
+    proxy = path.lstrip("/")
+    return {
+        "resource": "/{proxy+}",
+        "path": path,
+        "httpMethod": request.method.upper(),
+        "headers": headers or None,
+        "multiValueHeaders": multi_headers or None,
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": {"proxy": proxy} if proxy else None,
+        "stageVariables": None,
+        "body": body,
+        "isBase64Encoded": is_base64,
+        "requestContext": {
+            "resourceId": "local",
+            "resourcePath": "/{proxy+}",
+            "httpMethod": request.method.upper(),
+            "path": f"/{STAGE}{path}",
+            "stage": STAGE,
+            "requestId": request_id or str(uuid.uuid4()),
+            "requestTimeEpoch": int(stamp * 1000),
+            "accountId": "000000000000",
+            "apiId": "local",
+            "protocol": "HTTP/1.1",
+            "domainName": headers.get("Host") or headers.get("host") or "127.0.0.1",
+            "identity": {
+                "sourceIp": request.source_ip,
+                "userAgent": headers.get("User-Agent") or headers.get("user-agent"),
+                "userArn": principal,
+                "caller": principal,
+                "user": principal,
+                "accountId": None,
+                "accessKey": None,
+                "cognitoIdentityId": None,
+                "cognitoIdentityPoolId": None,
+                "cognitoAuthenticationType": None,
+                "cognitoAuthenticationProvider": None,
+            },
+            "authorizer": {"principalId": authorizer_principal} if authorizer_principal else None,
+        },
+    }
+
+
+def from_proxy_response(response: Mapping[str, Any]) -> HttpResponse:
+    """Translate a proxy integration response back into HTTP, as API Gateway does.
+
+    A response without ``statusCode`` is a malformed integration response: API Gateway answers 502.
+
+    Examples
+    --------
+    >>> from_proxy_response({"statusCode": 202, "headers": {"ETag": '"x"'}, "body": "{}"}).status
+    202
+    """
+    if not isinstance(response, Mapping) or "statusCode" not in response:
+        return error_response(502, "internal_error", "Malformed Lambda proxy response")
+    headers: list[tuple[str, str]] = []
+    multi = response.get("multiValueHeaders") or {}
+    for key, values in multi.items():
+        headers.extend((key, str(value)) for value in values)
+    for key, value in (response.get("headers") or {}).items():
+        if key.lower() not in {k.lower() for k in multi}:
+            headers.append((key, str(value)))
+    raw = response.get("body") or ""
+    body = base64.b64decode(raw) if response.get("isBase64Encoded") else str(raw).encode("utf-8")
+    return HttpResponse(int(response["statusCode"]), headers, body)
+
+
+def error_response(status: int, code: str, message: str) -> HttpResponse:
+    body = json.dumps({"error": code, "message": message}).encode()
+    return HttpResponse(status, [("Content-Type", "application/json")], body)
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """A request and the response the gateway gave it, for whoever watches the stack."""
+
+    request: HttpRequest
+    response: HttpResponse
+    principal: str | None
+
+
+class Gateway:
+    """Serve ``handler`` over HTTP on 127.0.0.1, one Lambda invocation at a time.
+
+    Parameters
+    ----------
+    handler:
+        A Lambda handler ``(event, context) -> proxy response``.
+    port:
+        Port to bind; 0 picks a free one.
+    hmac_keys:
+        Key id → secret. When given, requests must be signed (see the module docstring).
+    context_factory:
+        Builds the Lambda context for each invocation.
+    on_exchange:
+        Called after each request with what was asked and answered (the stack's event lines).
+    clock:
+        Unix time, for signature freshness.
+
+    Examples
+    --------
+    >>> gateway = Gateway(lambda event, ctx: {"statusCode": 200, "body": "ok"})
+    >>> gateway.start()  # doctest: +SKIP
+    >>> gateway.url  # doctest: +SKIP
+    'http://127.0.0.1:8787'
+    >>> gateway.stop()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        hmac_keys: Mapping[str, str] | None = None,
+        context_factory: Callable[[], Any] | None = None,
+        on_exchange: Callable[[Exchange], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._handler = handler
+        self._host = host
+        self._port = port
+        self._keys = dict(hmac_keys or {})
+        self._context_factory = context_factory or (lambda: None)
+        self._on_exchange = on_exchange
+        self._clock = clock
+        # One Lambda instance serves one event at a time, and Powertools resolvers keep the current
+        # event on the app object, so concurrent HTTP requests queue here instead of racing.
+        self._invoke_lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def handle(self, request: HttpRequest) -> HttpResponse:
+        """Authenticate, translate, invoke and translate back one request (no sockets involved)."""
+        principal: str | None
+        authorizer: str | None = None
+        if self._keys:
+            try:
+                authorizer = verify_signature(request, self._keys, self._clock())
+            except SignatureError as exc:
+                return error_response(401, "unauthorized", str(exc))
+            principal = None
+        else:
+            principal = _header(request.headers, PRINCIPAL_HEADER) or DEFAULT_PRINCIPAL
+        if len(request.body) > MAX_BODY_BYTES:
+            return error_response(413, "payload_too_large", "Request body over API Gateway's 10 MB limit")
+        event = to_proxy_event(request, principal=principal, authorizer_principal=authorizer)
+        with self._invoke_lock:
+            try:
+                result = self._handler(event, self._context_factory())
+            except Exception:
+                # API Gateway maps a crashed Lambda to 502.
+                logger.exception("api handler raised")
+                response = error_response(502, "internal_error", "Internal server error")
+            else:
+                response = from_proxy_response(result)
+        if self._on_exchange is not None:
+            try:
+                self._on_exchange(Exchange(request, response, authorizer or principal))
+            except Exception:
+                # A watcher never breaks a response.
+                logger.exception("exchange watcher raised")
+        return response
+
+    def bind(self) -> int:
+        """Bind the port (so its number is known) without serving yet; returns the port."""
+        if self._server is None:
+            self._server = ThreadingHTTPServer((self._host, self._port), self._request_handler())
+            self._server.daemon_threads = True
+        return self.port
+
+    def start(self) -> None:
+        """Bind if needed and serve on a background thread."""
+        self.bind()
+        server = self._server
+        if server is None:  # bind() just set it; this keeps mypy and python -O honest
+            raise RuntimeError("gateway failed to bind")
+        self._thread = threading.Thread(target=server.serve_forever, name="local-gateway", daemon=True)
+        self._thread.start()
+
+    def _request_handler(self) -> type[BaseHTTPRequestHandler]:
+        gateway = self
+
+        class _RequestHandler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            server_version = "agent-wait-local"
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_BODY_BYTES:
+                    response = error_response(413, "payload_too_large", "Request body over 10 MB")
+                    self.close_connection = True
+                else:
+                    body = self.rfile.read(length) if length else b""
+                    request = HttpRequest(
+                        method=self.command,
+                        target=self.path,
+                        headers=list(self.headers.items()),
+                        body=body,
+                        source_ip=self.client_address[0],
+                    )
+                    response = gateway.handle(request)
+                self.send_response(response.status)
+                skip = {"content-length", "connection", "transfer-encoding"}
+                for key, value in response.headers:
+                    if key.lower() not in skip:
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(response.body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(response.body)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
+
+            def log_message(self, format: str, *args: Any) -> None:
+                # The stack prints one line per event; access logs would drown them.
+                return
+
+        return _RequestHandler
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("start() the gateway first")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            if self._thread is not None:
+                self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+        self._thread = None

@@ -1,0 +1,222 @@
+"""The local event source mapping: inbox messages to the runner handler, as Lambda hands them.
+
+What Lambda's SQS event source mapping does, and so what this does:
+
+- receives batches of up to 10 messages with the queue's own visibility timeout (none is passed,
+  so the queue's ``VisibilityTimeout`` applies, as for Lambda);
+- calls the handler with one SQS event per batch;
+- deletes the messages that succeeded; a message named in ``batchItemFailures`` stays in the queue
+  and comes back when its visibility timeout ends; a handler that raises, or that reports a
+  failure without a usable ``itemIdentifier``, fails the whole batch;
+- after ``maxReceiveCount`` receives a message goes to the dead-letter queue. The queue does that,
+  not the consumer: on AWS and in moto (checked in moto 5.2.5's ``receive_message``) a receive
+  moves a message whose receive count has reached ``maxReceiveCount`` to the DLQ instead of
+  returning it. The poller therefore never moves messages itself; doing so would double-handle.
+
+Receives use short polling (``WaitTimeSeconds=0``) and sleep between empty polls: the local moto
+server serves one request at a time, so a long poll would hold every other AWS call for its whole
+wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any], Any], Any]
+EventBuilder = Callable[[Sequence[Mapping[str, Any]], str, str], dict[str, Any]]
+
+MAX_BATCH = 10
+
+
+def build_sqs_event(messages: Sequence[Mapping[str, Any]], queue_arn: str, region: str) -> dict[str, Any]:
+    """The Lambda SQS event for ``messages``: the receive path's own builder, so both agree on one shape."""
+    from wait_service.sqs_events import sqs_event
+
+    return sqs_event(messages, queue_arn=queue_arn, region=region)
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What one batch did: the messages handed over and which of them succeeded."""
+
+    messages: list[MessageTypeDef]
+    succeeded: list[MessageTypeDef] = field(default_factory=list)
+    failed: list[MessageTypeDef] = field(default_factory=list)
+    error: BaseException | None = None
+
+
+def failed_ids(response: Any, message_ids: Sequence[str]) -> set[str]:
+    """Message ids the handler's response reports as failed, as Lambda reads ``batchItemFailures``.
+
+    A response that is not a mapping, or has no ``batchItemFailures``, means the batch succeeded.
+    A failure whose ``itemIdentifier`` is missing or unknown fails the whole batch (Lambda's rule).
+
+    Examples
+    --------
+    >>> sorted(failed_ids({"batchItemFailures": [{"itemIdentifier": "b"}]}, ["a", "b"]))
+    ['b']
+    >>> sorted(failed_ids({"batchItemFailures": [{"itemIdentifier": ""}]}, ["a", "b"]))
+    ['a', 'b']
+    >>> failed_ids(None, ["a"])
+    set()
+    """
+    if not isinstance(response, Mapping):
+        return set()
+    failures = response.get("batchItemFailures") or []
+    known = set(message_ids)
+    result: set[str] = set()
+    for failure in failures:
+        identifier = failure.get("itemIdentifier") if isinstance(failure, Mapping) else None
+        if not identifier or identifier not in known:
+            return known
+        result.add(identifier)
+    return result
+
+
+class InboxPoller:
+    """Hand messages from ``queue_url`` to ``handler`` until stopped.
+
+    Parameters
+    ----------
+    sqs:
+        boto3 SQS client.
+    queue_url, queue_arn, region:
+        The queue, and what the SQS event says about it.
+    handler:
+        A Lambda handler for SQS events, returning ``{"batchItemFailures": [...]}``.
+    context_factory:
+        Builds the Lambda context for each invocation.
+    batch_size:
+        At most 10, like the event source mapping's ``BatchSize`` for SQS.
+    idle_sleep:
+        Seconds between empty polls.
+    sleep:
+        Injected for tests.
+    on_receive:
+        Called with each batch before the handler sees it.
+    on_batch:
+        Called with each :class:`BatchOutcome` after its deletes.
+
+    Examples
+    --------
+    >>> poller = InboxPoller(sqs, url, arn, "us-east-1", handler)  # doctest: +SKIP
+    >>> poller.poll_once()  # doctest: +SKIP
+    >>> poller.start(); poller.stop()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        sqs: SQSClient,
+        queue_url: str,
+        queue_arn: str,
+        region: str,
+        handler: Handler,
+        *,
+        context_factory: Callable[[], Any] | None = None,
+        batch_size: int = MAX_BATCH,
+        idle_sleep: float = 0.2,
+        sleep: Callable[[float], Any] | None = None,
+        on_receive: Callable[[list[MessageTypeDef]], None] | None = None,
+        on_batch: Callable[[BatchOutcome], None] | None = None,
+        event_builder: EventBuilder = build_sqs_event,
+    ) -> None:
+        if not 1 <= batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size must be 1..{MAX_BATCH}")
+        self._sqs = sqs
+        self._queue_url = queue_url
+        self._queue_arn = queue_arn
+        self._region = region
+        self._handler = handler
+        self._context_factory = context_factory or (lambda: None)
+        self._batch_size = batch_size
+        self._idle_sleep = idle_sleep
+        self._stop = threading.Event()
+        self._sleep = sleep or self._stop.wait
+        self._on_receive = on_receive
+        self._on_batch = on_batch
+        self._event_builder = event_builder
+        self._thread: threading.Thread | None = None
+
+    def poll_once(self) -> BatchOutcome | None:
+        """Receive one batch and hand it over; ``None`` when the queue had nothing visible."""
+        received = self._sqs.receive_message(
+            QueueUrl=self._queue_url,
+            MaxNumberOfMessages=self._batch_size,
+            WaitTimeSeconds=0,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages = list(received.get("Messages") or [])
+        if not messages:
+            return None
+        self._watch(self._on_receive, messages)
+        event = self._event_builder(messages, self._queue_arn, self._region)
+        ids = [m["MessageId"] for m in messages]
+        error: BaseException | None = None
+        try:
+            response = self._handler(event, self._context_factory())
+        except Exception as exc:
+            # Lambda returns the whole batch to the queue.
+            logger.exception("runner handler raised; the batch returns to the queue")
+            bad = set(ids)
+            error = exc
+        else:
+            bad = failed_ids(response, ids)
+        succeeded = [m for m in messages if m["MessageId"] not in bad]
+        failed = [m for m in messages if m["MessageId"] in bad]
+        if succeeded:
+            self._sqs.delete_message_batch(
+                QueueUrl=self._queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(succeeded)
+                ],
+            )
+        outcome = BatchOutcome(messages, succeeded, failed, error)
+        self._watch(self._on_batch, outcome)
+        return outcome
+
+    @staticmethod
+    def _watch(watcher: Callable[[Any], None] | None, value: Any) -> None:
+        if watcher is None:
+            return
+        try:
+            watcher(value)
+        except Exception:
+            # A watcher (the event lines) never stops the poller.
+            logger.exception("poller watcher raised")
+
+    def run(self) -> None:
+        """Poll until :meth:`stop`; transient errors are logged and retried after a pause."""
+        while not self._stop.is_set():
+            try:
+                outcome = self.poll_once()
+            except Exception:
+                # The mapping keeps polling through AWS errors.
+                if self._stop.is_set():
+                    break
+                logger.exception("polling %s failed", self._queue_url)
+                outcome = None
+            if outcome is None:
+                self._sleep(self._idle_sleep)
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="local-inbox-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Stop after the batch in hand (a running invocation is never cut short)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
+        self._thread = None

@@ -1,0 +1,278 @@
+"""The local stack: moto on 127.0.0.1, the deployed resources, and the real handlers wired to them.
+
+:class:`LocalStack` plays every AWS part the handlers need, in this process:
+
+1. a :class:`~agent_wait.local.moto_server.SerializedMotoServer` (one AWS request at a time, so
+   DynamoDB conditional writes stay atomic as on AWS) on 127.0.0.1;
+2. the ledger, checkpoint table, inbox, outbox and topic, from ``wait_service.resources`` (the same
+   specs the CDK app deploys);
+3. the environment the Lambdas get from the stack (``resources.env()``, ``AGENT_WAIT_GRAPH``,
+   ``AGENT_WAIT_REPLY_URL``), with ``AWS_ENDPOINT_URL`` pointing at moto and fake credentials, so
+   no call can reach a real account;
+4. the api handler (``functions/api/handler.py``) behind the HTTP :class:`Gateway`, and the runner
+   handler (``functions/runner/handler.py``) behind the :class:`InboxPoller`, both loaded by file
+   path from the project folder like Lambda loads them from their assets.
+
+There is no clock yet: expiry is a later issue, so schedules are not fired.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_wait.local.events import EventLog, ledger_readers
+from agent_wait.local.gateway import Gateway
+from agent_wait.local.moto_server import SerializedMotoServer
+from agent_wait.local.poller import InboxPoller
+from agent_wait.local.runtime import context_factory, load_handler
+
+if TYPE_CHECKING:
+    from wait_service.resources import LocalResources
+
+DEFAULT_GRAPH = "examples.refund_agent:build_graph"
+DEFAULT_PORT = 8787
+REGION = "us-east-1"
+# Lambda timeouts the CDK stack gives the functions; the local contexts report the same budget.
+API_TIMEOUT_SECONDS = 29
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class StackConfig:
+    """How to start the local stack.
+
+    Parameters
+    ----------
+    project:
+        The project folder holding ``functions/`` (and ``examples/`` for the default graph).
+    graph:
+        ``module:attribute`` of the graph the runner runs (``AGENT_WAIT_GRAPH``).
+    port:
+        The gateway's port on 127.0.0.1; 0 picks a free one.
+    moto_port:
+        moto's port on 127.0.0.1; 0 picks a free one.
+    hmac_keys:
+        Key id → secret; when given the gateway requires signed requests.
+    log_level:
+        ``LOG_LEVEL`` for the handlers' Powertools loggers.
+    prefix:
+        Prefix of every resource name.
+    """
+
+    project: Path = field(default_factory=Path.cwd)
+    graph: str = DEFAULT_GRAPH
+    port: int = DEFAULT_PORT
+    moto_port: int = 0
+    hmac_keys: Mapping[str, str] = field(default_factory=dict)
+    log_level: str = "WARNING"
+    prefix: str = "agent-wait-"
+    region: str = REGION
+
+
+class LocalStack:
+    """Start and stop the whole local stack.
+
+    Parameters
+    ----------
+    config:
+        See :class:`StackConfig`.
+    write:
+        Receives one line per event (run started, question raised, answered, resumed, ...);
+        ``None`` prints nothing.
+    api_handler, runner_handler:
+        Handlers to use instead of loading the project's (tests with toy handlers).
+
+    Examples
+    --------
+    >>> with LocalStack(StackConfig(port=0)) as stack:  # doctest: +SKIP
+    ...     print(stack.api_url)
+    http://127.0.0.1:54321
+    """
+
+    def __init__(
+        self,
+        config: StackConfig | None = None,
+        *,
+        write: Callable[[str], None] | None = None,
+        api_handler: Handler | None = None,
+        runner_handler: Handler | None = None,
+    ) -> None:
+        self.config = config or StackConfig()
+        self._write = write
+        self._api_handler = api_handler
+        self._runner_handler = runner_handler
+        self.moto = SerializedMotoServer(host="127.0.0.1", port=self.config.moto_port, log_requests=False)
+        self.gateway: Gateway | None = None
+        self.poller: InboxPoller | None = None
+        self.events: EventLog | None = None
+        self._resources: LocalResources | None = None
+        self._saved_env: dict[str, str | None] = {}
+        self._saved_path: list[str] | None = None
+        self._started = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start moto, create the resources, load the handlers, then serve; stops again on failure."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        self._started = True
+
+    def _start(self) -> None:
+        self.moto.start()
+        self._set_env(
+            {
+                "AWS_ENDPOINT_URL": self.moto.endpoint,
+                "AWS_ACCESS_KEY_ID": "local",
+                "AWS_SECRET_ACCESS_KEY": "local",
+                "AWS_SESSION_TOKEN": None,
+                "AWS_SECURITY_TOKEN": None,
+                "AWS_PROFILE": None,
+                "AWS_REGION": self.config.region,
+                "AWS_DEFAULT_REGION": self.config.region,
+            }
+        )
+        from wait_service.resources import create_resources
+
+        self._resources = create_resources(
+            self.client("dynamodb"), self.client("sqs"), self.client("sns"), prefix=self.config.prefix
+        )
+        readers = ledger_readers(self.client("dynamodb"), self._resources.ledger_table)
+        if self._write is not None:
+            self.events = EventLog(self._write, *readers)
+        events = self.events
+
+        self.gateway = Gateway(
+            self._invoke_api,
+            port=self.config.port,
+            hmac_keys=self.config.hmac_keys,
+            context_factory=context_factory("agent-wait-api", API_TIMEOUT_SECONDS, self.config.region),
+            on_exchange=events.exchange if events else None,
+        )
+        port = self.gateway.bind()
+        self._set_env(
+            self._resources.env()
+            | {
+                "AGENT_WAIT_GRAPH": self.config.graph,
+                "AGENT_WAIT_REPLY_URL": f"http://127.0.0.1:{port}/questions/{{question_id}}/reply",
+                "POWERTOOLS_SERVICE_NAME": "agent-wait-local",
+                "POWERTOOLS_METRICS_NAMESPACE": "AgentWaitLocal",
+                # Metrics are EMF lines on stdout: locally they would only bury the event lines.
+                "POWERTOOLS_METRICS_DISABLED": "true",
+                "POWERTOOLS_TRACE_DISABLED": "true",
+                "LOG_LEVEL": self.config.log_level,
+            }
+        )
+        self._load_handlers()
+
+        from wait_service.resources import RUNNER_TIMEOUT_SECONDS
+
+        self.poller = InboxPoller(
+            self.client("sqs"),
+            self._resources.inbox_url,
+            self._resources.inbox_arn,
+            self.config.region,
+            self._invoke_runner,
+            context_factory=context_factory("agent-wait-runner", RUNNER_TIMEOUT_SECONDS, self.config.region),
+            on_receive=events.received if events else None,
+            on_batch=events.batch_done if events else None,
+        )
+        self.poller.start()
+        self.gateway.start()
+
+    def _load_handlers(self) -> None:
+        project = self.config.project.resolve()
+        functions = project / "functions"
+        # Lambda puts each asset's root on sys.path: the handler, wait_service and examples.
+        self._saved_path = list(sys.path)
+        for entry in (str(functions), str(project)):
+            if entry in sys.path:
+                sys.path.remove(entry)
+            sys.path.insert(0, entry)
+        if self._api_handler is None:
+            self._api_handler = load_handler(functions / "api" / "handler.py", "agent_wait_local_api_handler")
+        if self._runner_handler is None:
+            self._runner_handler = load_handler(
+                functions / "runner" / "handler.py", "agent_wait_local_runner_handler"
+            )
+
+    def _invoke_api(self, event: dict[str, Any], context: Any) -> Any:
+        if self._api_handler is None:
+            raise RuntimeError("the api handler is not loaded")
+        return self._api_handler(event, context)
+
+    def _invoke_runner(self, event: dict[str, Any], context: Any) -> Any:
+        if self._runner_handler is None:
+            raise RuntimeError("the runner handler is not loaded")
+        return self._runner_handler(event, context)
+
+    def stop(self) -> None:
+        """Stop serving, let the batch in hand finish, stop moto and restore the environment."""
+        if self.gateway is not None:
+            self.gateway.stop()
+            self.gateway = None
+        if self.poller is not None:
+            self.poller.stop()
+            self.poller = None
+        self.moto.stop()
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env = {}
+        if self._saved_path is not None:
+            sys.path[:] = self._saved_path
+            self._saved_path = None
+        self._started = False
+
+    def __enter__(self) -> LocalStack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what callers use -----------------------------------------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        if self.gateway is None:
+            raise RuntimeError("start() the stack first")
+        return self.gateway.url
+
+    @property
+    def resources(self) -> LocalResources:
+        if self._resources is None:
+            raise RuntimeError("start() the stack first")
+        return self._resources
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for ``service`` on this stack's moto server."""
+        import boto3
+
+        return boto3.client(
+            service,  # type: ignore[call-overload]
+            endpoint_url=self.moto.endpoint,
+            region_name=self.config.region,
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+
+    def _set_env(self, values: Mapping[str, str | None]) -> None:
+        for name, value in values.items():
+            if name not in self._saved_env:
+                self._saved_env[name] = os.environ.get(name)
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -1,0 +1,138 @@
+"""Helpers for the e2e tests: ``agent-wait local`` in a subprocess on free ports, HTTP, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+START_TIMEOUT = 120.0
+STEP_TIMEOUT = 60.0
+
+
+def cli_path() -> str:
+    path = BIN / "agent-wait"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: pip install -e '.[dev]'")
+    return str(path)
+
+
+@dataclass
+class LocalProcess:
+    """A running ``agent-wait local`` and the lines it printed."""
+
+    process: subprocess.Popen[str]
+    lines: list[str] = field(default_factory=list)
+    info: dict[str, str] = field(default_factory=dict)
+    _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
+
+    @property
+    def api(self) -> str:
+        return self.info["API"]
+
+    def start_reader(self) -> None:
+        def read() -> None:
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                self.lines.append(line.rstrip("\n"))
+                self._queue.put(line.rstrip("\n"))
+            self._queue.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                raise AssertionError("agent-wait local exited early:\n" + "\n".join(self.lines))
+            key, sep, value = line.partition(": ")
+            if sep and key in {"moto", "outbox queue", "subscriber queue", "graph", "API"}:
+                self.info[key] = value
+            if line.startswith("API: "):
+                return
+        raise AssertionError("agent-wait local printed no API line:\n" + "\n".join(self.lines))
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+
+
+def start_local(*extra: str) -> LocalProcess:
+    env = os.environ | {"PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [cli_path(), "local", "--port", "0", "--moto-port", "0", *extra],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    local = LocalProcess(process)
+    local.start_reader()
+    try:
+        local.wait_ready()
+    except BaseException:
+        local.stop()
+        raise
+    return local
+
+
+def http(
+    method: str, url: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers.items()), json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers.items()), json.loads(exc.read() or b"null")
+
+
+def eventually(check: Callable[[], Any], timeout: float = STEP_TIMEOUT, what: str = "condition") -> Any:
+    """Poll ``check`` until it returns something truthy: the stack works on its own threads."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def run_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([cli_path(), *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"agent-wait {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+        )
+    return result

@@ -1,0 +1,195 @@
+"""``agent-wait local`` driven over HTTP and through the CLI, as a person would."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+from e2e_support import ROOT, LocalProcess, eventually, http, run_cli, start_local
+
+pytestmark = pytest.mark.e2e
+
+
+def _thread_status(api: str, thread_id: str, *statuses: str) -> dict[str, Any] | None:
+    status, _, body = http("GET", f"{api}/threads/{thread_id}")
+    return body if status == 200 and body.get("status") in statuses else None
+
+
+def test_http_start_question_answer_result(local_stack: LocalProcess) -> None:
+    api = local_stack.api
+    thread_id = f"e2e-http-{uuid.uuid4().hex[:6]}"
+
+    status, _, body = http(
+        "POST", f"{api}/threads/{thread_id}/runs", {"input": {"customer": "c-17", "amount": 40}}
+    )
+    assert (status, body["status"]) == (202, "queued")
+
+    thread = eventually(lambda: _thread_status(api, thread_id, "interrupted", "failed"), what="the question")
+    assert thread["status"] == "interrupted" and len(thread["pending"]) == 1
+    question_id = thread["pending"][0]
+
+    status, _, listed = http("GET", f"{api}/questions?thread_id={thread_id}")
+    assert status == 200 and [item["question_id"] for item in listed["items"]] == [question_id]
+    status, headers, question = http("GET", f"{api}/questions/{question_id}")
+    assert question["question"] == {"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}}
+    assert headers["ETag"] == f'"{question["digest"]}"'
+
+    status, _, reply = http(
+        "POST",
+        f"{api}/questions/{question_id}/reply",
+        {"answer": {"action": "approve"}},
+        {"If-Match": headers["ETag"], "X-Wait-Principal": "e2e:carol"},
+    )
+    assert (status, reply["status"]) == (202, "answered")
+
+    done = eventually(lambda: _thread_status(api, thread_id, "done", "failed"), what="the result")
+    assert done["status"] == "done"
+    assert done["output"]["refund"]["amount"] == 40
+    status, _, answered = http("GET", f"{api}/questions/{question_id}")
+    assert answered["answered_by"] == "e2e:carol"
+
+    # One printed line per event, in order, for this thread.
+    names = eventually(lambda: _event_names(local_stack, thread_id, until="run done"), what="the event lines")
+    assert names == ["run started", "question raised", "answered", "resuming", "resumed", "run done"]
+
+
+def _event_names(local: LocalProcess, thread_id: str, until: str) -> list[str] | None:
+    """Event names printed for ``thread_id`` (``HH:MM:SS  name  fields``) once ``until`` is among them."""
+    names = [line[10:25].strip() for line in list(local.lines) if f" thread={thread_id} " in line + " "]
+    return names if until in names else None
+
+
+def test_cli_start_see_answer_result(local_stack: LocalProcess) -> None:
+    api = ["--api", local_stack.api]
+    thread_id = f"e2e-cli-{uuid.uuid4().hex[:6]}"
+
+    started = run_cli(
+        "threads", "start", thread_id, "--input", '{"customer": "c-17", "amount": 40}', *api, check=True
+    )
+    assert "202" in started.stdout and "queued" in started.stdout
+
+    def listed() -> list[dict[str, Any]]:
+        result = run_cli("questions", "list", "--thread", thread_id, "--json", *api, check=True)
+        return json.loads(result.stdout)["items"]
+
+    items = eventually(listed, what="the question in the list")
+    question_id = items[0]["question_id"]
+
+    table = run_cli("questions", "list", "--thread", thread_id, *api, check=True)
+    assert question_id in table.stdout and "issue_refund" in table.stdout
+    shown = run_cli("questions", "show", question_id, *api, check=True)
+    assert "issue_refund(customer='c-17', amount=40)" in shown.stdout
+
+    replied = run_cli(
+        "reply", question_id, "--edit", '{"amount": 25}', "--principal", "e2e:dave", *api, check=True
+    )
+    assert "issue_refund(customer='c-17', amount=40)" in replied.stdout
+    assert '"args": {"amount": 25}' in replied.stdout
+    assert "202 answered" in replied.stdout
+
+    def done() -> dict[str, Any] | None:
+        thread = json.loads(run_cli("threads", "show", thread_id, "--json", *api, check=True).stdout)
+        return thread if thread["status"] in {"done", "failed"} else None
+
+    thread = eventually(done, what="the thread to finish")
+    assert thread["status"] == "done" and thread["output"]["refund"]["amount"] == 25
+    assert "done" in run_cli("threads", "show", thread_id, *api, check=True).stdout
+
+    conflict = run_cli("reply", question_id, "--reject", *api)
+    assert conflict.returncode == 1
+    assert "409" in conflict.stderr
+
+    tail = run_cli("tail", "--queue-url", local_stack.info["outbox queue"], "--once", "--json")
+    assert tail.returncode == 0
+    envelopes = [json.loads(line) for line in tail.stdout.splitlines()]
+    assert question_id in {envelope["question_id"] for envelope in envelopes}
+
+
+def test_cli_usage_and_connection_errors() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]
+    unreachable = run_cli("threads", "show", "t", "--api", f"http://127.0.0.1:{closed_port}")
+    usage = run_cli("reply", "q-1")
+
+    assert unreachable.returncode == 3 and "cannot reach" in unreachable.stderr
+    assert usage.returncode == 2
+
+
+def test_sigterm_stops_the_stack_and_frees_the_port() -> None:
+    local = start_local()
+    port = int(local.api.rsplit(":", 1)[1])
+
+    local.process.send_signal(signal.SIGTERM)
+    code = local.process.wait(timeout=30)
+
+    assert code == 0
+    assert local.lines[-1] == "stopping"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # raises if anything still holds the port
+
+
+def test_ctrl_c_stops_the_stack_too() -> None:
+    local = start_local()
+
+    local.process.send_signal(signal.SIGINT)
+
+    assert local.process.wait(timeout=30) == 0
+
+
+def test_demo_runs_end_to_end() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "examples.demo"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    out = result.stdout
+    for line in (
+        "approve: the refund runs as proposed",
+        "edit: approve with amount 25 instead of 40",
+        "reject: the refund never runs",
+        "envelope, as a subscriber of the wait-created topic sees it",
+        "outbox.fifo message",
+        "ledger item",
+        "thread's final output",
+        "-> 202",
+        "-> 409",
+        "-> 412",
+        "demo passed",
+    ):
+        assert line in out, f"{line!r} missing from the demo's output:\n{out[-4000:]}"
+    assert "[FAIL]" not in out
+
+
+def test_with_hmac_keys_only_signed_requests_pass_and_the_key_id_answers() -> None:
+    local = start_local("--hmac-key", "ops-key=s3cret")
+    try:
+        api = ["--api", local.api]
+        signed = [*api, "--hmac-key", "ops-key=s3cret"]
+        thread_id = f"e2e-hmac-{uuid.uuid4().hex[:6]}"
+
+        status, _, body = http("GET", f"{local.api}/questions", headers={"X-Wait-Principal": "mallory"})
+        assert (status, body["error"]) == (401, "unauthorized")
+        wrong = run_cli("threads", "start", thread_id, *api, "--hmac-key", "ops-key=guess")
+        assert wrong.returncode == 1 and "401" in wrong.stderr
+
+        run_cli(
+            "threads", "start", thread_id, "--input", '{"customer": "c-1", "amount": 5}', *signed, check=True
+        )
+
+        def pending() -> str | None:
+            thread = json.loads(run_cli("threads", "show", thread_id, "--json", *signed).stdout or "{}")
+            return (thread.get("pending") or [None])[0]
+
+        question_id = eventually(pending, what="the question")
+        run_cli("reply", question_id, "--approve", *signed, check=True)
+        question = json.loads(run_cli("questions", "show", question_id, "--json", *signed, check=True).stdout)
+        assert question["answered_by"] == "ops-key"
+    finally:
+        assert local.stop() == 0

@@ -1,0 +1,378 @@
+"""CLI argument handling, answers, auth headers and exit codes, against a fake opener (no network)."""
+
+from __future__ import annotations
+
+import io
+import json
+import urllib.error
+from email.message import Message
+from typing import Any
+
+import pytest
+
+from agent_wait.cli import main
+from agent_wait.cli.client import ApiClient, UsageError, is_loopback, region_from_url
+from agent_wait.cli.commands import Cli, build_answer, build_parser
+from agent_wait.cli.tail import endpoint_for, follow, unwrap
+from agent_wait.local.gateway import HttpRequest, verify_signature
+
+QUESTION = {
+    "question_id": "q-1",
+    "thread_id": "t-1",
+    "status": "raised",
+    "digest": "abc123",
+    "question": {"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}},
+    "policy": {"kind": "approval", "bind": True},
+}
+
+
+class FakeResponse:
+    def __init__(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self.status = status
+        self.headers = Message()
+        for key, value in (headers or {}).items():
+            self.headers[key] = value
+        self._body = json.dumps(body).encode()
+
+    def read(self) -> bytes:
+        return self._body
+
+    def __enter__(self) -> FakeResponse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class FakeApi:
+    """Records requests; answers from a route table of (method, path) → (status, body, headers)."""
+
+    def __init__(self, routes: dict[tuple[str, str], tuple[int, Any, dict[str, str]]]) -> None:
+        self.routes = routes
+        self.requests: list[Any] = []
+
+    def __call__(self, request: Any, timeout: float) -> FakeResponse:
+        self.requests.append(request)
+        path = request.full_url.split("8787", 1)[1].split("?", 1)[0]
+        route = self.routes.get((request.get_method(), path))
+        if route is None:
+            raise urllib.error.URLError("connection refused")
+        status, body, headers = route
+        if status >= 400:
+            raise urllib.error.HTTPError(
+                request.full_url, status, "err", Message(), io.BytesIO(json.dumps(body).encode())
+            )
+        return FakeResponse(status, body, headers)
+
+
+def _run(argv: list[str], api: FakeApi) -> tuple[int, str, str]:
+    args = build_parser({}).parse_args(argv)
+    out, err = io.StringIO(), io.StringIO()
+    client = ApiClient(args.api, principal=args.principal, opener=api, sigv4=False)
+    from agent_wait.cli.commands import COMMANDS
+
+    command = COMMANDS[(args.command, getattr(args, "action", None))]
+    code = command(Cli(args, out, err, client))
+    return code, out.getvalue(), err.getvalue()
+
+
+# -- parsing -------------------------------------------------------------------------------
+
+
+def test_api_defaults_to_env_then_loopback() -> None:
+    assert build_parser({}).parse_args(["threads", "show", "t"]).api == "http://127.0.0.1:8787"
+    env = {"AGENT_WAIT_API": "https://x.execute-api.eu-west-1.amazonaws.com/prod"}
+    assert build_parser(env).parse_args(["threads", "show", "t"]).api.startswith("https://x.")
+
+
+def test_global_options_go_before_or_after_the_command() -> None:
+    parser = build_parser({})
+
+    before = parser.parse_args(
+        ["--api", "http://127.0.0.1:9000", "--json", "--principal", "p", "threads", "show", "t"]
+    )
+    after = parser.parse_args(
+        ["threads", "show", "t", "--api", "http://127.0.0.1:9000", "--json", "--principal", "p"]
+    )
+    neither = parser.parse_args(["threads", "show", "t"])
+
+    assert (before.api, before.json, before.principal) == ("http://127.0.0.1:9000", True, "p")
+    assert (after.api, after.json, after.principal) == ("http://127.0.0.1:9000", True, "p")
+    assert (neither.api, neither.json, neither.principal, neither.api_hmac_key) == (
+        "http://127.0.0.1:8787",
+        False,
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["reply", "q-1"],  # no answer flag
+        ["reply", "q-1", "--approve", "--reject"],  # two answer flags
+        ["reply", "q-1", "--edit", "{not json"],
+        ["threads", "start", "t", "--input", "nope"],
+        ["local", "--hmac-key", "no-secret"],
+        ["bogus"],
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+
+
+def test_local_options_and_defaults() -> None:
+    args = build_parser({}).parse_args(["local", "--port", "0", "--hmac-key", "k1=s", "--hmac-key", "k2=t"])
+
+    assert (args.port, args.moto_port, args.graph, args.project) == (
+        0,
+        0,
+        "examples.refund_agent:build_graph",
+        ".",
+    )
+    assert args.hmac_key == [("k1", "s"), ("k2", "t")]
+
+
+# -- answers -------------------------------------------------------------------------------
+
+
+def test_answers_by_kind() -> None:
+    assert build_answer("approval", approve=True) == {"action": "approve"}
+    assert build_answer("approval", reject=True) == {"action": "reject"}
+    assert build_answer("approval", reject=True, reason="no") == {"action": "reject", "reason": "no"}
+    assert build_answer("edit", reject=True, reason="no") == {"action": "reject"}
+    assert build_answer("approval", edit={"amount": 25}) == {"action": "approve", "args": {"amount": 25}}
+    assert build_answer("edit", edit={"text": "x"}) == {"action": "edit", "value": {"text": "x"}}
+    assert build_answer("decision", answer={"choice": "a"}) == {"choice": "a"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "kwargs"),
+    [
+        ("decision", {"approve": True}),
+        ("text", {"reject": True}),
+        ("approval", {"edit": [1, 2]}),
+        ("approval", {}),
+    ],
+)
+def test_answers_that_do_not_fit_are_usage_errors(kind: str, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(UsageError):
+        build_answer(kind, **kwargs)
+
+
+# -- commands over a fake api ----------------------------------------------------------------
+
+
+def test_reply_shows_the_question_then_sends_the_digest_as_if_match() -> None:
+    api = FakeApi(
+        {
+            ("GET", "/questions/q-1"): (200, QUESTION, {"ETag": '"abc123"'}),
+            ("POST", "/questions/q-1/reply"): (202, {"question_id": "q-1", "status": "answered"}, {}),
+        }
+    )
+
+    code, out, _ = _run(
+        ["reply", "q-1", "--edit", '{"amount": 25}', "--reason", "partial", "--principal", "ann"], api
+    )
+
+    assert code == 0
+    post = api.requests[1]
+    assert post.get_header("If-match") == '"abc123"'
+    assert post.get_header("X-wait-principal") == "ann"
+    assert json.loads(post.data) == {
+        "answer": {"action": "approve", "args": {"amount": 25}},
+        "reason": "partial",
+    }
+    assert "issue_refund(customer='c-17', amount=40)" in out
+    assert out.index("issue_refund") < out.index("202 answered")
+
+
+def test_reply_without_etag_header_uses_the_body_digest() -> None:
+    api = FakeApi(
+        {
+            ("GET", "/questions/q-1"): (200, QUESTION, {}),
+            ("POST", "/questions/q-1/reply"): (200, {"question_id": "q-1", "status": "answered"}, {}),
+        }
+    )
+
+    code, out, _ = _run(["reply", "q-1", "--approve"], api)
+
+    assert code == 0
+    assert api.requests[1].get_header("If-match") == '"abc123"'
+    assert "already recorded" in out
+
+
+def test_api_error_exits_1_with_its_message_and_standing_answer() -> None:
+    api = FakeApi(
+        {
+            ("GET", "/questions/q-1"): (200, QUESTION, {}),
+            ("POST", "/questions/q-1/reply"): (
+                409,
+                {
+                    "error": "answer_conflict",
+                    "message": "already answered",
+                    "standing_answer": {"action": "approve"},
+                },
+                {},
+            ),
+        }
+    )
+    out, err = io.StringIO(), io.StringIO()
+    client = ApiClient("http://127.0.0.1:8787", opener=api, sigv4=False)
+
+    code = main(["reply", "q-1", "--reject"], out=out, err=err, client=client)
+
+    assert code == 1
+    assert "409 answer_conflict: already answered" in err.getvalue()
+    assert '{"action": "approve"}' in err.getvalue()
+
+
+def test_unreachable_api_exits_3() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    client = ApiClient("http://127.0.0.1:8787", opener=FakeApi({}), sigv4=False)
+
+    code = main(["threads", "show", "t-1"], out=out, err=err, client=client)
+
+    assert code == 3
+    assert "cannot reach http://127.0.0.1:8787" in err.getvalue()
+
+
+def test_json_api_error_goes_to_stdout_as_json() -> None:
+    api = FakeApi(
+        {("GET", "/threads/t-1"): (404, {"error": "thread_not_found", "message": "no such thread"}, {})}
+    )
+    out, err = io.StringIO(), io.StringIO()
+
+    code = main(
+        ["threads", "show", "t-1", "--json"],
+        out=out,
+        err=err,
+        client=ApiClient("http://127.0.0.1:8787", opener=api),
+    )
+
+    assert code == 1
+    assert json.loads(out.getvalue()) == {
+        "status_code": 404,
+        "body": {"error": "thread_not_found", "message": "no such thread"},
+    }
+
+
+def test_questions_list_table_and_json() -> None:
+    api = FakeApi({("GET", "/questions"): (200, {"items": [QUESTION], "next": None}, {})})
+
+    _, table_out, _ = _run(["questions", "list", "--status", "raised", "--thread", "t-1"], api)
+    _, json_out, _ = _run(["questions", "list", "--json"], api)
+
+    assert "status=raised" in api.requests[0].full_url and "thread_id=t-1" in api.requests[0].full_url
+    assert table_out.splitlines()[0].split() == ["QUESTION", "THREAD", "STATUS", "KIND", "ASKS", "CREATED"]
+    assert "q-1" in table_out and "approval" in table_out
+    assert json.loads(json_out)["items"][0]["question_id"] == "q-1"
+
+
+def test_threads_start_posts_the_input() -> None:
+    api = FakeApi({("POST", "/threads/t-1/runs"): (202, {"thread_id": "t-1", "status": "queued"}, {})})
+
+    code, out, _ = _run(["threads", "start", "t-1", "--input", '{"customer": "c-17", "amount": 40}'], api)
+
+    assert code == 0 and out.strip() == "202 thread t-1 queued"
+    assert json.loads(api.requests[0].data) == {"input": {"customer": "c-17", "amount": 40}}
+
+
+# -- auth ----------------------------------------------------------------------------------
+
+
+def test_jwt_is_a_bearer_token_and_loopback_is_not_signed() -> None:
+    client = ApiClient("http://127.0.0.1:8787", jwt="tok")
+
+    headers = client.headers_for("GET", "http://127.0.0.1:8787/questions", b"", {})
+
+    assert headers["Authorization"] == "Bearer tok"
+    assert "X-Amz-Date" not in headers
+
+
+def test_hmac_signed_request_verifies_at_the_gateway() -> None:
+    client = ApiClient("http://127.0.0.1:8787", hmac_key=("k1", "s3cret"), clock=lambda: 1_800_000_000)
+    body = b'{"answer": {"action": "approve"}}'
+    headers = client.headers_for("POST", "http://127.0.0.1:8787/questions/q-1/reply?x=1", body, {})
+
+    request = HttpRequest("POST", "/questions/q-1/reply?x=1", list(headers.items()), body=body)
+
+    assert verify_signature(request, {"k1": "s3cret"}, 1_800_000_000) == "k1"
+
+
+def test_deployed_api_is_signed_with_sigv4_for_execute_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    url = "https://abc.execute-api.eu-west-1.amazonaws.com/prod"
+
+    headers = ApiClient(url).headers_for("GET", url + "/questions", b"", {})
+
+    assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert "/eu-west-1/execute-api/aws4_request" in headers["Authorization"]
+
+
+def test_url_helpers() -> None:
+    assert is_loopback("http://localhost:8787") and is_loopback("http://[::1]:1")
+    assert not is_loopback("https://example.com")
+    assert region_from_url("https://abc.execute-api.ap-south-1.amazonaws.com/x") == "ap-south-1"
+
+
+# -- tail ----------------------------------------------------------------------------------
+
+
+class FakeQueue:
+    def __init__(self, bodies: list[str]) -> None:
+        self.messages = [
+            {"MessageId": f"m{i}", "ReceiptHandle": f"h{i}", "Body": b} for i, b in enumerate(bodies)
+        ]
+        self.deleted: list[str] = []
+        self.receives: list[dict[str, Any]] = []
+
+    def receive_message(self, **kwargs: Any) -> dict[str, Any]:
+        self.receives.append(kwargs)
+        return {"Messages": [m for m in self.messages if m["ReceiptHandle"] not in self.deleted]}
+
+    def delete_message(self, QueueUrl: str, ReceiptHandle: str) -> None:  # noqa: N803
+        self.deleted.append(ReceiptHandle)
+
+
+def test_tail_prints_each_envelope_once_and_consumes_it() -> None:
+    envelope = {
+        "type": "wait.created",
+        "thread_id": "t-1",
+        "question_id": "q-1",
+        "question": QUESTION["question"],
+    }
+    wrapped = json.dumps({"Type": "Notification", "Message": json.dumps(envelope)})
+    queue = FakeQueue([json.dumps(envelope), wrapped])
+    args = build_parser({}).parse_args(
+        ["tail", "--queue-url", "http://127.0.0.1:5000/1/outbox.fifo", "--once", "--json"]
+    )
+    out = io.StringIO()
+
+    code = follow(args, out, io.StringIO(), client=queue, sleep=lambda s: None)
+
+    assert code == 0
+    assert [json.loads(line) for line in out.getvalue().splitlines()] == [envelope, envelope]
+    assert queue.deleted == ["h0", "h1"]
+    assert queue.receives[0]["WaitTimeSeconds"] == 0
+
+
+def test_tail_peek_leaves_messages() -> None:
+    queue = FakeQueue([json.dumps({"thread_id": "t", "question_id": "q"})])
+    args = build_parser({}).parse_args(
+        ["tail", "--queue-url", "http://127.0.0.1:5000/1/q", "--peek", "--max", "1"]
+    )
+    out = io.StringIO()
+
+    follow(args, out, io.StringIO(), client=queue, sleep=lambda s: None)
+
+    assert queue.deleted == [] and "question=q" in out.getvalue()
+
+
+def test_tail_helpers() -> None:
+    assert unwrap("not json") == "not json"
+    assert endpoint_for("http://localhost:5000/1/q", None) == "http://localhost:5000"
+    assert endpoint_for("https://sqs.eu-west-1.amazonaws.com/1/q", "http://x") == "http://x"

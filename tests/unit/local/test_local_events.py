@@ -1,0 +1,129 @@
+"""Event lines from what the poller and the gateway see (fake ledger readers, no network)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_wait.local.events import EventLog, compact, describe_question
+from agent_wait.local.gateway import Exchange, HttpRequest, HttpResponse
+from agent_wait.local.poller import BatchOutcome
+
+
+def _message(body: dict[str, Any], receive_count: str = "1") -> Any:
+    return {
+        "MessageId": "m",
+        "Body": json.dumps(body),
+        "Attributes": {"ApproximateReceiveCount": receive_count},
+    }
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.threads: dict[str, dict[str, Any]] = {}
+        self.questions: dict[str, dict[str, Any]] = {}
+
+
+def _log(ledger: Ledger) -> tuple[EventLog, list[str]]:
+    lines: list[str] = []
+    log = EventLog(
+        lines.append,
+        ledger.threads.get,
+        ledger.questions.get,
+        now=lambda: datetime(2026, 11, 30, 10, 0, 5, tzinfo=UTC),
+    )
+    return log, lines
+
+
+def test_start_then_question_raised_once() -> None:
+    ledger = Ledger()
+    ledger.threads["t-1"] = {"run_status": "interrupted", "pending": ["q-1"]}
+    ledger.questions["q-1"] = {
+        "thread_id": "t-1",
+        "question": {"function": "issue_refund", "args": {"amount": 40}},
+    }
+    log, lines = _log(ledger)
+    start = _message({"thread_id": "t-1", "input": {"amount": 40}})
+
+    log.received([start])
+    log.batch_done(BatchOutcome([start], succeeded=[start]))
+    log.batch_done(BatchOutcome([start], succeeded=[start]))  # same pending question: no second line
+
+    assert lines == [
+        '10:00:05  run started      thread=t-1 input={"amount": 40}',
+        "10:00:05  question raised  thread=t-1 question=q-1 asks=issue_refund(amount=40)",
+    ]
+
+
+def test_resume_then_done() -> None:
+    ledger = Ledger()
+    ledger.threads["t-1"] = {"run_status": "done", "output": {"refund": 40}}
+    log, lines = _log(ledger)
+    resume = _message({"thread_id": "t-1", "question_id": "q-1", "answer": {"action": "approve"}})
+
+    log.received([resume])
+    log.batch_done(BatchOutcome([resume], succeeded=[resume]))
+
+    assert [line.split()[1:3] for line in lines] == [
+        ["resuming", "thread=t-1"],
+        ["resumed", "thread=t-1"],
+        ["run", "done"],
+    ]
+    assert lines[-1].endswith('output={"refund": 40}')
+
+
+def test_failed_message_is_a_retrying_line_with_its_receive_count() -> None:
+    log, lines = _log(Ledger())
+    message = _message({"thread_id": "t-9", "input": {}}, receive_count="3")
+
+    log.batch_done(BatchOutcome([message], failed=[message], error=RuntimeError("boom")))
+
+    assert lines == ['10:00:05  retrying         thread=t-9 receive=3 error="RuntimeError: boom"']
+
+
+def test_failed_run_is_reported() -> None:
+    ledger = Ledger()
+    ledger.threads["t-1"] = {"run_status": "failed", "error": "ValueError: bad input"}
+    log, lines = _log(ledger)
+    message = _message({"thread_id": "t-1", "input": {}})
+
+    log.batch_done(BatchOutcome([message], succeeded=[message]))
+
+    assert lines == ['10:00:05  run failed       thread=t-1 error="ValueError: bad input"']
+
+
+def test_only_a_recorded_reply_is_an_answered_line() -> None:
+    ledger = Ledger()
+    ledger.questions["q-1"] = {"thread_id": "t-1"}
+    log, lines = _log(ledger)
+    body = json.dumps({"answer": {"action": "approve"}}).encode()
+
+    def exchange(status: int, method: str = "POST", target: str = "/questions/q-1/reply") -> Exchange:
+        return Exchange(HttpRequest(method, target, [], body=body), HttpResponse(status), "alice")
+
+    log.exchange(exchange(202))
+    log.exchange(exchange(200))  # the same answer again: nothing new happened
+    log.exchange(exchange(409))
+    log.exchange(exchange(202, method="GET"))
+    log.exchange(exchange(202, target="/threads/t-1/runs"))
+
+    assert lines == [
+        '10:00:05  answered         thread=t-1 question=q-1 by=alice answer={"action": "approve"}'
+    ]
+
+
+def test_describe_and_compact() -> None:
+    assert describe_question({"function": "f", "args": {"a": "x"}}) == "f(a='x')"
+    assert describe_question({"free": "form"}) == '{"free": "form"}'
+    assert len(compact("y" * 500)) == 160
+
+
+def test_ledger_numbers_print_as_json_numbers() -> None:
+    from decimal import Decimal
+
+    from agent_wait.local.events import plain
+
+    item = plain({"question": {"function": "f", "args": {"amount": Decimal("40"), "rate": Decimal("0.5")}}})
+
+    assert describe_question(item["question"]) == "f(amount=40, rate=0.5)"

@@ -1,0 +1,182 @@
+"""The local gateway's translation between HTTP and API Gateway REST proxy events (no sockets)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from agent_wait.local.gateway import (
+    DEFAULT_PRINCIPAL,
+    Exchange,
+    Gateway,
+    HttpRequest,
+    SignatureError,
+    from_proxy_response,
+    sign_request,
+    to_proxy_event,
+    verify_signature,
+)
+
+NOW = 1_800_000_000.0
+
+
+def test_event_carries_path_method_query_and_headers() -> None:
+    request = HttpRequest(
+        "get",
+        "/questions?status=raised&thread_id=t-1&thread_id=t-2",
+        [("Host", "127.0.0.1:8787"), ("X-Tag", "a"), ("X-Tag", "b")],
+        source_ip="127.0.0.1",
+    )
+
+    event = to_proxy_event(request, principal="alice", request_id="req-1", now=NOW)
+
+    assert event["resource"] == "/{proxy+}"
+    assert event["path"] == "/questions"
+    assert event["httpMethod"] == "GET"
+    assert event["pathParameters"] == {"proxy": "questions"}
+    assert event["queryStringParameters"] == {"status": "raised", "thread_id": "t-2"}
+    assert event["multiValueQueryStringParameters"] == {"status": ["raised"], "thread_id": ["t-1", "t-2"]}
+    assert event["headers"]["X-Tag"] == "b"
+    assert event["multiValueHeaders"]["X-Tag"] == ["a", "b"]
+    assert event["body"] is None
+    assert event["isBase64Encoded"] is False
+    context = event["requestContext"]
+    assert context["stage"] == "local"
+    assert context["requestId"] == "req-1"
+    assert context["path"] == "/local/questions"
+    assert context["requestTimeEpoch"] == int(NOW * 1000)
+    assert context["identity"]["userArn"] == "alice"
+    assert context["identity"]["sourceIp"] == "127.0.0.1"
+    assert context["authorizer"] is None
+
+
+def test_event_without_query_or_headers_has_nulls_like_api_gateway() -> None:
+    event = to_proxy_event(HttpRequest("GET", "/", []))
+
+    assert event["queryStringParameters"] is None
+    assert event["multiValueQueryStringParameters"] is None
+    assert event["headers"] is None
+    assert event["pathParameters"] is None
+
+
+def test_utf8_body_passes_as_text_and_binary_as_base64() -> None:
+    text = to_proxy_event(HttpRequest("POST", "/x", [], body='{"a": "é"}'.encode()))
+    binary = to_proxy_event(HttpRequest("POST", "/x", [], body=b"\xff\xfe\x00"))
+
+    assert (text["body"], text["isBase64Encoded"]) == ('{"a": "é"}', False)
+    assert binary["isBase64Encoded"] is True
+    assert base64.b64decode(binary["body"]) == b"\xff\xfe\x00"
+
+
+def test_authorizer_principal_goes_where_a_lambda_authorizer_puts_it() -> None:
+    event = to_proxy_event(HttpRequest("GET", "/q", []), principal=None, authorizer_principal="key-1")
+
+    assert event["requestContext"]["authorizer"] == {"principalId": "key-1"}
+    assert event["requestContext"]["identity"]["userArn"] is None
+
+
+def test_response_headers_body_and_base64_are_translated_back() -> None:
+    response = from_proxy_response(
+        {
+            "statusCode": 202,
+            "headers": {"Content-Type": "application/json", "ETag": '"d"'},
+            "multiValueHeaders": {"Set-Cookie": ["a=1", "b=2"], "ETag": ['"d"']},
+            "body": base64.b64encode(b"\x00\x01").decode(),
+            "isBase64Encoded": True,
+        }
+    )
+
+    assert response.status == 202
+    assert response.body == b"\x00\x01"
+    assert response.headers.count(("Set-Cookie", "a=1")) == 1
+    assert [v for k, v in response.headers if k == "ETag"] == ['"d"']
+    assert response.header("content-type") == "application/json"
+
+
+def test_malformed_lambda_response_is_502() -> None:
+    assert from_proxy_response({"body": "no status"}).status == 502
+
+
+def _capture_handler(seen: list[dict[str, Any]], status: int = 200) -> Any:
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        seen.append(event)
+        return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": "{}"}
+
+    return handler
+
+
+def test_principal_header_or_default_reaches_the_handler() -> None:
+    seen: list[dict[str, Any]] = []
+    gateway = Gateway(_capture_handler(seen))
+
+    gateway.handle(HttpRequest("GET", "/q", [("X-Wait-Principal", "bob")]))
+    gateway.handle(HttpRequest("GET", "/q", []))
+
+    assert [e["requestContext"]["identity"]["userArn"] for e in seen] == ["bob", DEFAULT_PRINCIPAL]
+
+
+def test_crashing_handler_gives_502_and_exchange_is_reported() -> None:
+    exchanges: list[Exchange] = []
+
+    def boom(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        raise RuntimeError("boom")
+
+    gateway = Gateway(boom, on_exchange=exchanges.append)
+    response = gateway.handle(HttpRequest("POST", "/q", [], body=b"{}"))
+
+    assert response.status == 502
+    assert json.loads(response.body)["error"] == "internal_error"
+    assert len(exchanges) == 1 and exchanges[0].response.status == 502
+
+
+def _signed(method: str, target: str, body: bytes, key: str = "k1", secret: str = "s3cret", at: float = NOW):
+    headers = [
+        ("X-Wait-Key-Id", key),
+        ("X-Wait-Timestamp", str(int(at))),
+        ("X-Wait-Signature", sign_request(secret, method, target, body, int(at))),
+    ]
+    return HttpRequest(method, target, headers, body=body)
+
+
+def test_signed_request_verifies_to_its_key_id() -> None:
+    assert verify_signature(_signed("POST", "/q/1/reply", b'{"a":1}'), {"k1": "s3cret"}, NOW) == "k1"
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (HttpRequest("GET", "/q", []), "requires signed requests"),
+        (_signed("GET", "/q", b"", key="nobody"), "unknown key id"),
+        (_signed("GET", "/q", b"", secret="wrong"), "does not match"),
+        (_signed("GET", "/q", b"", at=NOW - 301), "5 minutes"),
+    ],
+)
+def test_bad_signatures_are_refused(request_: HttpRequest, message: str) -> None:
+    with pytest.raises(SignatureError, match=message):
+        verify_signature(request_, {"k1": "s3cret"}, NOW)
+
+
+def test_signature_binds_method_and_path() -> None:
+    signed = _signed("GET", "/questions/a", b"")
+    moved = HttpRequest("GET", "/questions/b", signed.headers)
+
+    with pytest.raises(SignatureError):
+        verify_signature(moved, {"k1": "s3cret"}, NOW)
+
+
+def test_gateway_with_keys_refuses_unsigned_and_ignores_principal_header() -> None:
+    seen: list[dict[str, Any]] = []
+    gateway = Gateway(_capture_handler(seen), hmac_keys={"k1": "s3cret"}, clock=lambda: NOW)
+
+    refused = gateway.handle(HttpRequest("GET", "/q", [("X-Wait-Principal", "mallory")]))
+    signed = _signed("GET", "/q", b"")
+    accepted = gateway.handle(HttpRequest("GET", "/q", [*signed.headers, ("X-Wait-Principal", "mallory")]))
+
+    assert refused.status == 401
+    assert accepted.status == 200
+    assert len(seen) == 1
+    assert seen[0]["requestContext"]["authorizer"] == {"principalId": "k1"}
+    assert seen[0]["requestContext"]["identity"]["userArn"] is None

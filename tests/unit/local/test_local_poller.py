@@ -1,0 +1,134 @@
+"""The local event source mapping, against an in-memory SQS fake (no network)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agent_wait.local.poller import BatchOutcome, InboxPoller, failed_ids
+
+
+class FakeSqs:
+    """Just enough of an SQS client: visible messages, receives and batch deletes."""
+
+    def __init__(self, bodies: list[dict[str, Any]]) -> None:
+        self.messages = [
+            {
+                "MessageId": f"m{i}",
+                "ReceiptHandle": f"h{i}",
+                "Body": json.dumps(body),
+                "Attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": body.get("thread_id", "g")},
+            }
+            for i, body in enumerate(bodies)
+        ]
+        self.receives: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    def receive_message(self, **kwargs: Any) -> dict[str, Any]:
+        self.receives.append(kwargs)
+        batch = [m for m in self.messages if m["ReceiptHandle"] not in self.deleted][
+            : kwargs["MaxNumberOfMessages"]
+        ]
+        return {"Messages": batch} if batch else {}
+
+    def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, str]]) -> dict[str, Any]:  # noqa: N803
+        self.deleted.extend(entry["ReceiptHandle"] for entry in Entries)
+        return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
+
+
+def _poller(sqs: FakeSqs, handler: Any, **kwargs: Any) -> InboxPoller:
+    return InboxPoller(sqs, "url", "arn:aws:sqs:us-east-1:1:inbox.fifo", "us-east-1", handler, **kwargs)  # type: ignore[arg-type]
+
+
+def test_failed_ids_follow_lambda_rules() -> None:
+    ids = ["a", "b", "c"]
+
+    assert failed_ids({"batchItemFailures": []}, ids) == set()
+    assert failed_ids({"batchItemFailures": [{"itemIdentifier": "b"}]}, ids) == {"b"}
+    assert failed_ids({"batchItemFailures": [{"itemIdentifier": None}]}, ids) == set(ids)
+    assert failed_ids({"batchItemFailures": [{"itemIdentifier": "zzz"}]}, ids) == set(ids)
+    assert failed_ids(None, ids) == set()
+
+
+def test_batch_is_one_sqs_event_and_successes_are_deleted() -> None:
+    sqs = FakeSqs([{"thread_id": "t1", "input": {}}, {"thread_id": "t2", "input": {}}])
+    events: list[dict[str, Any]] = []
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        events.append(event)
+        return {"batchItemFailures": [{"itemIdentifier": "m1"}]}
+
+    outcome = _poller(sqs, handler).poll_once()
+
+    assert outcome is not None
+    assert [r["messageId"] for r in events[0]["Records"]] == ["m0", "m1"]
+    assert events[0]["Records"][0]["eventSource"] == "aws:sqs"
+    assert events[0]["Records"][0]["eventSourceARN"] == "arn:aws:sqs:us-east-1:1:inbox.fifo"
+    assert sqs.deleted == ["h0"]
+    assert [m["MessageId"] for m in outcome.failed] == ["m1"]
+    # Short polls only (the local moto serves one request at a time), the queue's own visibility.
+    assert sqs.receives[0]["WaitTimeSeconds"] == 0
+    assert "VisibilityTimeout" not in sqs.receives[0]
+    assert sqs.receives[0]["MaxNumberOfMessages"] == 10
+
+
+def test_raising_handler_returns_the_whole_batch() -> None:
+    sqs = FakeSqs([{"thread_id": "t1"}, {"thread_id": "t2"}])
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        raise RuntimeError("graph crashed")
+
+    outcome = _poller(sqs, handler).poll_once()
+
+    assert outcome is not None and isinstance(outcome.error, RuntimeError)
+    assert sqs.deleted == []
+    assert len(outcome.failed) == 2
+
+
+def test_empty_queue_gives_none_and_watchers_see_each_batch() -> None:
+    sqs = FakeSqs([{"thread_id": "t1"}])
+    received: list[list[Any]] = []
+    batches: list[BatchOutcome] = []
+    poller = _poller(sqs, lambda e, c: None, on_receive=received.append, on_batch=batches.append)
+
+    first = poller.poll_once()
+    second = poller.poll_once()
+
+    assert first is not None and second is None
+    assert len(received) == 1 and len(batches) == 1
+    assert [m["MessageId"] for m in batches[0].succeeded] == ["m0"]
+
+
+def test_a_raising_watcher_never_stops_the_poller() -> None:
+    sqs = FakeSqs([{"thread_id": "t1"}])
+
+    def bad_watcher(value: Any) -> None:
+        raise ValueError("watcher bug")
+
+    outcome = _poller(sqs, lambda e, c: None, on_batch=bad_watcher).poll_once()
+
+    assert outcome is not None and sqs.deleted == ["h0"]
+
+
+def test_run_sleeps_between_empty_polls_and_stops() -> None:
+    sqs = FakeSqs([])
+    sleeps: list[float] = []
+    poller: InboxPoller
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            poller.stop(timeout=0)
+
+    poller = _poller(sqs, lambda e, c: None, sleep=sleep, idle_sleep=0.25)
+    poller.run()
+
+    assert sleeps == [0.25, 0.25, 0.25]
+    assert len(sqs.receives) == 3
+
+
+def test_batch_size_is_bounded_like_the_event_source_mapping() -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        _poller(FakeSqs([]), lambda e, c: None, batch_size=11)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from agent_wait.local.moto_server import SerializedMotoServer
     from wait_service.resources import LocalResources
 

@@ -23,6 +23,9 @@ class StartMessage(BaseModel):
 
     thread_id: str = Field(min_length=1)
     input: JsonValue = None
+    # Names this run so that a redelivery of the message is recognised by the runner; messages
+    # written by hand may leave it out and lose only that protection.
+    run_id: str | None = None
 
 
 class ResumeMessage(BaseModel):
@@ -77,8 +80,9 @@ class Inbox:
 
     def start(self, thread_id: str, input: JsonValue) -> str:
         """Enqueue a start message; returns its deduplication id (each run is a new one)."""
-        dedup_id = f"run:{thread_id}:{ULID()}"
-        self._send(StartMessage(thread_id=thread_id, input=input), thread_id, dedup_id)
+        run_id = str(ULID())
+        dedup_id = f"run:{thread_id}:{run_id}"
+        self._send(StartMessage(thread_id=thread_id, input=input, run_id=run_id), thread_id, dedup_id)
         return dedup_id
 
     def resume(self, thread_id: str, question_id: str, answer: JsonValue) -> str:

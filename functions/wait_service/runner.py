@@ -21,6 +21,7 @@ from langgraph.types import Command
 from pydantic_core import to_json
 
 from agent_wait import BaseAnnounce, CompositeAnnounce
+from agent_wait.errors import ThreadBusyError
 from wait_service.inbox import ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, utcnow
 from wait_service.observability import (
@@ -50,6 +51,12 @@ class Graph(Protocol):
     """What the runner needs of a compiled graph."""
 
     def invoke(self, input: Any, config: Any) -> Any: ...
+
+    def get_state(self, config: Any) -> Any: ...
+
+
+# Checkpoint metadata key naming the start message that produced a checkpoint.
+RUN_ID_KEY = "agent_wait_run_id"
 
 
 @dataclass(frozen=True)
@@ -165,12 +172,21 @@ class RunnerService:
         self, message: StartMessage | ResumeMessage, question_id: str | None, receive_count: int
     ) -> RunOutcome:
         thread_id = message.thread_id
-        config = {"configurable": {"thread_id": thread_id}}
+        config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
+        parked = self._parked_by(message, config)
         self.ledger.thread_running(thread_id)
         try:
-            if isinstance(message, ResumeMessage):
+            if parked is not None:
+                # A redelivered start: invoking again would start the graph over and raise the
+                # question under a new id, orphaning the one already announced. Republish the
+                # standing questions instead; their dedupe_keys make that harmless downstream.
+                logger.info("start message redelivered; republishing the standing questions")
+                result: Any = {"__interrupt__": parked}
+            elif isinstance(message, ResumeMessage):
                 result = self.graph.invoke(Command(resume={message.question_id: message.answer}), config)
             else:
+                if message.run_id is not None:
+                    config["metadata"] = {RUN_ID_KEY: message.run_id}
                 result = self.graph.invoke(message.input, config)
         except Exception as exc:
             self._record_failure(thread_id, question_id, exc, receive_count)
@@ -209,6 +225,30 @@ class RunnerService:
             pending=pending,
             delivered=delivered,
             resumed=resumed,
+        )
+
+    def _parked_by(self, message: StartMessage | ResumeMessage, config: dict[str, Any]) -> list[Any] | None:
+        """The interrupts a start message finds its thread parked on, or None to run it.
+
+        LangGraph restarts a parked thread when it is invoked with input again (pinned in
+        ``tests/unit/langgraph``), so a start must not run on a parked thread. When the run that
+        parked it is this very message (a redelivery), its interrupts are returned to republish;
+        a different run waits behind the question: it raises, and the queue retries it.
+        """
+        if not isinstance(message, StartMessage):
+            return None
+        state = self.graph.get_state(config)
+        interrupts = list(getattr(state, "interrupts", ()) or ())
+        if not interrupts:
+            return None
+        if message.run_id is not None and (state.metadata or {}).get(RUN_ID_KEY) == message.run_id:
+            return interrupts
+        pending = [interrupt.id for interrupt in interrupts]
+        logger.warning("start message for a thread waiting on questions", extra={"pending": pending})
+        raise ThreadBusyError(
+            "the thread waits on questions; this run is retried after they are answered",
+            thread_id=message.thread_id,
+            pending=pending,
         )
 
     def _record_failure(

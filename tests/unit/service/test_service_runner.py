@@ -9,6 +9,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from service_events import load_event, load_handler, reply_event, start_event
 
+from agent_wait.errors import ThreadBusyError
 from wait_service.inbox import ResumeMessage, StartMessage
 from wait_service.ledger import Ledger
 from wait_service.observability import metrics
@@ -171,6 +172,9 @@ class FailingGraph:
             raise Boom(f"model unavailable for {thread_id}")
         return {"ok": True}
 
+    def get_state(self, config: Any) -> Any:
+        return None
+
 
 def failing_runner(runner: RunnerService, fail: set[str]) -> tuple[RunnerService, FailingGraph]:
     graph = FailingGraph(fail)
@@ -321,3 +325,43 @@ def test_a_batch_whose_every_record_fails_fails_the_invocation(
     with pytest.raises(BatchProcessingError):
         load_handler("runner").handle(event, context, service=service)
     assert ledger.get_thread("t-batch-1").run_status == "failed"
+
+
+def test_a_redelivered_start_republishes_the_standing_question(
+    aws: Aws, runner: RunnerService, ledger: Ledger
+) -> None:
+    """Seed 000: "The same question is published again whenever a start message is redelivered".
+
+    LangGraph 1.2.24 restarts a parked thread invoked with its input again (pinned in
+    tests/unit/langgraph), so the runner must republish rather than re-run.
+    """
+    # Given a thread parked by a start message
+    start = StartMessage(thread_id="t-1", input=REFUND, run_id="01RUN")
+    [question_id] = runner.run(start).pending
+    first = drain(aws, aws.resources.outbox_url)
+
+    # When the same message is delivered again (a crash before the queue deleted it)
+    again = runner.run(start, receive_count=2)
+
+    # Then the same question stands, announced again under the same dedupe_key, nothing re-run
+    assert again.pending == [question_id]
+    assert ledger.get_thread("t-1").pending == [question_id]
+    republished = aws.sqs.receive_message(QueueUrl=aws.resources.subscriber_url, MaxNumberOfMessages=10)
+    keys = {json.loads(m["Body"])["dedupe_key"] for m in republished.get("Messages", [])}
+    assert keys == {f"wait.created:{question_id}"}
+    assert [e["question_id"] for e in first] == [question_id]
+
+
+def test_a_new_run_for_a_parked_thread_waits_for_the_answer(runner: RunnerService, ledger: Ledger) -> None:
+    # Given a thread parked on a question
+    [question_id] = runner.run(StartMessage(thread_id="t-1", input=REFUND, run_id="01A")).pending
+
+    # When another run for the thread reaches the runner before the question is answered
+    with pytest.raises(ThreadBusyError) as raised:
+        runner.run(StartMessage(thread_id="t-1", input=REFUND, run_id="01B"))
+
+    # Then it is refused for a retry, and the standing question is untouched
+    assert raised.value.pending == [question_id]
+    thread = ledger.get_thread("t-1")
+    assert thread.run_status == "interrupted"
+    assert thread.pending == [question_id]

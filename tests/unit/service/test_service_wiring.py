@@ -255,7 +255,9 @@ def test_sqs_event_matches_the_stored_lambda_shape(aws: Aws) -> None:
     )
     assert record["attributes"]["MessageGroupId"] == "t-1"
     assert (record["eventSource"], record["eventSourceARN"]) == ("aws:sqs", aws.resources.inbox_arn)
-    assert json.loads(record["body"]) == {"thread_id": "t-1", "input": {"n": 1}}
+    body = json.loads(record["body"])
+    assert body == {"thread_id": "t-1", "input": {"n": 1}, "run_id": body["run_id"]}
+    assert record["attributes"]["MessageDeduplicationId"] == f"run:t-1:{body['run_id']}"
 
 
 def test_consume_batch_deletes_successes_and_releases_failures(aws: Aws, context: LambdaContext) -> None:

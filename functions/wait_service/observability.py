@@ -12,7 +12,4 @@ logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 
-# Metric names, in one place so dashboards and tests agree.
-QUESTIONS_RAISED = "QuestionsRaised"
-QUESTIONS_RESUMED = "QuestionsResumed"
-RUNS_FAILED = "RunsFailed"
+__all__ = ["logger", "metrics", "tracer"]

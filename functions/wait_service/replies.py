@@ -10,7 +10,10 @@ before, so a losing reply can never resume the thread with its answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
+
+from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait import Policy, canonical_json
 from agent_wait.errors import (
@@ -22,10 +25,11 @@ from agent_wait.errors import (
     ResponderNotAllowedError,
 )
 from wait_service.ledger import ANSWERED, CLOSED, Ledger, QuestionRecord, normalize_json, utcnow
+from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_EXPIRED, TIME_TO_ANSWER
+from wait_service.observability import metrics
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from datetime import datetime
 
     from pydantic import JsonValue
 
@@ -136,6 +140,7 @@ class ReplyService:
         if self.ledger.record_answer(question_id, answer, answered_by=principal, reason=reason):
             self.inbox.resume(question.thread_id, question_id, answer)
             self.ledger.mark_resume_enqueued(question_id)
+            self._count_answer(question)
             return ReplyOutcome(question_id, "answered", created=True)
         # Lost the conditional write: somebody answered or closed the question meanwhile.
         current = self.ledger.get_question(question_id)
@@ -179,11 +184,20 @@ class ReplyService:
             )
         if question.expired_at(self._clock()):
             # Close it here too: the expiry schedule may not have fired yet.
-            self.ledger.mark_expired(question.question_id, actor="api")
+            if self.ledger.mark_expired(question.question_id, actor="api"):
+                metrics.add_metric(name=QUESTIONS_EXPIRED, unit=MetricUnit.Count, value=1)
             raise QuestionClosedError(
                 f"question {question.question_id} expired at {question.expires_at}",
                 status="expired",
                 question_id=question.question_id,
+            )
+
+    def _count_answer(self, question: QuestionRecord) -> None:
+        metrics.add_metric(name=QUESTIONS_ANSWERED, unit=MetricUnit.Count, value=1)
+        if question.created_at:
+            waited = self._clock() - datetime.fromisoformat(question.created_at)
+            metrics.add_metric(
+                name=TIME_TO_ANSWER, unit=MetricUnit.Milliseconds, value=waited.total_seconds() * 1000
             )
 
     def _repeat(self, question: QuestionRecord, answer: JsonValue) -> ReplyOutcome:

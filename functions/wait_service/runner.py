@@ -24,14 +24,8 @@ from agent_wait import BaseAnnounce, CompositeAnnounce
 from agent_wait.errors import ThreadBusyError
 from wait_service.inbox import ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, utcnow
-from wait_service.observability import (
-    QUESTIONS_RAISED,
-    QUESTIONS_RESUMED,
-    RUNS_FAILED,
-    logger,
-    metrics,
-    tracer,
-)
+from wait_service.metric_names import QUESTIONS_RAISED, QUESTIONS_RESUMED, RESUME_FAILURES, RUNS_FAILED
+from wait_service.observability import logger, metrics, tracer
 from wait_service.resources import MAX_RECEIVE_COUNT
 
 if TYPE_CHECKING:
@@ -260,7 +254,8 @@ class RunnerService:
         self.ledger.thread_failed(thread_id, error)
         if question_id is not None and receive_count >= self.max_receive_count:
             # The queue moves the message to the DLQ after this receive: say so on the question.
-            self.ledger.mark_resume_failed(question_id, error)
+            if self.ledger.mark_resume_failed(question_id, error):
+                metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
 
 
 def build_announce(

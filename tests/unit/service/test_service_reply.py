@@ -9,11 +9,14 @@ import pytest
 from service_events import body_of, reply_event
 
 from agent_wait import Policy, approval, decision, free_text
+from agent_wait.errors import QuestionClosedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from service_events import Aws, FakeClock
+
+    from wait_service.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -321,3 +324,28 @@ def test_recovers_an_answer_recorded_without_its_resume(aws: Aws, call: Call) ->
     assert response["statusCode"] == 200
     assert len(resume_messages(aws)) == 1
     assert "resume_enqueued_at" in stored(aws, "q-1")
+
+
+def test_an_answer_counts_and_times_the_wait(aws: Aws, api: WaitApi, clock: FakeClock) -> None:
+    from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_EXPIRED, TIME_TO_ANSWER
+    from wait_service.observability import metrics
+
+    metrics.clear_metrics()
+    # Given a question raised 90 s ago and another that expired
+    envelope = aws.raise_question("t-1", "q-1", now=clock())
+    aws.raise_question("t-2", "q-2", policy=Policy(kind="approval", ttl=60), now=clock())
+    clock.advance(90)
+
+    # When the first is answered, a repeat arrives, and the expired one is answered
+    for _ in range(2):
+        api.replies.reply("q-1", APPROVE, principal="ann", if_match=quoted(envelope.digest))
+    with pytest.raises(QuestionClosedError):
+        api.replies.reply("q-2", APPROVE, principal="ann", if_match="*")
+
+    # Then one answer is counted, with the 90 s it waited, and one expiry
+    try:
+        assert metrics.metric_set[QUESTIONS_ANSWERED]["Value"] == [1.0]
+        assert metrics.metric_set[TIME_TO_ANSWER]["Value"] == [90000.0]
+        assert metrics.metric_set[QUESTIONS_EXPIRED]["Value"] == [1.0]
+    finally:
+        metrics.clear_metrics()

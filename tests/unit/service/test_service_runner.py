@@ -208,6 +208,7 @@ def test_the_last_failed_resume_marks_the_question_resume_failed(
         service.run(message, receive_count=3)
 
     assert ledger.get_question("q-1").status == "resume_failed"
+    assert metric("ResumeFailures") == 1
 
 
 def test_handler_reports_the_failing_record_and_every_later_one(

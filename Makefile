@@ -30,7 +30,7 @@ demo: $(STAMP) ## Run the sample refund agent end to end on the local stack (mot
 	$(BIN)/python -m examples.demo
 
 .PHONY: local
-local: $(STAMP) ## Start the local stack: moto server, api on http://127.0.0.1:8787, runner and clock
+local: $(STAMP) ## Start the local stack: moto server, api on http://127.0.0.1:8787 and the runner (ARGS="--port 9000 ...")
 	$(BIN)/agent-wait local $(ARGS)
 
 .PHONY: lint

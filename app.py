@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CDK app: ``npx cdk synth`` / ``make synth`` (offline) and ``make deploy``.
 
-Settings come from ``cdk.json`` context or ``-c key=value`` (see docs/deploy.md); cdk-nag's
+Settings come from ``cdk.json`` context or ``-c key=value`` (see README.md, "Deploy to AWS"); cdk-nag's
 ``AwsSolutionsChecks`` and ``ServerlessChecks`` validate every synth.
 """
 

@@ -110,7 +110,8 @@ class StackConfig:
             raise ConfigError(
                 "context auth=jwt needs cognito_user_pool_arn, or jwt_issuer set to a Cognito user pool "
                 "issuer (https://cognito-idp.<region>.amazonaws.com/<pool id>): an API Gateway REST API "
-                "validates JWTs natively only through a Cognito user pool authorizer (see docs/deploy.md)"
+                "validates JWTs natively only through a Cognito user pool authorizer"
+                " (see the README, section Deploy to AWS)"
             )
         if config.checkpoint_bucket and config.checkpointer != "aws":
             raise ConfigError(

@@ -1,5 +1,6 @@
 # agent-wait: every target sets up what it needs from nothing (a venv in .venv/, npm deps in node_modules/).
 SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
 
 PYTHON ?= python3
@@ -12,13 +13,20 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
+# pip's output goes to .venv/pip.log and is shown only when the install fails.
+PIP_INSTALL = $(BIN)/python -m pip install --quiet --progress-bar off
+
 $(STAMP): pyproject.toml
+	@echo "==> setting up .venv (first run, or pyproject.toml changed: a few minutes)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@$(PIP_INSTALL) --upgrade pip > $(VENV)/pip.log 2>&1 \
+		&& $(PIP_INSTALL) -e '.[dev]' >> $(VENV)/pip.log 2>&1 \
+		|| { grep -v '^WARNING: Location' $(VENV)/pip.log | tail -40; echo "setup failed (log: $(VENV)/pip.log)"; exit 1; }
 	@touch $(STAMP)
+	@echo "==> .venv ready"
 
 $(NPM_STAMP): package.json package-lock.json
+	@echo "==> installing the pinned aws-cdk CLI (npm ci)"
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $(NPM_STAMP)
 
@@ -66,7 +74,7 @@ test: $(STAMP) $(NPM_STAMP) lint ## Set up, lint and run the whole test suite
 
 .PHONY: synth
 synth: $(STAMP) $(NPM_STAMP) ## Synthesize the CDK app into cdk.out (offline, no credentials)
-	npx cdk synth --quiet $(CDK_ARGS) 2>&1 | grep -v -i 'node.js\|jsii\|^\s*$$\|!!' || true
+	npx cdk synth --quiet $(CDK_ARGS) 2>&1 | { grep -v -i -e 'node.js' -e 'jsii' -e '^\s*$$' -e '!!' || true; }
 	$(BIN)/python -m infra.report cdk.out
 
 .PHONY: deploy

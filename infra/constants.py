@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from wait_service import metric_names
-
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 
 SERVICE_NAME: Final = "agent-wait"
@@ -41,14 +39,6 @@ MAX_BODY_BYTES: Final = 256 * 1024
 # Alarm thresholds: any message in a DLQ or any failed resume needs a human.
 DLQ_ALARM_THRESHOLD: Final = 1
 RESUME_FAILURE_ALARM_THRESHOLD: Final = 1
-
-# Metric names the runner and api emit through Powertools Metrics (namespace METRICS_NAMESPACE).
-METRIC_QUESTIONS_RAISED: Final = metric_names.QUESTIONS_RAISED
-METRIC_QUESTIONS_ANSWERED: Final = metric_names.QUESTIONS_ANSWERED
-METRIC_QUESTIONS_RESUMED: Final = metric_names.QUESTIONS_RESUMED
-METRIC_QUESTIONS_EXPIRED: Final = metric_names.QUESTIONS_EXPIRED
-METRIC_RESUME_FAILURES: Final = metric_names.RESUME_FAILURES
-METRIC_TIME_TO_ANSWER: Final = metric_names.TIME_TO_ANSWER  # milliseconds
 
 # Where the bundlers keep built layers between synths, keyed on what went into them.
 BUNDLE_CACHE_DIR: Final = REPO_ROOT / "cdk.out" / ".bundle-cache"

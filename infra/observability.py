@@ -9,6 +9,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from infra import constants
+from wait_service import metric_names
 
 if TYPE_CHECKING:
     from aws_cdk import aws_apigateway as apigw
@@ -64,7 +65,7 @@ class Observability(Construct):
             self,
             "ResumeFailures",
             alarm_description="A thread could not be resumed with its answer (question resume_failed).",
-            metric=self.question_metric(constants.METRIC_RESUME_FAILURES),
+            metric=self.question_metric(metric_names.RESUME_FAILURES),
             threshold=constants.RESUME_FAILURE_ALARM_THRESHOLD,
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -76,19 +77,19 @@ class Observability(Construct):
             cloudwatch.GraphWidget(
                 title="Questions",
                 left=[
-                    self.question_metric(constants.METRIC_QUESTIONS_RAISED),
-                    self.question_metric(constants.METRIC_QUESTIONS_ANSWERED),
-                    self.question_metric(constants.METRIC_QUESTIONS_RESUMED),
-                    self.question_metric(constants.METRIC_QUESTIONS_EXPIRED),
+                    self.question_metric(metric_names.QUESTIONS_RAISED),
+                    self.question_metric(metric_names.QUESTIONS_ANSWERED),
+                    self.question_metric(metric_names.QUESTIONS_RESUMED),
+                    self.question_metric(metric_names.QUESTIONS_EXPIRED),
                 ],
                 width=12,
             ),
             cloudwatch.GraphWidget(
                 title="Time to answer (ms)",
                 left=[
-                    self.question_metric(constants.METRIC_TIME_TO_ANSWER, statistic="p50"),
-                    self.question_metric(constants.METRIC_TIME_TO_ANSWER, statistic="p90"),
-                    self.question_metric(constants.METRIC_TIME_TO_ANSWER, statistic="Maximum"),
+                    self.question_metric(metric_names.TIME_TO_ANSWER, statistic="p50"),
+                    self.question_metric(metric_names.TIME_TO_ANSWER, statistic="p90"),
+                    self.question_metric(metric_names.TIME_TO_ANSWER, statistic="Maximum"),
                 ],
                 width=12,
             ),

@@ -10,6 +10,7 @@ from aws_cdk.assertions import Match
 
 from infra import constants
 from infra.api import ROUTES
+from wait_service import metric_names
 from wait_service.resources import (
     CHECKPOINT_WRITES_DYNAMODB,
     CHECKPOINTS,
@@ -550,12 +551,12 @@ def test_dashboard_shows_the_question_metrics(default_synth: Synth) -> None:
     assert len(dashboards) == 1
     body = json.dumps(next(iter(dashboards.values()))["Properties"]["DashboardBody"])
     for metric in (
-        constants.METRIC_QUESTIONS_RAISED,
-        constants.METRIC_QUESTIONS_ANSWERED,
-        constants.METRIC_QUESTIONS_RESUMED,
-        constants.METRIC_QUESTIONS_EXPIRED,
-        constants.METRIC_TIME_TO_ANSWER,
-        constants.METRIC_RESUME_FAILURES,
+        metric_names.QUESTIONS_RAISED,
+        metric_names.QUESTIONS_ANSWERED,
+        metric_names.QUESTIONS_RESUMED,
+        metric_names.QUESTIONS_EXPIRED,
+        metric_names.TIME_TO_ANSWER,
+        metric_names.RESUME_FAILURES,
         "ApproximateNumberOfMessagesVisible",
         "Errors",
         "5XXError",
@@ -579,7 +580,7 @@ def test_alarms_on_dlq_depth_and_resume_failures(default_synth: Synth) -> None:
     default_synth.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
-            "MetricName": constants.METRIC_RESUME_FAILURES,
+            "MetricName": metric_names.RESUME_FAILURES,
             "Namespace": constants.METRICS_NAMESPACE,
             "Dimensions": [{"Name": "service", "Value": "agent-wait"}],
             "Threshold": 1,

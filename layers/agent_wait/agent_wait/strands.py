@@ -1,25 +1,31 @@
 """Strands Agents adapter (extra ``strands``): ``wait`` and ``publish_interrupts`` bound to it.
 
 A ``@wait`` tool (declared ``@tool(context=True)``, so Strands passes its ``ToolContext``)
-parks with ``tool_context.interrupt("agent_wait", reason=value)``; the run stops with
-``stop_reason == "interrupt"`` and ``result.interrupts``, which ``publish_interrupts`` reads.
-The host resumes with ``agent([{"interruptResponse": {"interruptId": id, "response": answer}}])``;
-Strands runs the tool again, ``interrupt`` returns the answer and the wrapper applies the rules.
-Async mode reads the thread from ``invocation_state["thread_id"]`` (``agent(prompt,
-thread_id=...)``) or the agent's state.
+parks with ``tool_context.interrupt("agent_wait:<function>", reason=value)``: Strands catches the
+``InterruptException``, stops the run with ``stop_reason == "interrupt"`` and lists the question in
+``result.interrupts``, which ``publish_interrupts`` reads. The host resumes by calling the *same*
+agent (or one restored by a session manager) with
+``agent([{"interruptResponse": {"interruptId": id, "response": answer}}])``: Strands runs the
+tool again without calling the model, ``interrupt`` returns the answer and the wrapper applies
+the rules. Async mode reads the thread from ``agent(prompt, invocation_state={"thread_id": ...})``
+or from the agent's state (``Agent(state={"thread_id": ...})``).
 
 Examples
 --------
->>> from strands import Agent, tool  # doctest: +SKIP
->>> from agent_wait.strands import wait, publish_interrupts  # doctest: +SKIP
->>> @tool(context=True)  # doctest: +SKIP
+>>> from strands import Agent, tool
+>>> from strands.types.tools import ToolContext
+>>> @tool(context=True)
 ... @wait("approval")
-... def issue_refund(customer: str, amount: int, tool_context: ToolContext) -> dict: ...
+... def issue_refund(customer: str, amount: int, tool_context: ToolContext) -> dict:
+...     return {"refunded": amount}
+>>> sorted(issue_refund.tool_spec["inputSchema"]["json"]["properties"])
+['amount', 'customer']
 """
 
 from __future__ import annotations
 
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 try:
@@ -33,35 +39,55 @@ from agent_wait.framework import Framework
 from agent_wait.publish import make_publish_interrupts
 from agent_wait.wait import make_wait
 
-if typing.TYPE_CHECKING:
-    from collections.abc import Mapping
-
-__all__ = ["INTERRUPT_NAME", "StrandsFramework", "publish_interrupts", "wait"]
+__all__ = ["INTERRUPT_NAME", "StrandsFramework", "interrupt_name", "publish_interrupts", "wait"]
 
 INTERRUPT_NAME = "agent_wait"
-"""The Strands interrupt name; its id is derived from the tool call's id and this name."""
+"""Prefix of the Strands interrupt names this adapter raises (``"agent_wait:<function>"``)."""
+
+
+def interrupt_name(function: str) -> str:
+    """The Strands interrupt name of a ``@wait`` call of ``function``.
+
+    Strands derives an interrupt's id from the tool call's id and the name alone, and hands a
+    stored answer back to any later ``interrupt`` with the same id. The function is part of the
+    name so that two ``@wait`` functions called from one tool call are asked separately, instead
+    of the second silently receiving the first one's answer.
+
+    Examples
+    --------
+    >>> interrupt_name("issue_refund")
+    'agent_wait:issue_refund'
+    """
+    return f"{INTERRUPT_NAME}:{function}"
 
 
 class StrandsFramework(Framework):
     """Parks a tool call with ``ToolContext.interrupt``; reads ``AgentResult.interrupts``.
 
-    - ``interrupt``: ``tool_context.interrupt("agent_wait", reason=value)``.
-    - ``interrupts_in``: ``(Interrupt.id, Interrupt.reason)`` for each interrupt of the result.
+    - ``interrupt``: ``tool_context.interrupt(interrupt_name(function), reason=value)``; on the
+      resumed call Strands returns the ``interruptResponse`` answer.
+    - ``interrupts_in``: ``(Interrupt.id, Interrupt.reason)`` for each interrupt of the result,
+      including interrupts raised by hooks (published as bare values).
     - ``current_thread_id``: ``tool_context.invocation_state["thread_id"]``, else
       ``tool_context.agent.state.get("thread_id")``.
     - hidden: ``tool_context``, ``agent`` and any parameter annotated ``ToolContext``.
 
     Examples
     --------
-    >>> StrandsFramework().is_hidden("tool_context", None)  # doctest: +SKIP
+    >>> StrandsFramework().is_hidden("tool_context", None)
     True
+    >>> StrandsFramework().interrupts_in(object())
+    []
     """
 
     name = "strands"
     hidden_params = ("tool_context", "agent")
 
     def interrupt(self, value: Any, call_args: Mapping[str, Any]) -> Any:
-        return _tool_context(call_args).interrupt(INTERRUPT_NAME, reason=value)
+        question = value.get("question") if isinstance(value, Mapping) else None
+        function = question.get("function") if isinstance(question, Mapping) else None
+        name = interrupt_name(str(function)) if function else INTERRUPT_NAME
+        return _tool_context(call_args).interrupt(name, reason=value)
 
     def interrupts_in(self, result: Any) -> list[tuple[str, Any]]:
         found = getattr(result, "interrupts", None) or []
@@ -69,12 +95,19 @@ class StrandsFramework(Framework):
 
     def current_thread_id(self, call_args: Mapping[str, Any]) -> str:
         ctx = _tool_context(call_args)
-        thread_id = (ctx.invocation_state or {}).get("thread_id")
-        if not thread_id and ctx.agent is not None:
-            thread_id = ctx.agent.state.get("thread_id")
+        state = ctx.invocation_state or {}
+        thread_id = state.get("thread_id")
+        nested = state.get("invocation_state")
+        if not thread_id and isinstance(nested, Mapping):
+            # agent(prompt, invocation_state={...}, other_kwarg=...) nests the dict one level down.
+            thread_id = nested.get("thread_id")
+        agent_state = getattr(ctx.agent, "state", None)
+        if not thread_id and agent_state is not None:
+            thread_id = agent_state.get("thread_id")
         if not thread_id:
             raise RuntimeError(
-                "@wait(mode='async') on Strands needs agent(..., thread_id=...) or agent.state['thread_id']"
+                "@wait(mode='async') on Strands needs agent(..., invocation_state={'thread_id': ...}) "
+                "or Agent(state={'thread_id': ...})"
             )
         return str(thread_id)
 

@@ -34,8 +34,17 @@ if TYPE_CHECKING:
 
 MAX_BODY_BYTES = 256 * 1024
 JSON = "application/json"
+# `pending` lists every question still waiting for an answer (raised, delivered or escalated).
 QuestionStatus = Literal[
-    "raised", "delivered", "answered", "resumed", "expired", "escalated", "revoked", "resume_failed"
+    "pending",
+    "raised",
+    "delivered",
+    "answered",
+    "resumed",
+    "expired",
+    "escalated",
+    "revoked",
+    "resume_failed",
 ]
 
 

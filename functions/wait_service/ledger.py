@@ -31,6 +31,8 @@ Clock = Callable[[], datetime]
 # Statuses from which a human may still answer. `escalated` forwards the question to other
 # responders; it does not close it.
 ANSWERABLE = ("raised", "delivered", "escalated")
+# The `status` filter that lists every question still waiting for an answer.
+PENDING = "pending"
 ANSWERED = ("answered", "resumed", "resume_failed")
 CLOSED = ("expired", "revoked")
 RunStatus = Literal["queued", "running", "interrupted", "done", "failed"]
@@ -123,6 +125,18 @@ def normalize_json(value: Any) -> Any:
 def encode_token(last_key: Mapping[str, Any]) -> str:
     """An opaque page token: url-safe base64 of the ``LastEvaluatedKey`` JSON."""
     return base64.urlsafe_b64encode(json.dumps(last_key, sort_keys=True).encode()).decode()
+
+
+def decode_pending_token(token: str) -> dict[str, Any]:
+    """The per-status positions of a ``status=pending`` page token."""
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (ValueError, binascii.Error) as exc:
+        raise InvalidRequestError("next is not a page token", field="next") from exc
+    positions = decoded.get(PENDING) if isinstance(decoded, dict) else None
+    if not isinstance(positions, dict) or set(positions) != set(ANSWERABLE):
+        raise InvalidRequestError("next is not a page token of status=pending", field="next")
+    return positions
 
 
 def decode_token(token: str) -> dict[str, Any]:
@@ -283,6 +297,8 @@ class Ledger:
         is scanned, which holds questions only.
         """
         limit = max(1, min(limit, MAX_PAGE))
+        if status == PENDING and thread_id is None:
+            return self._list_pending(limit, next_token)
         kwargs: dict[str, Any] = {"TableName": self.table_name, "Limit": limit}
         if next_token:
             kwargs["ExclusiveStartKey"] = decode_token(next_token)
@@ -294,9 +310,13 @@ class Ledger:
                 "ScanIndexForward": False,
             }
             if status is not None:
-                kwargs["FilterExpression"] = "#s = :s"
+                wanted = ANSWERABLE if status == PENDING else (status,)
+                names = [f":s{i}" for i in range(len(wanted))]
+                kwargs["FilterExpression"] = f"#s IN ({', '.join(names)})"
                 kwargs["ExpressionAttributeNames"] = {"#s": "status"}
-                kwargs["ExpressionAttributeValues"][":s"] = {"S": status}
+                kwargs["ExpressionAttributeValues"] |= {
+                    n: {"S": w} for n, w in zip(names, wanted, strict=True)
+                }
             response = self._client.query(**kwargs)
         elif status is not None:
             kwargs |= {
@@ -313,6 +333,58 @@ class Ledger:
         return Page(
             items=[QuestionRecord.from_item(item) for item in response.get("Items", [])],
             next=encode_token(last) if last else None,
+        )
+
+    def _list_pending(self, limit: int, next_token: str | None) -> Page:
+        """Newest first across the ``by-status`` partitions of every answerable status.
+
+        Each partition is read newest first from where the last page left it; the newest
+        ``limit`` of what comes back form the page, and the token remembers, per partition, the
+        last item taken (``None``: nothing taken yet; ``"end"``: read to the end).
+        """
+        starts = decode_pending_token(next_token) if next_token else dict.fromkeys(ANSWERABLE)
+        fetched: dict[str, list[dict[str, Any]]] = {}
+        more: dict[str, bool] = {}
+        for status, start in starts.items():
+            if start == "end":
+                continue
+            kwargs: dict[str, Any] = {
+                "TableName": self.table_name,
+                "IndexName": "by-status",
+                "KeyConditionExpression": "#s = :s",
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": {":s": {"S": status}},
+                "ScanIndexForward": False,
+                "Limit": limit,
+            }
+            if start is not None:
+                kwargs["ExclusiveStartKey"] = start
+            response = self._client.query(**kwargs)
+            fetched[status] = response.get("Items", [])
+            more[status] = "LastEvaluatedKey" in response
+
+        def newest_first(entry: tuple[str, dict[str, Any]]) -> tuple[str, str]:
+            item = entry[1]
+            return (item["created_at"]["S"], item["dedupe_key"]["S"])
+
+        merged = sorted(
+            ((status, item) for status, items in fetched.items() for item in items),
+            key=newest_first,
+            reverse=True,
+        )
+        page = merged[:limit]
+        positions: dict[str, Any] = dict(starts)
+        for status, items in fetched.items():
+            taken = [item for s, item in page if s == status]
+            if taken:
+                last = taken[-1]
+                positions[status] = {k: last[k] for k in ("dedupe_key", "status", "created_at")}
+            if len(taken) == len(items) and not more[status]:
+                positions[status] = "end"
+        done = all(position == "end" for position in positions.values())
+        return Page(
+            items=[QuestionRecord.from_item(item) for _, item in page],
+            next=None if done else encode_token({PENDING: positions}),
         )
 
     def record_answer(

@@ -208,6 +208,45 @@ def test_list_questions_by_status_and_thread_with_pagination(aws: Aws, call: Cal
     assert everything["next"] is None
 
 
+def test_list_pending_merges_raised_and_delivered_newest_first(
+    aws: Aws, call: Call, clock: FakeClock
+) -> None:
+    """Issue 5 lists with `--status pending`: every question still waiting for an answer."""
+    # Given seven questions a minute apart: odd ones delivered, q-6 answered
+    ledger = ledger_of(aws, clock)
+    for n in range(7):
+        aws.raise_question(f"t-{n % 2}", f"q-{n}", now=clock.now.replace(minute=n))
+        if n % 2:
+            ledger.mark_delivered(f"q-{n}")
+    call(reply_event("q-6", {"action": "approve"}, if_match=aws.published[-1].digest))
+
+    # When listing pending questions two at a time
+    seen, token, pages = [], None, 0
+    while True:
+        query = {"status": "pending", "limit": "2"} | ({"next": token} if token else {})
+        page = body_of(call(list_event(**query)))
+        assert len(page["items"]) <= 2
+        seen += [(item["question_id"], item["status"]) for item in page["items"]]
+        token, pages = page["next"], pages + 1
+        if not token:
+            break
+
+    # Then each waiting question comes once, newest first, whatever its partition
+    assert [qid for qid, _ in seen] == ["q-5", "q-4", "q-3", "q-2", "q-1", "q-0"]
+    assert {status for _, status in seen} == {"raised", "delivered"}
+    assert pages == 3
+    on_thread = body_of(call(list_event(status="pending", thread_id="t-0")))
+    assert [item["question_id"] for item in on_thread["items"]] == ["q-4", "q-2", "q-0"]
+    wrong = call(list_event(status="pending", next=page_token_of_other_listing(call)))
+    assert wrong["statusCode"] == 400
+
+
+def page_token_of_other_listing(call: Call) -> str:
+    token = body_of(call(list_event(status="raised", limit="1")))["next"]
+    assert token
+    return str(token)
+
+
 def test_list_never_shows_thread_items(aws: Aws, call: Call, clock: FakeClock) -> None:
     ledger_of(aws, clock).thread_interrupted("t-1", ["q-1"])
     aws.raise_question("t-1", "q-1")

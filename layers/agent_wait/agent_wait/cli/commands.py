@@ -127,7 +127,10 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     questions = sub.add_parser("questions", help="list and show questions")
     qsub = questions.add_subparsers(dest="action", required=True, metavar="ACTION")
     qlist = qsub.add_parser("list", parents=[common], help="list questions")
-    qlist.add_argument("--status", help="only this status (e.g. raised, answered, resumed)")
+    qlist.add_argument(
+        "--status",
+        help="only this status: pending (waiting for an answer), raised, delivered, answered, resumed, ...",
+    )
     qlist.add_argument("--thread", help="only this thread")
     qlist.add_argument("--limit", type=int, help="page size")
     qlist.add_argument("--all", action="store_true", help="follow every page")

@@ -1,7 +1,9 @@
 """The runner Lambda: inbox FIFO batches in, partial batch failures out.
 
-``SqsFifoPartialProcessor`` stops at the first failing record and reports it and every record
-after it in ``batchItemFailures``, so the queue redelivers them in order; the others are deleted.
+``SqsFifoPartialProcessor(skip_group_on_error=True)``: a failing record is reported in
+``batchItemFailures`` together with every later record of the same thread (message group), so the
+queue redelivers that thread's messages in order; other threads in the batch run and are deleted,
+so one stuck thread never holds up the rest.
 Settings are read once per cold start; ``build_service`` is the seam tests replace (or they call
 :func:`handle` with their own service).
 """
@@ -41,7 +43,7 @@ def handle(event: dict[str, Any], context: Any, service: RunnerService) -> Parti
     return process_partial_response(
         event=event,
         record_handler=service.process_record,
-        processor=SqsFifoPartialProcessor(),
+        processor=SqsFifoPartialProcessor(skip_group_on_error=True),
         context=context,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -211,23 +212,26 @@ def test_the_last_failed_resume_marks_the_question_resume_failed(
     assert metric("ResumeFailures") == 1
 
 
-def test_handler_reports_the_failing_record_and_every_later_one(
+def test_handler_retries_the_failing_thread_in_order_and_runs_the_others(
     runner: RunnerService, ledger: Ledger, context: LambdaContext
 ) -> None:
-    # Given a FIFO batch of three whose second run fails
+    # Given a FIFO batch of three threads whose second run fails, with a later message of that thread
     event = load_event("inbox_batch.json")
+    later = copy.deepcopy(event["Records"][1]) | {"messageId": "later-of-t-batch-2"}
+    event["Records"].insert(2, later)
     service, graph = failing_runner(runner, {"t-batch-2"})
     handler = load_handler("runner")
 
     response = handler.handle(event, context, service=service)
 
-    # Then the failure and the record after it are retried; the third never ran
+    # Then the failure and the later record of its thread are retried, in order, without running
     ids = [r["messageId"] for r in event["Records"]]
     assert response == {"batchItemFailures": [{"itemIdentifier": ids[1]}, {"itemIdentifier": ids[2]}]}
-    assert graph.invoked == ["t-batch-1", "t-batch-2"]
+    # and the other threads ran: one stuck thread does not hold up the batch
+    assert graph.invoked == ["t-batch-1", "t-batch-2", "t-batch-3"]
     assert ledger.get_thread("t-batch-1").run_status == "done"
     assert ledger.get_thread("t-batch-2").run_status == "failed"
-    assert ledger.find_thread("t-batch-3") is None
+    assert ledger.get_thread("t-batch-3").run_status == "done"
 
 
 def test_handler_entry_point_with_the_decorator_stack(

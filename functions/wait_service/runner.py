@@ -21,7 +21,7 @@ from langgraph.types import Command
 from pydantic_core import to_json
 
 from agent_wait import BaseAnnounce, CompositeAnnounce
-from agent_wait.errors import ThreadBusyError
+from agent_wait.errors import AnnounceError, ThreadBusyError
 from wait_service.inbox import ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, utcnow
 from wait_service.metric_names import QUESTIONS_RAISED, QUESTIONS_RESUMED, RESUME_FAILURES, RUNS_FAILED
@@ -200,7 +200,8 @@ class RunnerService:
             self.ledger.mark_delivered(delivered_id)
         pending = [e.question_id for e in envelopes]
         if pending:
-            metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(pending))
+            if parked is None:  # a republish raises nothing new
+                metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(pending))
             self.ledger.thread_interrupted(thread_id, pending)
             logger.info("thread parked", extra={"pending": pending, "delivered": delivered})
         else:
@@ -213,6 +214,16 @@ class RunnerService:
             if self.ledger.mark_resumed(question_id):
                 metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
             resumed = question_id
+        undelivered = [qid for qid in pending if qid not in delivered]
+        if undelivered:
+            # Seed 000: "the next redelivery republishes with the same dedupe_key, and that is the
+            # retry". The thread is parked and recorded; failing the message makes the queue hand
+            # it back, and a redelivered message republishes instead of running the graph again.
+            raise AnnounceError(
+                f"questions {', '.join(undelivered)} did not reach every sink; the message is retried",
+                thread_id=thread_id,
+                question_id=undelivered[0],
+            )
         return RunOutcome(
             thread_id=thread_id,
             status="interrupted" if pending else "done",

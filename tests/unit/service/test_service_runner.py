@@ -10,7 +10,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from service_events import load_event, load_handler, reply_event, start_event
 
-from agent_wait.errors import ThreadBusyError
+from agent_wait.errors import AnnounceError, ThreadBusyError
 from wait_service.inbox import ResumeMessage, StartMessage
 from wait_service.ledger import Ledger
 from wait_service.observability import metrics
@@ -142,17 +142,35 @@ def test_a_duplicate_resume_changes_nothing(runner: RunnerService, ledger: Ledge
     assert metric("QuestionsResumed") == 1
 
 
-def test_a_failing_sink_leaves_the_question_raised(aws: Aws, runner: RunnerService, ledger: Ledger) -> None:
-    # Given the topic is gone: SNS refuses every publish
-    aws.sns.delete_topic(TopicArn=aws.resources.topic_arn)
+def test_a_failing_sink_parks_the_thread_and_retries_the_message(
+    aws: Aws, runner: RunnerService, ledger: Ledger
+) -> None:
+    """Seed 000: "the next redelivery republishes with the same dedupe_key, and that is the retry"."""
+    # Given the topic refuses every publish
+    topic_arn = aws.resources.topic_arn
+    aws.sns.delete_topic(TopicArn=topic_arn)
+    start = StartMessage(thread_id="t-1", input=REFUND, run_id="01RUN")
 
-    outcome = runner.run(StartMessage(thread_id="t-1", input=REFUND))
+    # When the run parks on its question
+    with pytest.raises(AnnounceError) as raised:
+        runner.run(start)
 
-    # Then the run still parks, the ledger and outbox have the question, but it is not `delivered`
-    assert outcome.status == "interrupted"
-    assert outcome.delivered == []
-    assert ledger.get_question(outcome.pending[0]).status == "raised"
+    # Then the thread is recorded parked, the ledger and outbox have the question, not `delivered`,
+    # and the message fails so the queue hands it back
+    question_id = raised.value.question_id
+    assert question_id is not None
+    assert ledger.get_thread("t-1").run_status == "interrupted"
+    assert ledger.get_question(question_id).status == "raised"
     assert len(drain(aws, aws.resources.outbox_url)) == 1
+
+    # When the topic is back and the message is redelivered
+    aws.sns.create_topic(Name=topic_arn.rsplit(":", 1)[1])
+    again = runner.run(start, receive_count=2)
+
+    # Then the same question is republished and now delivered, without a second question
+    assert again.pending == again.delivered == [question_id]
+    assert ledger.get_question(question_id).status == "delivered"
+    assert metric("QuestionsRaised") == 1
 
 
 class Boom(RuntimeError):

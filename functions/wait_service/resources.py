@@ -40,6 +40,20 @@ class TableSpec:
             keys.append({"AttributeName": self.sort_key, "KeyType": "RANGE"})
         return keys
 
+    def global_secondary_indexes(self) -> list[dict[str, Any]]:
+        """The indexes as DynamoDB's API and CloudFormation spell them (projection ALL)."""
+        return [
+            {
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for index in self.indexes
+        ]
+
     def attribute_names(self) -> list[str]:
         names = [self.partition_key] + ([self.sort_key] if self.sort_key else [])
         for index in self.indexes:
@@ -152,17 +166,7 @@ def create_table(client: DynamoDBClient, spec: TableSpec, name: str) -> str:
         "BillingMode": "PAY_PER_REQUEST",
     }
     if spec.indexes:
-        kwargs["GlobalSecondaryIndexes"] = [
-            {
-                "IndexName": index.name,
-                "KeySchema": [
-                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
-                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-            for index in spec.indexes
-        ]
+        kwargs["GlobalSecondaryIndexes"] = spec.global_secondary_indexes()
     client.create_table(**kwargs)
     # botocore sleeps a float; the stub's int would make moto's instant tables wait a whole second.
     client.get_waiter("table_exists").wait(

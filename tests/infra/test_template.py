@@ -46,17 +46,7 @@ def table_properties(spec: TableSpec) -> dict[str, Any]:
         "TimeToLiveSpecification": {"AttributeName": spec.ttl_attribute, "Enabled": True},
     }
     if spec.indexes:
-        expected["GlobalSecondaryIndexes"] = [
-            {
-                "IndexName": index.name,
-                "KeySchema": [
-                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
-                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-            for index in spec.indexes
-        ]
+        expected["GlobalSecondaryIndexes"] = spec.global_secondary_indexes()
     return expected
 
 

@@ -107,23 +107,8 @@ class QuestionView(BaseModel):
 
     @classmethod
     def of(cls, record: QuestionRecord) -> QuestionView:
-        return cls(
-            question_id=record.question_id,
-            thread_id=record.thread_id,
-            status=record.status,
-            digest=record.digest,
-            question=record.question,
-            policy=record.policy,
-            source=record.source,
-            created_at=record.created_at,
-            expires_at=record.expires_at,
-            updated_at=record.updated_at,
-            lifecycle=[LifecycleStage.model_validate(stage) for stage in record.lifecycle],
-            answer=record.answer,
-            answered_by=record.answered_by,
-            answered_at=record.answered_at,
-            reason=record.reason,
-        )
+        # The view's fields are the record's public ones, by name.
+        return cls.model_validate(record, from_attributes=True)
 
 
 class QuestionPage(BaseModel):

@@ -29,10 +29,12 @@ API_SOURCES = {"": "functions/api", "wait_service": "functions/wait_service"}
 RUNNER_SOURCES = {"": "functions/runner", "wait_service": "functions/wait_service", "examples": "examples"}
 HANDLER = "handler.handler"
 
-LEDGER_API_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
-# GET /questions with neither status nor thread_id pages through the by-status index with Scan.
-LEDGER_API_INDEX_SCAN = ("dynamodb:Scan",)
-LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+# Exactly what the code calls (tests/infra/test_roles_match_calls.py records the calls): the api
+# reads and moves items, and lists through the indexes (Scan when GET /questions has no filter);
+# the runner and DynamoDbAnnounce only ever update items.
+LEDGER_API_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+LEDGER_API_INDEX_ACTIONS = ("dynamodb:Query", "dynamodb:Scan")
+LEDGER_RUNNER_ACTIONS = ("dynamodb:UpdateItem",)
 # What langgraph-checkpoint-aws DynamoDBSaver calls (get_item, put_item, query, batch_get_item,
 # batch_write_item) and, for its S3 offload, put_object / get_object / delete_objects.
 CHECKPOINT_AWS_ACTIONS = (
@@ -193,8 +195,8 @@ class ApiFunction(ServiceFunction):
             service=config.stack_name,
             description="agent-wait api: threads, questions and replies",
         )
-        self.allow(LEDGER_API_ACTIONS, [ledger.table.table_arn, *ledger.index_arns])
-        self.allow(LEDGER_API_INDEX_SCAN, ledger.index_arns)
+        self.allow(LEDGER_API_ACTIONS, [ledger.table.table_arn])
+        self.allow(LEDGER_API_INDEX_ACTIONS, ledger.index_arns)
         self.allow(["sqs:SendMessage"], [inbox.queue.queue_arn])
         acknowledge(
             self.function,

@@ -1,0 +1,125 @@
+"""Each role grants exactly the ledger, queue and topic actions its code calls (issue 4).
+
+The api and the runner are driven through every route's service call against in-process moto,
+with a botocore hook recording each AWS operation; the synthesized roles must grant those
+operations and nothing more on the same resources. A grant the code stops using, or a call the
+code starts making, fails here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from moto import mock_aws
+from test_template import arn_of, logical_id, role_actions
+
+from wait_service.api import build_api
+from wait_service.inbox import parse_message
+from wait_service.resources import create_resources
+from wait_service.runner import build_runner
+from wait_service.settings import Settings
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from conftest import Synth
+
+pytestmark = pytest.mark.infra
+
+REFUND = {"customer": "c-17", "amount": 40}
+# Granted to every function by CDK for its log group and X-Ray: not the code's own calls.
+PLATFORM = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTelemetryRecords", "xray:PutTraceSegments"}
+
+
+class Recorder:
+    """Clients whose every call is recorded as an IAM action, ``dynamodb:UpdateItem``."""
+
+    def __init__(self) -> None:
+        self.actions: set[str] = set()
+
+    def client(self, service: str) -> Any:
+        client = boto3.client(service, region_name="us-east-1")
+        client.meta.events.register("before-call.*.*", self._record)
+        return client
+
+    def _record(self, model: Any, **_: Any) -> None:
+        self.actions.add(f"{model.service_model.endpoint_prefix}:{model.name}")
+
+
+@pytest.fixture(scope="module")
+def calls() -> Iterator[dict[str, set[str]]]:
+    """The actions the api and the runner call while a thread runs, parks, is answered and resumes."""
+    with mock_aws():
+        setup = Recorder()
+        resources = create_resources(setup.client("dynamodb"), setup.client("sqs"), setup.client("sns"))
+        settings = Settings.from_env(resources.env() | {"AGENT_WAIT_REPLY_URL": "https://x/{question_id}"})
+        api_calls, runner_calls = Recorder(), Recorder()
+        api = build_api(settings, dynamodb=api_calls.client("dynamodb"), sqs=api_calls.client("sqs"))
+        runner = build_runner(
+            settings,
+            dynamodb=runner_calls.client("dynamodb"),
+            sns=runner_calls.client("sns"),
+            sqs=runner_calls.client("sqs"),
+            checkpointer=InMemorySaver(),
+        )
+        inbox = setup.client("sqs")
+
+        def run_next() -> None:
+            [message] = inbox.receive_message(QueueUrl=resources.inbox_url)["Messages"]
+            runner.run(parse_message(message["Body"]))
+            inbox.delete_message(QueueUrl=resources.inbox_url, ReceiptHandle=message["ReceiptHandle"])
+
+        # POST /runs, the run parks; GET /threads, every GET /questions listing, GET /questions/{id}
+        api.runs.start("t-1", REFUND)
+        run_next()
+        api.ledger.get_thread("t-1")
+        for query in ({}, {"status": "raised"}, {"status": "pending"}, {"thread_id": "t-1"}):
+            api.ledger.list_questions(**query)
+        [question] = api.ledger.list_questions(thread_id="t-1").items
+        api.ledger.get_question(question.question_id)
+        # POST /reply, then the resume runs
+        api.replies.reply(
+            question.question_id, {"action": "approve"}, principal="ann", if_match=f'"{question.digest}"'
+        )
+        run_next()
+        assert api.ledger.get_thread("t-1").run_status == "done"
+        yield {"api": api_calls.actions, "runner": runner_calls.actions}
+
+
+def granted(synth: Synth, role: Any, resources: list[Any]) -> set[str]:
+    return {
+        action
+        for actions, resource in role_actions(synth, role)
+        for action in actions
+        if any(r == resource or (isinstance(resource, list) and r in resource) for r in resources)
+    }
+
+
+def test_the_api_role_grants_exactly_what_the_api_calls(
+    default_synth: Synth, calls: dict[str, set[str]]
+) -> None:
+    stack = default_synth.stack
+    every_grant = {
+        action for actions, _ in role_actions(default_synth, stack.api_function.role) for action in actions
+    }
+
+    assert every_grant - PLATFORM == calls["api"]
+
+
+def test_the_runner_role_grants_exactly_what_the_runner_calls_on_the_ledger_topic_and_outbox(
+    default_synth: Synth, calls: dict[str, set[str]]
+) -> None:
+    # The checkpoint table (DynamoDBSaver's own calls), the topic's KMS key and the inbox (the
+    # event source mapping) are asserted in test_template.py; the runner's own calls are these.
+    stack = default_synth.stack
+    resources = [
+        arn_of(default_synth, stack.ledger.table),
+        {"Ref": logical_id(default_synth, stack.fanout.topic)},
+        arn_of(default_synth, stack.fanout.outbox),
+    ]
+
+    assert granted(default_synth, stack.runner.role, resources) == calls["runner"]
+    assert calls["runner"] == {"dynamodb:UpdateItem", "sns:Publish", "sqs:SendMessage"}

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.infra
 
-REFUND = {"customer": "c-17", "amount": 40}
+REFUND: dict[str, Any] = {"customer": "c-17", "amount": 40}
 # Granted to every function by CDK for its log group and X-Ray: not the code's own calls.
 PLATFORM = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 
@@ -41,7 +41,7 @@ class Recorder:
         self.actions: set[str] = set()
 
     def client(self, service: str) -> Any:
-        client = boto3.client(service, region_name="us-east-1")
+        client = boto3.client(service, region_name="us-east-1")  # type: ignore[call-overload]
         client.meta.events.register("before-call.*.*", self._record)
         return client
 
@@ -76,7 +76,8 @@ def calls() -> Iterator[dict[str, set[str]]]:
         api.runs.start("t-1", REFUND)
         run_next()
         api.ledger.get_thread("t-1")
-        for query in ({}, {"status": "raised"}, {"status": "pending"}, {"thread_id": "t-1"}):
+        queries: list[dict[str, Any]] = [{}, {"status": "raised"}, {"status": "pending"}, {"thread_id": "t-1"}]
+        for query in queries:
             api.ledger.list_questions(**query)
         [question] = api.ledger.list_questions(thread_id="t-1").items
         api.ledger.get_question(question.question_id)

@@ -76,7 +76,12 @@ def calls() -> Iterator[dict[str, set[str]]]:
         api.runs.start("t-1", REFUND)
         run_next()
         api.ledger.get_thread("t-1")
-        queries: list[dict[str, Any]] = [{}, {"status": "raised"}, {"status": "pending"}, {"thread_id": "t-1"}]
+        queries: list[dict[str, Any]] = [
+            {},
+            {"status": "raised"},
+            {"status": "pending"},
+            {"thread_id": "t-1"},
+        ]
         for query in queries:
             api.ledger.list_questions(**query)
         [question] = api.ledger.list_questions(thread_id="t-1").items

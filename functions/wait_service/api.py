@@ -69,6 +69,7 @@ class ThreadView(BaseModel):
     output: JsonValue = Field(default=None, description="final output values of a done run")
     error: str | None = None
     updated_at: str | None = None
+    deferred_runs: int = Field(default=0, description="runs waiting for the thread's questions to be answered")
 
     @classmethod
     def of(cls, record: ThreadRecord) -> ThreadView:
@@ -79,6 +80,7 @@ class ThreadView(BaseModel):
             output=record.output,
             error=record.error,
             updated_at=record.updated_at,
+            deferred_runs=len(record.deferred),
         )
 
 

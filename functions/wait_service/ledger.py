@@ -213,6 +213,8 @@ class ThreadRecord:
     error: str | None = None
     updated_at: str | None = None
     started_at: str | None = None
+    # Runs that reached the thread while it waited on a question, oldest first: (run_id, input).
+    deferred: list[DeferredRun] = field(default_factory=list)
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> ThreadRecord:
@@ -227,7 +229,19 @@ class ThreadRecord:
             error=data.get("error"),
             updated_at=data.get("updated_at"),
             started_at=data.get("started_at"),
+            deferred=[
+                DeferredRun(str(run["run_id"]), json.loads(run["input"]))
+                for run in data.get("deferred") or []
+            ],
         )
+
+
+@dataclass(frozen=True)
+class DeferredRun:
+    """A run waiting for its thread's questions to be answered and its current run to end."""
+
+    run_id: str
+    input: JsonValue
 
 
 @dataclass(frozen=True)
@@ -516,6 +530,51 @@ class Ledger:
                 thread_id=thread_id,
                 pending=pending,
             ) from exc
+
+    def defer_run(self, thread_id: str, run_id: str, input: JsonValue) -> bool:
+        """Keep a run for after the thread's current one; ``False`` if this run is already kept.
+
+        ``deferred_ids`` makes a redelivered message harmless: the condition refuses a run id the
+        thread already holds.
+        """
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": thread_key(thread_id)}},
+                UpdateExpression=(
+                    "SET #d = list_append(if_not_exists(#d, :empty), :run), #u = :now ADD #ids :ids"
+                ),
+                ConditionExpression="attribute_exists(dedupe_key) AND NOT contains(#ids, :rid)",
+                # DEFERRED is one of DynamoDB's reserved words.
+                ExpressionAttributeNames={"#d": "deferred", "#ids": "deferred_ids", "#u": "updated_at"},
+                ExpressionAttributeValues={
+                    ":empty": {"L": []},
+                    ":run": to_attribute([{"run_id": run_id, "input": json.dumps(input)}]),
+                    ":now": {"S": iso(self._clock())},
+                    ":ids": {"SS": [run_id]},
+                    ":rid": {"S": run_id},
+                },
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def drop_deferred(self, thread_id: str, run_id: str) -> None:
+        """Forget the oldest deferred run once it has been enqueued (only if it is ``run_id``)."""
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": thread_key(thread_id)}},
+                UpdateExpression="REMOVE #d[0] DELETE #ids :ids",
+                ConditionExpression="#d[0].run_id = :rid",
+                ExpressionAttributeNames={"#d": "deferred", "#ids": "deferred_ids"},
+                ExpressionAttributeValues={":ids": {"SS": [run_id]}, ":rid": {"S": run_id}},
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):  # a redelivery already dropped it
+                raise
 
     def thread_running(self, thread_id: str) -> None:
         now = {":started": {"S": iso(self._clock())}}

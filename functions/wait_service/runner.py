@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 from langgraph.types import Command
 from pydantic_core import to_json
+from ulid import ULID
 
 from agent_wait import BaseAnnounce, CompositeAnnounce
-from agent_wait.errors import AnnounceError, ThreadBusyError
-from wait_service.inbox import ResumeMessage, StartMessage, parse_message
+from agent_wait.errors import AnnounceError
+from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, utcnow
 from wait_service.metric_names import QUESTIONS_RAISED, QUESTIONS_RESUMED, RESUME_FAILURES, RUNS_FAILED
 from wait_service.observability import logger, metrics, tracer
@@ -58,7 +59,7 @@ class RunOutcome:
     """What one message did to its thread."""
 
     thread_id: str
-    status: Literal["interrupted", "done"]
+    status: Literal["interrupted", "done", "deferred"]
     pending: list[str] = field(default_factory=list)
     delivered: list[str] = field(default_factory=list)
     resumed: str | None = None
@@ -114,6 +115,9 @@ class RunnerService:
         question ``resume_failed`` before the queue moves the message to the DLQ.
     clock:
         Current UTC time for the envelopes' ``created_at``; injected by tests.
+    inbox:
+        Where a run deferred behind a thread's questions is enqueued once the thread's current
+        run ends; ``None`` keeps deferred runs on the thread item only.
 
     Examples
     --------
@@ -133,6 +137,7 @@ class RunnerService:
         default_ttl: int | None = None,
         max_receive_count: int = MAX_RECEIVE_COUNT,
         clock: Clock = utcnow,
+        inbox: Inbox | None = None,
     ) -> None:
         if publish is None:
             from agent_wait.langgraph import publish_interrupts
@@ -146,6 +151,7 @@ class RunnerService:
         self.default_ttl = default_ttl
         self.max_receive_count = max_receive_count
         self._clock = clock
+        self.inbox = inbox
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it."""
@@ -167,7 +173,12 @@ class RunnerService:
     ) -> RunOutcome:
         thread_id = message.thread_id
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
-        parked = self._parked_by(message, config)
+        parked = None
+        if isinstance(message, StartMessage):
+            interrupts, same_run = self._standing(message, config)
+            if interrupts and not same_run:
+                return self._defer(message, interrupts)
+            parked = interrupts or None
         self.ledger.thread_running(thread_id)
         try:
             if parked is not None:
@@ -207,6 +218,7 @@ class RunnerService:
         else:
             self.ledger.thread_done(thread_id, output_json(result))
             logger.info("thread done")
+            self._start_deferred(thread_id)
 
         resumed = None
         if question_id is not None:
@@ -232,29 +244,41 @@ class RunnerService:
             resumed=resumed,
         )
 
-    def _parked_by(self, message: StartMessage | ResumeMessage, config: dict[str, Any]) -> list[Any] | None:
-        """The interrupts a start message finds its thread parked on, or None to run it.
+    def _standing(self, message: StartMessage, config: dict[str, Any]) -> tuple[list[Any], bool]:
+        """The interrupts a start finds its thread parked on, and whether this start parked it.
 
-        LangGraph restarts a parked thread when it is invoked with input again (pinned in
-        ``tests/unit/langgraph``), so a start must not run on a parked thread. When the run that
-        parked it is this very message (a redelivery), its interrupts are returned to republish;
-        a different run waits behind the question: it raises, and the queue retries it.
+        LangGraph restarts a parked thread invoked with input again (pinned in
+        ``tests/unit/langgraph``), so a start never runs on a parked thread: a redelivery of the
+        start that parked it republishes, any other run is deferred.
         """
-        if not isinstance(message, StartMessage):
-            return None
         state = self.graph.get_state(config)
         interrupts = list(getattr(state, "interrupts", ()) or ())
-        if not interrupts:
-            return None
-        if message.run_id is not None and (state.metadata or {}).get(RUN_ID_KEY) == message.run_id:
-            return interrupts
+        same_run = message.run_id is not None and (state.metadata or {}).get(RUN_ID_KEY) == message.run_id
+        return interrupts, same_run
+
+    def _defer(self, message: StartMessage, interrupts: list[Any]) -> RunOutcome:
+        # The message succeeds: failing it would hold every later message of the thread's FIFO
+        # group, the answer's resume included, behind it.
         pending = [interrupt.id for interrupt in interrupts]
-        logger.warning("start message for a thread waiting on questions", extra={"pending": pending})
-        raise ThreadBusyError(
-            "the thread waits on questions; this run is retried after they are answered",
-            thread_id=message.thread_id,
-            pending=pending,
-        )
+        run_id = message.run_id or str(ULID())
+        self.ledger.defer_run(message.thread_id, run_id, message.input)
+        logger.info("run deferred until the thread's questions are answered", extra={"pending": pending})
+        return RunOutcome(thread_id=message.thread_id, status="deferred", pending=pending)
+
+    def _start_deferred(self, thread_id: str) -> None:
+        """Enqueue the oldest run deferred on the thread, now that its current run has ended.
+
+        Sent before it is dropped from the thread item: a crash in between sends it again on the
+        redelivery rather than losing it.
+        """
+        thread = self.ledger.find_thread(thread_id)
+        if self.inbox is None or thread is None or not thread.deferred:
+            return
+        run = thread.deferred[0]
+        self.ledger.queue_thread(thread_id)
+        self.inbox.start(thread_id, run.input)
+        self.ledger.drop_deferred(thread_id, run.run_id)
+        logger.info("deferred run enqueued", extra={"run_id": run.run_id})
 
     def _record_failure(
         self, thread_id: str, question_id: str | None, exc: Exception, receive_count: int
@@ -263,10 +287,13 @@ class RunnerService:
         logger.exception("run failed", extra={"receive_count": receive_count})
         metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
         self.ledger.thread_failed(thread_id, error)
-        if question_id is not None and receive_count >= self.max_receive_count:
-            # The queue moves the message to the DLQ after this receive: say so on the question.
-            if self.ledger.mark_resume_failed(question_id, error):
-                metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
+        if receive_count < self.max_receive_count:
+            return
+        # The queue moves the message to the DLQ after this receive: say so on the question, and
+        # let the runs deferred behind it go ahead.
+        if question_id is not None and self.ledger.mark_resume_failed(question_id, error):
+            metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
+        self._start_deferred(thread_id)
 
 
 def build_announce(
@@ -318,4 +345,5 @@ def build_runner(
         reply_url=settings.reply_url,
         default_ttl=settings.default_ttl,
         clock=clock,
+        inbox=Inbox(settings.require("inbox_url"), sqs),
     )

@@ -116,6 +116,7 @@ def test_get_thread_is_200_with_status_pending_and_output(aws: Aws, call: Call, 
         "output": {"refund": {"amount": 40}},
         "error": None,
         "updated_at": "2026-11-30T10:00:00.000Z",
+        "deferred_runs": 0,
     }
 
 

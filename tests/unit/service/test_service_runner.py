@@ -10,8 +10,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from service_events import load_event, load_handler, reply_event, start_event
 
-from agent_wait.errors import AnnounceError, ThreadBusyError
-from wait_service.inbox import ResumeMessage, StartMessage
+from agent_wait.errors import AnnounceError
+from wait_service.inbox import ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Ledger
 from wait_service.observability import metrics
 from wait_service.runner import RunnerService, build_runner, output_json
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from service_events import Aws, FakeClock, LambdaContext
+
+    from wait_service.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -375,16 +377,52 @@ def test_a_redelivered_start_republishes_the_standing_question(
     assert [e["question_id"] for e in first] == [question_id]
 
 
-def test_a_new_run_for_a_parked_thread_waits_for_the_answer(runner: RunnerService, ledger: Ledger) -> None:
-    # Given a thread parked on a question
-    [question_id] = runner.run(StartMessage(thread_id="t-1", input=REFUND, run_id="01A")).pending
+def run_inbox(aws: Aws, runner: RunnerService) -> list[str]:
+    """Run every inbox message in order, as the event source mapping would; returns the outcomes."""
+    outcomes = []
+    while got := aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url, MaxNumberOfMessages=10).get(
+        "Messages", []
+    ):
+        for message in got:
+            outcomes.append(runner.run(parse_message(message["Body"])).status)
+            aws.sqs.delete_message(QueueUrl=aws.resources.inbox_url, ReceiptHandle=message["ReceiptHandle"])
+    return outcomes
 
-    # When another run for the thread reaches the runner before the question is answered
-    with pytest.raises(ThreadBusyError) as raised:
-        runner.run(StartMessage(thread_id="t-1", input=REFUND, run_id="01B"))
 
-    # Then it is refused for a retry, and the standing question is untouched
-    assert raised.value.pending == [question_id]
+def test_a_run_queued_behind_a_question_never_blocks_the_answer(
+    aws: Aws, runner: RunnerService, ledger: Ledger, api: WaitApi
+) -> None:
+    """Issue 3: "a thread that is queued or running takes the new run after the current one"."""
+    # Given two runs accepted for one thread before the first has run
+    api.runs.start("t-1", REFUND)
+    api.runs.start("t-1", REFUND | {"amount": 10})
+
+    # When the inbox is consumed: the first parks on a question, the second finds it parked
+    assert run_inbox(aws, runner) == ["interrupted", "deferred"]
     thread = ledger.get_thread("t-1")
-    assert thread.run_status == "interrupted"
-    assert thread.pending == [question_id]
+    [question_id] = thread.pending
+    assert [run.input for run in thread.deferred] == [REFUND | {"amount": 10}]
+
+    # Then the answer's resume runs straight away, and the deferred run follows the finished one
+    question = ledger.get_question(question_id)
+    api.replies.reply(question_id, {"action": "approve"}, principal="ann", if_match=f'"{question.digest}"')
+    assert run_inbox(aws, runner) == ["done", "interrupted"]
+    assert ledger.get_question(question_id).status == "resumed"
+    thread = ledger.get_thread("t-1")
+    assert thread.deferred == []
+    [second] = thread.pending
+    assert second != question_id
+    assert ledger.get_question(second).question == {
+        "function": "issue_refund",
+        "args": {"customer": "c-17", "amount": 10},
+    }
+
+
+def test_a_redelivered_deferred_run_is_kept_once(runner: RunnerService, ledger: Ledger) -> None:
+    runner.run(StartMessage(thread_id="t-1", input=REFUND, run_id="01A"))
+    later = StartMessage(thread_id="t-1", input={"customer": "c-9", "amount": 5}, run_id="01B")
+
+    assert runner.run(later).status == "deferred"
+    assert runner.run(later, receive_count=2).status == "deferred"
+
+    assert [run.run_id for run in ledger.get_thread("t-1").deferred] == ["01B"]

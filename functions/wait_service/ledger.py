@@ -403,17 +403,27 @@ class Ledger:
 
     def record_answer(
         self, question_id: str, answer: JsonValue, *, answered_by: str, reason: str | None = None
-    ) -> bool:
+    ) -> QuestionRecord | None:
         """Move an answerable question to ``answered`` with its answer.
 
-        Returns ``False`` when the conditional write lost (someone answered or closed it first);
-        the caller re-reads to tell which.
+        Returns ``None`` when this answer was recorded; when the conditional write lost (someone
+        answered or closed it first), the question as it stood then, from the failed write itself
+        (``ReturnValuesOnConditionCheckFailure``), so the loser needs no second read.
         """
         now = iso(self._clock())
         extra: dict[str, Any] = {"answer": answer, "answered_by": answered_by, "answered_at": now}
         if reason is not None:
             extra["reason"] = reason
-        return self._move(question_id, "answered", ANSWERABLE, actor=answered_by, extra=extra)
+        try:
+            self._move(
+                question_id, "answered", ANSWERABLE, actor=answered_by, extra=extra, raise_on_loss=True
+            )
+        except ClientError as exc:
+            item = cast("Mapping[str, Any] | None", exc.response.get("Item"))
+            if not item:
+                raise QuestionNotFoundError(f"no question {question_id}", question_id=question_id) from exc
+            return QuestionRecord.from_item(item)
+        return None
 
     def mark_resume_enqueued(self, question_id: str) -> None:
         """Note that the resume message for the recorded answer reached the inbox."""
@@ -450,7 +460,11 @@ class Ledger:
         actor: str,
         extra: Mapping[str, Any] | None = None,
         ends: bool = False,
+        raise_on_loss: bool = False,
     ) -> bool:
+        """Conditionally move a question; ``False`` (or, with ``raise_on_loss``, the
+        ``ConditionalCheckFailedException`` carrying the old item) when it is not in ``allowed_from``.
+        """
         now = self._clock()
         stamp = iso(now)
         names = {"#s": "status"}
@@ -486,9 +500,10 @@ class Ledger:
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD" if raise_on_loss else "NONE",
             )
         except ClientError as exc:
-            if _condition_failed(exc):
+            if _condition_failed(exc) and not raise_on_loss:
                 return False
             raise
         return True

@@ -10,7 +10,6 @@ before, so a losing reply can never resume the thread with its answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -24,12 +23,13 @@ from agent_wait.errors import (
     QuestionClosedError,
     ResponderNotAllowedError,
 )
-from wait_service.ledger import ANSWERED, CLOSED, Ledger, QuestionRecord, normalize_json, utcnow
+from wait_service.ledger import ANSWERED, CLOSED, Ledger, QuestionRecord, normalize_json, parse_time, utcnow
 from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_EXPIRED, TIME_TO_ANSWER
 from wait_service.observability import metrics
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import datetime
 
     from pydantic import JsonValue
 
@@ -137,15 +137,17 @@ class ReplyService:
         if question.status in ANSWERED:
             return self._repeat(question, answer)
         self._check_open(question)
-        if self.ledger.record_answer(question_id, answer, answered_by=principal, reason=reason):
+        current = self.ledger.record_answer(question_id, answer, answered_by=principal, reason=reason)
+        if current is None:
             self.inbox.resume(question.thread_id, question_id, answer)
             self.ledger.mark_resume_enqueued(question_id)
             self._count_answer(question)
             return ReplyOutcome(question_id, "answered", created=True)
-        # Lost the conditional write: somebody answered or closed the question meanwhile.
-        current = self.ledger.get_question(question_id)
+        # Lost the conditional write: somebody answered or closed the question meanwhile. The
+        # winner is enqueueing the resume right now; only a reply that finds an answer standing
+        # from before (first read, above) recovers a resume that was never enqueued.
         if current.status in ANSWERED:
-            return self._repeat(current, answer)
+            return self._repeat(current, answer, recover=False)
         self._check_open(current)
         raise QuestionClosedError(
             f"question {question_id} is {current.status}", status=current.status, question_id=question_id
@@ -195,19 +197,19 @@ class ReplyService:
     def _count_answer(self, question: QuestionRecord) -> None:
         metrics.add_metric(name=QUESTIONS_ANSWERED, unit=MetricUnit.Count, value=1)
         if question.created_at:
-            waited = self._clock() - datetime.fromisoformat(question.created_at)
+            waited = self._clock() - parse_time(question.created_at)
             metrics.add_metric(
                 name=TIME_TO_ANSWER, unit=MetricUnit.Milliseconds, value=waited.total_seconds() * 1000
             )
 
-    def _repeat(self, question: QuestionRecord, answer: JsonValue) -> ReplyOutcome:
+    def _repeat(self, question: QuestionRecord, answer: JsonValue, *, recover: bool = True) -> ReplyOutcome:
         if not same_answer(question.answer, answer):
             raise AnswerConflictError(
                 f"question {question.question_id} was already answered: the first answer stands",
                 standing_answer=question.answer,
                 question_id=question.question_id,
             )
-        if question.status == "answered" and question.resume_enqueued_at is None:
+        if recover and question.status == "answered" and question.resume_enqueued_at is None:
             # The first reply recorded the answer but did not get to enqueue (a crash or a
             # timeout). Enqueueing now is safe: the FIFO deduplication id `resume:<id>` turns a
             # concurrent send of the same resume into one message.

@@ -257,6 +257,12 @@ def test_twenty_concurrent_replies_make_one_answer_and_one_resume(stack: Stack, 
         for n in range(20)
     ]
     services = [stack.api.build_service() for _ in answers]
+    # Count the sends, not the messages: FIFO deduplication would hide a second send.
+    sends: list[str] = []
+    for service in services:
+        service.replies.inbox._client.meta.events.register(
+            "before-call.sqs.SendMessage", lambda **_: sends.append("resume")
+        )
     barrier = threading.Barrier(len(answers))
     statuses: list[int] = [0] * len(answers)
 
@@ -280,3 +286,4 @@ def test_twenty_concurrent_replies_make_one_answer_and_one_resume(stack: Stack, 
     assert standing.answer == winner
     resumes = drain(stack.sqs, stack.resources.inbox_url)
     assert resumes == [{"thread_id": "t-race", "question_id": question_id, "answer": winner}]
+    assert sends == ["resume"]

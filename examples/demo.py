@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_wait.cli.client import ApiClient, ApiError, Response
-from agent_wait.local.events import plain
+from agent_wait.local.events import ledger_readers
 from agent_wait.local.stack import LocalStack, StackConfig
 
 if TYPE_CHECKING:
@@ -51,7 +51,9 @@ class Demo:
     def __post_init__(self) -> None:
         self.api = ApiClient(self.stack.api_url, principal=PRINCIPAL)
         self.sqs = self.stack.client("sqs")
-        self.dynamodb = self.stack.client("dynamodb")
+        _, self._question_item = ledger_readers(
+            self.stack.client("dynamodb"), self.stack.resources.ledger_table
+        )
         self._step = 0
 
     # -- output ---------------------------------------------------------------------------------
@@ -134,15 +136,7 @@ class Demo:
         return None
 
     def ledger_item(self, question_id: str) -> dict[str, Any]:
-        from boto3.dynamodb.types import TypeDeserializer
-
-        item = self.dynamodb.get_item(
-            TableName=self.stack.resources.ledger_table,
-            Key={"dedupe_key": {"S": f"wait.created:{question_id}"}},
-            ConsistentRead=True,
-        ).get("Item", {})
-        deserializer = TypeDeserializer()
-        shown = {key: plain(deserializer.deserialize(value)) for key, value in sorted(item.items())}
+        shown = dict(sorted((self._question_item(question_id) or {}).items()))
         if isinstance(shown.get("envelope"), str):
             # The envelope as first published; shown in full above, so only its size here.
             shown["envelope"] = f"<the envelope JSON, {len(shown['envelope'])} characters>"

@@ -90,6 +90,9 @@ class TopicSpec:
 # The runner's timeout bounds one graph run; the inbox hides a message six times as long so a
 # slow run is never handed to a second invocation while the first still works on it.
 RUNNER_TIMEOUT_SECONDS = 120
+# The api Lambda's timeout: API Gateway's REST integration gives up after 29 seconds, so a longer
+# Lambda timeout would only keep working for a caller that already got a 504.
+API_TIMEOUT_SECONDS = 29
 INBOX_VISIBILITY_SECONDS = 6 * RUNNER_TIMEOUT_SECONDS
 MAX_RECEIVE_COUNT = 5
 

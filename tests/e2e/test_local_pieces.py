@@ -8,34 +8,35 @@ receive path: a failed message stays for the queue's visibility timeout, and aft
 from __future__ import annotations
 
 import json
+import os
+import threading
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_wait.local.gateway import Gateway
 from agent_wait.local.poller import InboxPoller
+from agent_wait.local.stack import LocalStack, StackConfig
+from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS, QueueSpec, create_queue
+from wait_service.settings import DEFAULT_GRAPH
 
 pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fifo_with_dlq(sqs: Any, visibility: int, max_receives: int) -> tuple[str, str, str]:
     name = f"poller-{uuid.uuid4().hex[:8]}"
-    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    url = sqs.create_queue(
-        QueueName=f"{name}.fifo",
-        Attributes={
-            "FifoQueue": "true",
-            "VisibilityTimeout": str(visibility),
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receives}),
-        },
-    )["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    return url, arn, dlq_url
+    spec = QueueSpec(
+        logical_id="Poller",
+        name=f"{name}.fifo",
+        dlq_name=f"{name}-dlq.fifo",
+        max_receive_count=max_receives,
+        visibility_timeout=visibility,
+    )
+    return create_queue(sqs, spec, prefix="")
 
 
 def _send(sqs: Any, url: str, thread_id: str, n: int = 1) -> None:
@@ -83,7 +84,7 @@ def test_failed_message_waits_for_the_visibility_timeout_and_successes_are_delet
     second = poller.poll_once()
 
     assert first is not None and len(first.messages) == 2
-    assert [json.loads(m["Body"])["thread_id"] for m in first.failed] == ["t-a"]
+    assert [json.loads(m["Body"])["thread_id"] for m in first.failed_messages()] == ["t-a"]
     assert second is None  # t-a is hidden for 720 s; t-b was deleted
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert (
@@ -127,3 +128,27 @@ def test_gateway_serves_a_handler_over_loopback_http() -> None:
     assert event["queryStringParameters"] == {"x": "1"}
     assert event["requestContext"]["identity"]["userArn"] == "erin"
     assert event["requestContext"]["identity"]["sourceIp"] == "127.0.0.1"
+
+
+def test_local_stack_gives_the_handlers_the_deployed_timeouts_and_graph() -> None:
+    seen: dict[str, Any] = {}
+    ran = threading.Event()
+
+    def api(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        seen["api"] = context
+        return {"statusCode": 200, "body": "{}"}
+
+    def runner(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        seen["runner"] = context
+        ran.set()
+        return {"batchItemFailures": []}
+
+    with LocalStack(StackConfig(project=ROOT, port=0), api_handler=api, runner_handler=runner) as stack:
+        with urllib.request.urlopen(f"{stack.api_url}/threads/t-1", timeout=10) as response:
+            assert response.status == 200
+        _send(stack.client("sqs"), stack.resources.inbox_url, "t-1")
+        assert ran.wait(timeout=60), "the poller never handed the inbox message to the runner"
+        graph = os.environ["AGENT_WAIT_GRAPH"]
+
+    assert (seen["api"].function_name, seen["api"].timeout_seconds) == ("agent-wait-api", API_TIMEOUT_SECONDS)
+    assert (seen["runner"].timeout_seconds, graph) == (RUNNER_TIMEOUT_SECONDS, DEFAULT_GRAPH)

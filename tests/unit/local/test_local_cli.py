@@ -12,9 +12,10 @@ import pytest
 
 from agent_wait.cli import main
 from agent_wait.cli.client import ApiClient, UsageError, is_loopback, region_from_url
-from agent_wait.cli.commands import Cli, build_answer, build_parser
+from agent_wait.cli.commands import build_answer, build_parser
 from agent_wait.cli.tail import endpoint_for, follow, unwrap
 from agent_wait.local.gateway import HttpRequest, verify_signature
+from wait_service.settings import DEFAULT_GRAPH
 
 QUESTION = {
     "question_id": "q-1",
@@ -66,13 +67,9 @@ class FakeApi:
 
 
 def _run(argv: list[str], api: FakeApi) -> tuple[int, str, str]:
-    args = build_parser({}).parse_args(argv)
+    """``main`` as the console script runs it, with the HTTP requests going to ``api``."""
     out, err = io.StringIO(), io.StringIO()
-    client = ApiClient(args.api, principal=args.principal, opener=api, sigv4=False)
-    from agent_wait.cli.commands import COMMANDS
-
-    command = COMMANDS[(args.command, getattr(args, "action", None))]
-    code = command(Cli(args, out, err, client))
+    code = main(argv, out=out, err=err, opener=api, environ={})
     return code, out.getvalue(), err.getvalue()
 
 
@@ -126,12 +123,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 def test_local_options_and_defaults() -> None:
     args = build_parser({}).parse_args(["local", "--port", "0", "--hmac-key", "k1=s", "--hmac-key", "k2=t"])
 
-    assert (args.port, args.moto_port, args.graph, args.project) == (
-        0,
-        0,
-        "examples.refund_agent:build_graph",
-        ".",
-    )
+    assert (args.port, args.moto_port, args.graph, args.project) == (0, 0, DEFAULT_GRAPH, ".")
     assert args.hmac_key == [("k1", "s"), ("k2", "t")]
 
 
@@ -227,6 +219,31 @@ def test_api_error_exits_1_with_its_message_and_standing_answer() -> None:
     assert code == 1
     assert "409 answer_conflict: already answered" in err.getvalue()
     assert '{"action": "approve"}' in err.getvalue()
+
+
+def test_an_answer_that_does_not_fit_the_question_exits_2() -> None:
+    decision = QUESTION | {"policy": {"kind": "decision"}}
+    api = FakeApi({("GET", "/questions/q-1"): (200, decision, {})})
+
+    code, _, err = _run(["reply", "q-1", "--approve"], api)
+
+    assert code == 2
+    assert "takes --answer JSON" in err
+    assert [r.get_method() for r in api.requests] == ["GET"]  # nothing was sent
+
+
+def test_unreachable_api_through_the_built_client_exits_3() -> None:
+    code, _, err = _run(["threads", "show", "t-1", "--api", "http://127.0.0.1:8787"], FakeApi({}))
+
+    assert code == 3
+    assert "cannot reach http://127.0.0.1:8787" in err
+
+
+def test_ctrl_c_during_a_command_exits_130() -> None:
+    def interrupted(request: Any, timeout: float) -> Any:
+        raise KeyboardInterrupt
+
+    assert main(["threads", "show", "t-1"], out=io.StringIO(), err=io.StringIO(), opener=interrupted) == 130
 
 
 def test_unreachable_api_exits_3() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from agent_wait.local.events import EventLog, compact, describe_question
 from agent_wait.local.gateway import Exchange, HttpRequest, HttpResponse
-from agent_wait.local.poller import BatchOutcome
+from wait_service.sqs_events import BatchResult
 
 
 def _message(body: dict[str, Any], receive_count: str = "1") -> Any:
@@ -47,8 +47,9 @@ def test_start_then_question_raised_once() -> None:
     start = _message({"thread_id": "t-1", "input": {"amount": 40}})
 
     log.received([start])
-    log.batch_done(BatchOutcome([start], succeeded=[start]))
-    log.batch_done(BatchOutcome([start], succeeded=[start]))  # same pending question: no second line
+    log.batch_done(BatchResult([start], succeeded=[start["MessageId"]]))
+    # The same pending question after a second batch: no second line.
+    log.batch_done(BatchResult([start], succeeded=[start["MessageId"]]))
 
     assert lines == [
         '10:00:05  run started      thread=t-1 input={"amount": 40}',
@@ -63,7 +64,7 @@ def test_resume_then_done() -> None:
     resume = _message({"thread_id": "t-1", "question_id": "q-1", "answer": {"action": "approve"}})
 
     log.received([resume])
-    log.batch_done(BatchOutcome([resume], succeeded=[resume]))
+    log.batch_done(BatchResult([resume], succeeded=[resume["MessageId"]]))
 
     assert [line.split()[1:3] for line in lines] == [
         ["resuming", "thread=t-1"],
@@ -77,7 +78,7 @@ def test_failed_message_is_a_retrying_line_with_its_receive_count() -> None:
     log, lines = _log(Ledger())
     message = _message({"thread_id": "t-9", "input": {}}, receive_count="3")
 
-    log.batch_done(BatchOutcome([message], failed=[message], error=RuntimeError("boom")))
+    log.batch_done(BatchResult([message], failed=[message["MessageId"]], error=RuntimeError("boom")))
 
     assert lines == ['10:00:05  retrying         thread=t-9 receive=3 error="RuntimeError: boom"']
 
@@ -88,7 +89,7 @@ def test_failed_run_is_reported() -> None:
     log, lines = _log(ledger)
     message = _message({"thread_id": "t-1", "input": {}})
 
-    log.batch_done(BatchOutcome([message], succeeded=[message]))
+    log.batch_done(BatchResult([message], succeeded=[message["MessageId"]]))
 
     assert lines == ['10:00:05  run failed       thread=t-1 error="ValueError: bad input"']
 

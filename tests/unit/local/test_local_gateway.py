@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 from typing import Any
 
@@ -13,8 +15,10 @@ from agent_wait.local.gateway import (
     Exchange,
     Gateway,
     HttpRequest,
+    HttpResponse,
     SignatureError,
     from_proxy_response,
+    header_value,
     sign_request,
     to_proxy_event,
     verify_signature,
@@ -152,11 +156,34 @@ def test_signed_request_verifies_to_its_key_id() -> None:
         (_signed("GET", "/q", b"", key="nobody"), "unknown key id"),
         (_signed("GET", "/q", b"", secret="wrong"), "does not match"),
         (_signed("GET", "/q", b"", at=NOW - 301), "5 minutes"),
+        (_signed("GET", "/q", b"", secret="wrong", at=NOW - 301), "does not match"),
+        (
+            HttpRequest("GET", "/q", [*_signed("GET", "/q", b"").headers[:2], ("X-Wait-Signature", "v0=00")]),
+            "does not match",
+        ),
     ],
 )
 def test_bad_signatures_are_refused(request_: HttpRequest, message: str) -> None:
     with pytest.raises(SignatureError, match=message):
         verify_signature(request_, {"k1": "s3cret"}, NOW)
+
+
+def test_signature_is_the_documented_wire_format() -> None:
+    # docs/internals.md: HMAC-SHA256(SECRET, "v0:{timestamp}:{METHOD}:{path?query}:{raw body}").
+    body = b'{"answer": {"action": "approve"}}'
+    expected = hmac.new(
+        b"s3cret", b"v0:1800000000:POST:/questions/q-1/reply?x=1:" + body, hashlib.sha256
+    ).hexdigest()
+
+    assert sign_request("s3cret", "post", "/questions/q-1/reply?x=1", body, 1_800_000_000) == f"v0={expected}"
+
+
+def test_header_lookup_ignores_case_and_takes_the_first() -> None:
+    headers = [("x-wait-key-id", "k1"), ("X-Wait-Key-Id", "k2")]
+
+    assert header_value(headers, "X-WAIT-KEY-ID") == "k1"
+    assert header_value(headers, "X-Wait-Signature") is None
+    assert HttpResponse(200, [("etag", '"d"')]).header("ETag") == '"d"'
 
 
 def test_signature_binds_method_and_path() -> None:

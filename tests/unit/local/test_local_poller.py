@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_wait.local.poller import BatchOutcome, InboxPoller, failed_ids
+from agent_wait.local.poller import InboxPoller
+
+if TYPE_CHECKING:
+    from wait_service.sqs_events import BatchResult
 
 
 class FakeSqs:
@@ -42,14 +45,15 @@ def _poller(sqs: FakeSqs, handler: Any, **kwargs: Any) -> InboxPoller:
     return InboxPoller(sqs, "url", "arn:aws:sqs:us-east-1:1:inbox.fifo", "us-east-1", handler, **kwargs)  # type: ignore[arg-type]
 
 
-def test_failed_ids_follow_lambda_rules() -> None:
-    ids = ["a", "b", "c"]
+@pytest.mark.parametrize("entry", [{"itemIdentifier": "zzz"}, {"itemIdentifier": ""}, {}])
+def test_a_failure_naming_no_received_message_keeps_the_whole_batch(entry: dict[str, Any]) -> None:
+    sqs = FakeSqs([{"thread_id": "t1"}, {"thread_id": "t2"}])
 
-    assert failed_ids({"batchItemFailures": []}, ids) == set()
-    assert failed_ids({"batchItemFailures": [{"itemIdentifier": "b"}]}, ids) == {"b"}
-    assert failed_ids({"batchItemFailures": [{"itemIdentifier": None}]}, ids) == set(ids)
-    assert failed_ids({"batchItemFailures": [{"itemIdentifier": "zzz"}]}, ids) == set(ids)
-    assert failed_ids(None, ids) == set()
+    outcome = _poller(sqs, lambda e, c: {"batchItemFailures": [entry]}).poll_once()
+
+    # Lambda's rule: it cannot tell which message was meant, so it deletes none.
+    assert outcome is not None and outcome.failed == ["m0", "m1"]
+    assert sqs.deleted == []
 
 
 def test_batch_is_one_sqs_event_and_successes_are_deleted() -> None:
@@ -67,7 +71,7 @@ def test_batch_is_one_sqs_event_and_successes_are_deleted() -> None:
     assert events[0]["Records"][0]["eventSource"] == "aws:sqs"
     assert events[0]["Records"][0]["eventSourceARN"] == "arn:aws:sqs:us-east-1:1:inbox.fifo"
     assert sqs.deleted == ["h0"]
-    assert [m["MessageId"] for m in outcome.failed] == ["m1"]
+    assert outcome.failed == ["m1"]
     # Short polls only (the local moto serves one request at a time), the queue's own visibility.
     assert sqs.receives[0]["WaitTimeSeconds"] == 0
     assert "VisibilityTimeout" not in sqs.receives[0]
@@ -90,7 +94,7 @@ def test_raising_handler_returns_the_whole_batch() -> None:
 def test_empty_queue_gives_none_and_watchers_see_each_batch() -> None:
     sqs = FakeSqs([{"thread_id": "t1"}])
     received: list[list[Any]] = []
-    batches: list[BatchOutcome] = []
+    batches: list[BatchResult] = []
     poller = _poller(sqs, lambda e, c: None, on_receive=received.append, on_batch=batches.append)
 
     first = poller.poll_once()
@@ -98,7 +102,7 @@ def test_empty_queue_gives_none_and_watchers_see_each_batch() -> None:
 
     assert first is not None and second is None
     assert len(received) == 1 and len(batches) == 1
-    assert [m["MessageId"] for m in batches[0].succeeded] == ["m0"]
+    assert batches[0].succeeded == ["m0"]
 
 
 def test_a_raising_watcher_never_stops_the_poller() -> None:
@@ -132,3 +136,19 @@ def test_run_sleeps_between_empty_polls_and_stops() -> None:
 def test_batch_size_is_bounded_like_the_event_source_mapping() -> None:
     with pytest.raises(ValueError, match="batch_size"):
         _poller(FakeSqs([]), lambda e, c: None, batch_size=11)
+
+
+def test_each_invocation_gets_a_fresh_context_and_empty_polls_build_none() -> None:
+    sqs = FakeSqs([{"thread_id": "t1"}])
+    made: list[object] = []
+    seen: list[object] = []
+
+    def make_context() -> object:
+        made.append(object())
+        return made[-1]
+
+    poller = _poller(sqs, lambda e, c: seen.append(c), context_factory=make_context)
+    poller.poll_once()
+    poller.poll_once()
+
+    assert len(made) == 1 and seen == made

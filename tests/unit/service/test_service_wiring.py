@@ -292,9 +292,33 @@ def test_consume_batch_counts_a_raising_handler_as_a_failed_batch(aws: Aws, cont
     assert len(aws.inbox_messages()) == 1
 
 
-def test_failed_ids_reads_batch_item_failures() -> None:
-    assert failed_ids({"batchItemFailures": [{"itemIdentifier": "a"}, {"itemIdentifier": "b"}]}) == {"a", "b"}
-    assert failed_ids(None) == set()
+def test_failed_ids_reads_batch_item_failures_as_lambda_does() -> None:
+    ids = ["a", "b", "c"]
+    both = {"batchItemFailures": [{"itemIdentifier": "a"}, {"itemIdentifier": "b"}]}
+
+    assert failed_ids(both, ids) == {"a", "b"}
+    assert failed_ids({"batchItemFailures": []}, ids) == set()
+    assert failed_ids(None, ids) == set()
+    # An entry naming no received message fails the whole batch: Lambda deletes none of it.
+    assert failed_ids({"batchItemFailures": [{"itemIdentifier": "zzz"}]}, ids) == set(ids)
+    assert failed_ids({"batchItemFailures": [{"itemIdentifier": None}]}, ids) == set(ids)
+    assert failed_ids({"batchItemFailures": [{}]}, ids) == set(ids)
+
+
+def test_consume_batch_keeps_the_whole_batch_when_a_failure_names_no_message(
+    aws: Aws, context: LambdaContext
+) -> None:
+    inbox = Inbox(aws.resources.inbox_url, aws.sqs)
+    for n in range(2):
+        inbox.start(f"t-{n}", {"n": n})
+
+    def handler(event: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return {"batchItemFailures": [{"itemIdentifier": "not-a-message-id"}]}
+
+    result = consume_batch(aws.sqs, aws.resources.inbox_url, handler, context, release_failed=True)
+
+    assert (result.received, result.succeeded, len(result.failed)) == (2, [], 2)
+    assert len(aws.inbox_messages()) == 2
 
 
 def test_runner_handler_builds_its_service_from_the_environment(

@@ -22,7 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_wait.local.gateway import KEY_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_request
+from agent_wait.local.gateway import (
+    KEY_ID_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    header_value,
+    sign_request,
+)
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain"}
 EXECUTE_API_HOST = re.compile(r"\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com$")
@@ -71,10 +77,7 @@ class Response:
     body: Any
 
     def header(self, name: str) -> str | None:
-        for key, value in self.headers.items():
-            if key.lower() == name.lower():
-                return value
-        return None
+        return header_value(self.headers.items(), name)
 
 
 def is_loopback(url: str) -> bool:

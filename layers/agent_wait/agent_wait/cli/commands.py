@@ -12,10 +12,12 @@ import os
 import sys
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 
 from agent_wait.cli import render
-from agent_wait.cli.client import ApiClient, ApiError, CliError, UsageError
+from agent_wait.cli.client import ApiClient, ApiError, CliError, Opener, UsageError
+from wait_service.settings import DEFAULT_GRAPH
 
 DEFAULT_API = "http://127.0.0.1:8787"
 API_ENV = "AGENT_WAIT_API"
@@ -110,8 +112,8 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     local.add_argument("--moto-port", type=int, default=0, help="moto server port (default: a free one)")
     local.add_argument(
         "--graph",
-        default="examples.refund_agent:build_graph",
-        help="module:attribute of the graph (default: examples.refund_agent:build_graph)",
+        default=DEFAULT_GRAPH,
+        help=f"module:attribute of the graph (default: {DEFAULT_GRAPH})",
     )
     local.add_argument("--project", default=".", help="project folder with functions/ (default: current dir)")
     local.add_argument(
@@ -226,17 +228,24 @@ class Cli:
     """Runs one parsed command; output goes to ``out``, problems to ``err``."""
 
     def __init__(
-        self, args: argparse.Namespace, out: TextIO, err: TextIO, client: ApiClient | None = None
+        self,
+        args: argparse.Namespace,
+        out: TextIO,
+        err: TextIO,
+        client: ApiClient | None = None,
+        *,
+        opener: Opener | None = None,
     ) -> None:
         self.args = args
         self.out = out
         self.err = err
         self._client = client
+        self._opener = opener
 
     @property
     def client(self) -> ApiClient:
         if self._client is None:
-            self._client = ApiClient(
+            client = ApiClient(
                 self.args.api,
                 jwt=self.args.jwt,
                 principal=self.args.principal,
@@ -244,6 +253,7 @@ class Cli:
                 region=self.args.region,
                 timeout=self.args.timeout,
             )
+            self._client = client if self._opener is None else replace(client, opener=self._opener)
         return self._client
 
     def print(self, text: str = "") -> None:
@@ -372,8 +382,23 @@ def main(
     out: TextIO | None = None,
     err: TextIO | None = None,
     client: ApiClient | None = None,
+    opener: Opener | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> int:
     """Entry point of the ``agent-wait`` console script; returns the exit code.
+
+    Parameters
+    ----------
+    argv:
+        The arguments; ``sys.argv[1:]`` when ``None``.
+    out, err:
+        Where output and problems go; stdout and stderr by default.
+    client:
+        The api client to use as is, instead of one built from the options.
+    opener:
+        Sends the HTTP requests of the client built from the options (tests pass a fake).
+    environ:
+        Read for ``AGENT_WAIT_API``; ``os.environ`` by default.
 
     Examples
     --------
@@ -382,14 +407,14 @@ def main(
     """
     out = out or sys.stdout
     err = err or sys.stderr
-    args = build_parser().parse_args(argv)
+    args = build_parser(environ).parse_args(argv)
     if args.command == "local":
         from agent_wait.cli.local import run_local
 
         return run_local(args, out, err)
     command = COMMANDS[(args.command, getattr(args, "action", None))]
     try:
-        return command(Cli(args, out, err, client))
+        return command(Cli(args, out, err, client, opener=opener))
     except ApiError as exc:
         if getattr(args, "json", False):
             out.write(json.dumps({"status_code": exc.status, "body": exc.body}) + "\n")

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
     from agent_wait.local.gateway import Exchange
-    from agent_wait.local.poller import BatchOutcome
+    from wait_service.sqs_events import BatchResult
 
 ItemReader = Callable[[str], Mapping[str, Any] | None]
 REPLY_PATH = re.compile(r"^/questions/(?P<question_id>[^/]+)/reply/?$")
@@ -131,17 +131,17 @@ class EventLog:
             else:
                 self.emit("run started", thread=thread_id, input=compact(body.get("input")))
 
-    def batch_done(self, outcome: BatchOutcome) -> None:
+    def batch_done(self, outcome: BatchResult) -> None:
         """After the runner handled a batch: resumes, failures and each thread's new state."""
         threads: list[str] = []
-        for message in outcome.succeeded:
+        for message in outcome.succeeded_messages():
             body = _body(message)
             thread_id = str(body.get("thread_id", "?"))
             if body.get("question_id"):
                 self.emit("resumed", thread=thread_id, question=str(body["question_id"]))
             if thread_id not in threads:
                 threads.append(thread_id)
-        for message in outcome.failed:
+        for message in outcome.failed_messages():
             body = _body(message)
             count = (message.get("Attributes") or {}).get("ApproximateReceiveCount", "?")
             reason = (

@@ -25,18 +25,19 @@ The responder principal lands in ``requestContext`` where the api reads it (``do
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import logging
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from agent_wait import webhook
 
 DEFAULT_PRINCIPAL = "local:anonymous"
 PRINCIPAL_HEADER = "X-Wait-Principal"
@@ -63,6 +64,23 @@ class HttpRequest:
     source_ip: str = "127.0.0.1"
 
 
+def header_value(headers: Iterable[tuple[str, str]], name: str) -> str | None:
+    """The first value of header ``name`` in ``headers``, matched case-insensitively as HTTP says.
+
+    Examples
+    --------
+    >>> header_value([("content-type", "application/json")], "Content-Type")
+    'application/json'
+    >>> header_value({"ETag": '"d1"'}.items(), "etag")
+    '"d1"'
+    """
+    wanted = name.lower()
+    for key, value in headers:
+        if key.lower() == wanted:
+            return value
+    return None
+
+
 @dataclass(frozen=True)
 class HttpResponse:
     status: int
@@ -70,40 +88,42 @@ class HttpResponse:
     body: bytes = b""
 
     def header(self, name: str) -> str | None:
-        for key, value in self.headers:
-            if key.lower() == name.lower():
-                return value
-        return None
+        return header_value(self.headers, name)
 
 
 class SignatureError(Exception):
     """A request that must be signed is not, or its signature does not verify."""
 
 
+def _signed_payload(method: str, target: str, body: bytes) -> bytes:
+    # The webhook signs ``v0:{timestamp}:{payload}``; with this payload the gateway's signed string is
+    # ``v0:{timestamp}:{METHOD}:{path?query}:{raw body}``, the wire format of docs/internals.md.
+    return f"{method.upper()}:{target}:".encode() + body
+
+
 def sign_request(secret: str, method: str, target: str, body: bytes, timestamp: int) -> str:
     """The ``X-Wait-Signature`` value for a request to the local gateway.
+
+    :func:`agent_wait.webhook.sign` over method, target and body, so a request's meaning (its route)
+    is signed along with its body.
 
     Examples
     --------
     >>> sign_request("s3cret", "GET", "/questions", b"", 1700000000)[:3]
     'v0='
     """
-    message = f"v0:{timestamp}:{method.upper()}:{target}:".encode() + body
-    return "v0=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
-
-
-def _header(headers: Sequence[tuple[str, str]], name: str) -> str | None:
-    for key, value in headers:
-        if key.lower() == name.lower():
-            return value
-    return None
+    return webhook.sign(secret, timestamp, _signed_payload(method, target, body))
 
 
 def verify_signature(request: HttpRequest, keys: Mapping[str, str], now: float) -> str:
-    """Return the key id that signed ``request``; raise :class:`SignatureError` otherwise."""
-    key_id = _header(request.headers, KEY_ID_HEADER)
-    timestamp = _header(request.headers, TIMESTAMP_HEADER)
-    signature = _header(request.headers, SIGNATURE_HEADER)
+    """Return the key id that signed ``request``; raise :class:`SignatureError` otherwise.
+
+    The check itself is :func:`agent_wait.webhook.verify` (timestamp within
+    ``SIGNATURE_TOLERANCE_SECONDS``, constant-time comparison).
+    """
+    key_id = header_value(request.headers, KEY_ID_HEADER)
+    timestamp = header_value(request.headers, TIMESTAMP_HEADER)
+    signature = header_value(request.headers, SIGNATURE_HEADER)
     if not key_id or not timestamp or not signature:
         raise SignatureError(
             f"this gateway requires signed requests ({KEY_ID_HEADER}, {TIMESTAMP_HEADER}, {SIGNATURE_HEADER})"
@@ -111,16 +131,13 @@ def verify_signature(request: HttpRequest, keys: Mapping[str, str], now: float) 
     secret = keys.get(key_id)
     if secret is None:
         raise SignatureError(f"unknown key id {key_id!r}")
-    try:
-        stamp = int(timestamp)
-    except ValueError:
-        raise SignatureError(f"{TIMESTAMP_HEADER} must be unix seconds") from None
-    if abs(now - stamp) > SIGNATURE_TOLERANCE_SECONDS:
+    payload = _signed_payload(request.method, request.target, request.body)
+    if webhook.verify(secret, payload, timestamp, signature, now=now, tolerance=SIGNATURE_TOLERANCE_SECONDS):
+        return key_id
+    # Only to say why: a right signature at a stale time is a clock problem, not a key problem.
+    if webhook.verify(secret, payload, timestamp, signature, now=now, tolerance=sys.maxsize):
         raise SignatureError(f"{TIMESTAMP_HEADER} is more than 5 minutes from the gateway's clock")
-    expected = sign_request(secret, request.method, request.target, request.body, stamp)
-    if not hmac.compare_digest(expected, signature):
-        raise SignatureError("signature does not match")
-    return key_id
+    raise SignatureError(f"signature does not match (or {TIMESTAMP_HEADER} is not unix seconds)")
 
 
 def to_proxy_event(
@@ -192,10 +209,10 @@ def to_proxy_event(
             "accountId": "000000000000",
             "apiId": "local",
             "protocol": "HTTP/1.1",
-            "domainName": headers.get("Host") or headers.get("host") or "127.0.0.1",
+            "domainName": header_value(request.headers, "Host") or "127.0.0.1",
             "identity": {
                 "sourceIp": request.source_ip,
-                "userAgent": headers.get("User-Agent") or headers.get("user-agent"),
+                "userAgent": header_value(request.headers, "User-Agent"),
                 "userArn": principal,
                 "caller": principal,
                 "user": principal,
@@ -311,7 +328,7 @@ class Gateway:
                 return error_response(401, "unauthorized", str(exc))
             principal = None
         else:
-            principal = _header(request.headers, PRINCIPAL_HEADER) or DEFAULT_PRINCIPAL
+            principal = header_value(request.headers, PRINCIPAL_HEADER) or DEFAULT_PRINCIPAL
         if len(request.body) > MAX_BODY_BYTES:
             return error_response(413, "payload_too_large", "Request body over API Gateway's 10 MB limit")
         event = to_proxy_event(request, principal=principal, authorizer_principal=authorizer)

@@ -86,14 +86,6 @@ class SerializedMotoServer:
     def endpoint(self) -> str:
         return f"http://{self._host}:{self.port}"
 
-    def reset(self) -> None:
-        """Forget every resource moto holds (its backends are global to the process)."""
-        import urllib.request
-
-        urllib.request.urlopen(  # noqa: S310 - loopback only
-            urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
-        ).read()
-
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()

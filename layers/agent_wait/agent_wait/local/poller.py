@@ -13,6 +13,10 @@ What Lambda's SQS event source mapping does, and so what this does:
   moves a message whose receive count has reached ``maxReceiveCount`` to the DLQ instead of
   returning it. The poller therefore never moves messages itself; doing so would double-handle.
 
+The mapping itself is :func:`wait_service.sqs_events.consume_batch`, the one emulation shared with
+the tests; this module adds the loop, the watchers that print the stack's event lines, and the
+logging.
+
 Receives use short polling (``WaitTimeSeconds=0``) and sleep between empty polls: the local moto
 server serves one request at a time, so a long poll would hold every other AWS call for its whole
 wait.
@@ -22,9 +26,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from wait_service.sqs_events import MAX_BATCH, BatchResult, consume_batch
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -33,54 +38,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], Any]
-EventBuilder = Callable[[Sequence[Mapping[str, Any]], str, str], dict[str, Any]]
-
-MAX_BATCH = 10
-
-
-def build_sqs_event(messages: Sequence[Mapping[str, Any]], queue_arn: str, region: str) -> dict[str, Any]:
-    """The Lambda SQS event for ``messages``: the receive path's own builder, so both agree on one shape."""
-    from wait_service.sqs_events import sqs_event
-
-    return sqs_event(messages, queue_arn=queue_arn, region=region)
-
-
-@dataclass(frozen=True)
-class BatchOutcome:
-    """What one batch did: the messages handed over and which of them succeeded."""
-
-    messages: list[MessageTypeDef]
-    succeeded: list[MessageTypeDef] = field(default_factory=list)
-    failed: list[MessageTypeDef] = field(default_factory=list)
-    error: BaseException | None = None
-
-
-def failed_ids(response: Any, message_ids: Sequence[str]) -> set[str]:
-    """Message ids the handler's response reports as failed, as Lambda reads ``batchItemFailures``.
-
-    A response that is not a mapping, or has no ``batchItemFailures``, means the batch succeeded.
-    A failure whose ``itemIdentifier`` is missing or unknown fails the whole batch (Lambda's rule).
-
-    Examples
-    --------
-    >>> sorted(failed_ids({"batchItemFailures": [{"itemIdentifier": "b"}]}, ["a", "b"]))
-    ['b']
-    >>> sorted(failed_ids({"batchItemFailures": [{"itemIdentifier": ""}]}, ["a", "b"]))
-    ['a', 'b']
-    >>> failed_ids(None, ["a"])
-    set()
-    """
-    if not isinstance(response, Mapping):
-        return set()
-    failures = response.get("batchItemFailures") or []
-    known = set(message_ids)
-    result: set[str] = set()
-    for failure in failures:
-        identifier = failure.get("itemIdentifier") if isinstance(failure, Mapping) else None
-        if not identifier or identifier not in known:
-            return known
-        result.add(identifier)
-    return result
 
 
 class InboxPoller:
@@ -105,7 +62,7 @@ class InboxPoller:
     on_receive:
         Called with each batch before the handler sees it.
     on_batch:
-        Called with each :class:`BatchOutcome` after its deletes.
+        Called with each :class:`~wait_service.sqs_events.BatchResult` after its deletes.
 
     Examples
     --------
@@ -127,8 +84,7 @@ class InboxPoller:
         idle_sleep: float = 0.2,
         sleep: Callable[[float], Any] | None = None,
         on_receive: Callable[[list[MessageTypeDef]], None] | None = None,
-        on_batch: Callable[[BatchOutcome], None] | None = None,
-        event_builder: EventBuilder = build_sqs_event,
+        on_batch: Callable[[BatchResult], None] | None = None,
     ) -> None:
         if not 1 <= batch_size <= MAX_BATCH:
             raise ValueError(f"batch_size must be 1..{MAX_BATCH}")
@@ -144,46 +100,31 @@ class InboxPoller:
         self._sleep = sleep or self._stop.wait
         self._on_receive = on_receive
         self._on_batch = on_batch
-        self._event_builder = event_builder
         self._thread: threading.Thread | None = None
 
-    def poll_once(self) -> BatchOutcome | None:
+    def poll_once(self) -> BatchResult | None:
         """Receive one batch and hand it over; ``None`` when the queue had nothing visible."""
-        received = self._sqs.receive_message(
-            QueueUrl=self._queue_url,
-            MaxNumberOfMessages=self._batch_size,
-            WaitTimeSeconds=0,
-            AttributeNames=["All"],
-            MessageAttributeNames=["All"],
+        result = consume_batch(
+            self._sqs,
+            self._queue_url,
+            # A fresh context per invocation, built when the batch is handed over (its deadline
+            # starts then, as Lambda's does), not on every empty poll.
+            lambda event, _: self._handler(event, self._context_factory()),
+            None,
+            queue_arn=self._queue_arn,
+            region=self._region,
+            max_messages=self._batch_size,
+            on_receive=lambda messages: self._watch(self._on_receive, messages),
         )
-        messages = list(received.get("Messages") or [])
-        if not messages:
+        if not result.received:
             return None
-        self._watch(self._on_receive, messages)
-        event = self._event_builder(messages, self._queue_arn, self._region)
-        ids = [m["MessageId"] for m in messages]
-        error: BaseException | None = None
-        try:
-            response = self._handler(event, self._context_factory())
-        except Exception as exc:
-            # Lambda returns the whole batch to the queue.
-            logger.exception("runner handler raised; the batch returns to the queue")
-            bad = set(ids)
-            error = exc
-        else:
-            bad = failed_ids(response, ids)
-        succeeded = [m for m in messages if m["MessageId"] not in bad]
-        failed = [m for m in messages if m["MessageId"] in bad]
-        if succeeded:
-            self._sqs.delete_message_batch(
-                QueueUrl=self._queue_url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(succeeded)
-                ],
+        if result.error is not None:
+            logger.error(
+                "runner handler raised; the batch returns to the queue",
+                exc_info=(type(result.error), result.error, result.error.__traceback__),
             )
-        outcome = BatchOutcome(messages, succeeded, failed, error)
-        self._watch(self._on_batch, outcome)
-        return outcome
+        self._watch(self._on_batch, result)
+        return result
 
     @staticmethod
     def _watch(watcher: Callable[[Any], None] | None, value: Any) -> None:

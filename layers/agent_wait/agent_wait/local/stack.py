@@ -30,15 +30,14 @@ from agent_wait.local.gateway import Gateway
 from agent_wait.local.moto_server import SerializedMotoServer
 from agent_wait.local.poller import InboxPoller
 from agent_wait.local.runtime import context_factory, load_handler
+from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS, create_resources
+from wait_service.settings import DEFAULT_GRAPH
 
 if TYPE_CHECKING:
     from wait_service.resources import LocalResources
 
-DEFAULT_GRAPH = "examples.refund_agent:build_graph"
 DEFAULT_PORT = 8787
 REGION = "us-east-1"
-# Lambda timeouts the CDK stack gives the functions; the local contexts report the same budget.
-API_TIMEOUT_SECONDS = 29
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -141,8 +140,6 @@ class LocalStack:
                 "AWS_DEFAULT_REGION": self.config.region,
             }
         )
-        from wait_service.resources import create_resources
-
         self._resources = create_resources(
             self.client("dynamodb"), self.client("sqs"), self.client("sns"), prefix=self.config.prefix
         )
@@ -151,6 +148,7 @@ class LocalStack:
             self.events = EventLog(self._write, *readers)
         events = self.events
 
+        # The contexts report the Lambda timeouts the CDK stack gives the functions (same constants).
         self.gateway = Gateway(
             self._invoke_api,
             port=self.config.port,
@@ -173,8 +171,6 @@ class LocalStack:
             }
         )
         self._load_handlers()
-
-        from wait_service.resources import RUNNER_TIMEOUT_SECONDS
 
         self.poller = InboxPoller(
             self.client("sqs"),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_wait import Envelope
+from agent_wait import Envelope, approval
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
 from agent_wait.testing import sample_envelope
 from agent_wait.webhook import WebhookAnnounce, verify
@@ -119,6 +119,33 @@ def test_dynamodb_republish_keeps_status_created_at_and_lifecycle(
         ExpressionAttributeValues={":t": {"S": "thread-ddb"}},
     )["Items"]
     assert [i["question_id"]["S"] for i in by_thread] == ["q-ddb"]
+
+
+def test_dynamodb_republish_with_another_digest_keeps_the_first_item_entirely(
+    resources: LocalResources, aws_client: Any
+) -> None:
+    """A republish that carries a different digest touches nothing: digest, question, policy,
+    envelope and expires_at all stay the first publish's, so the item never mixes two envelopes."""
+    ddb = aws_client("dynamodb")
+    announce = DynamoDbAnnounce(resources.ledger_table, client=ddb)
+    first = sample_envelope("q-digest", "thread-digest", policy=approval(ttl=60))
+    assert announce.announce(first)
+    key = {"dedupe_key": {"S": first.dedupe_key}}
+    stored = ddb.get_item(TableName=resources.ledger_table, Key=key, ConsistentRead=True)["Item"]
+
+    changed = sample_envelope(
+        "q-digest",
+        "thread-digest",
+        question={"function": "issue_refund", "args": {"customer": "c-17", "amount": 99}},
+        policy=approval(ttl=3600),
+    ).model_copy(update={"created_at": first.created_at.replace(hour=11)})
+    assert changed.digest != first.digest and changed.expires_at != first.expires_at
+    assert announce.announce(changed)
+
+    item = ddb.get_item(TableName=resources.ledger_table, Key=key, ConsistentRead=True)["Item"]
+    assert item == stored
+    assert item["digest"] == {"S": first.digest}
+    assert Envelope.model_validate_json(item["envelope"]["S"]).digest == first.digest
 
 
 class _Receiver(BaseHTTPRequestHandler):

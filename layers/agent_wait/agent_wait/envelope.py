@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_serializer, field_validator
 from ulid import ULID
 
-from agent_wait.policy import Policy
+from agent_wait.policy import DEFAULT_BARE_POLICY, Policy
 
 __all__ = [
     "EVENT_TYPE",
@@ -86,8 +86,10 @@ def dedupe_key_for(question_id: str) -> str:
 def async_question_id(thread_id: str, function: str, args: Any) -> str:
     """The question id of an async-mode wait: ``sha256(thread | function | canonical args)``.
 
-    The same call with the same arguments on the same thread gets the same id, so a repeated
-    call republishes under the same dedupe key instead of asking twice.
+    ``function`` is the function's ``__qualname__`` (``Refunds.issue``), so two methods of the
+    same name on different classes do not share an id. The same call with the same arguments on
+    the same thread gets the same id, so a repeated call republishes under the same dedupe key
+    instead of asking twice.
 
     Examples
     --------
@@ -139,7 +141,7 @@ class Question(BaseModel):
 
     question_id: str = Field(min_length=1)
     question: JsonValue
-    policy: Policy = Field(default_factory=lambda: Policy(kind="text", bind=False))
+    policy: Policy = Field(default_factory=lambda: DEFAULT_BARE_POLICY)
     source: dict[str, JsonValue] | None = None
 
 

@@ -23,10 +23,12 @@ from agent_wait.errors import AnswerInvalidError
 
 __all__ = [
     "DEFAULT_BARE_POLICY",
+    "POLICY_CONSTRUCTORS",
     "OnExpiry",
     "Policy",
     "PolicyKind",
     "approval",
+    "check_arg_edits",
     "decision",
     "edit",
     "free_text",
@@ -127,7 +129,7 @@ class Policy(BaseModel):
                 ) from exc
         return self
 
-    def check_answer(self, answer: JsonValue) -> None:
+    def check_answer(self, answer: JsonValue, question: JsonValue = None) -> None:
         """Raise :class:`~agent_wait.errors.AnswerInvalidError` unless ``answer`` fits this kind.
 
         Shapes by kind:
@@ -139,7 +141,13 @@ class Policy(BaseModel):
           ``{"action": "edit", "value": <json>}``
         - ``text``: ``{"text": str}`` or a bare string
 
-        The error's ``field`` names the offending path (``answer``, ``answer.action``, ...).
+        When ``question`` is the ``@wait`` question (``{"function": ..., "args": {...}}``), an
+        approval's ``args`` may only name keys of ``question["args"]``: a typo is refused here, at
+        reply time, instead of being recorded and failing every resume. (An ``edit`` answer's
+        ``value`` replaces a proposed value, not the call's arguments, so it is not checked.)
+
+        The error's ``field`` names the offending path (``answer``, ``answer.action``,
+        ``answer.args.<key>``, ...).
 
         Examples
         --------
@@ -149,6 +157,12 @@ class Policy(BaseModel):
         ... except AnswerInvalidError as exc:
         ...     print(exc.field)
         answer.action
+        >>> question = {"function": "issue_refund", "args": {"amount": 40}}
+        >>> try:
+        ...     Policy().check_answer({"action": "approve", "args": {"amonut": 25}}, question)
+        ... except AnswerInvalidError as exc:
+        ...     print(exc.field)
+        answer.args.amonut
         """
         if self.kind == "text":
             _check_text(answer)
@@ -157,6 +171,11 @@ class Policy(BaseModel):
             raise AnswerInvalidError(f"a {self.kind!r} answer must be a JSON object", field="answer")
         if self.kind == "approval":
             _check_approval(answer)
+            edits = answer.get("args")
+            if edits is not None and isinstance(question, Mapping) and "function" in question:
+                published = question.get("args")
+                if isinstance(published, Mapping):
+                    check_arg_edits(edits, published, str(question["function"]))
         elif self.kind == "decision":
             _check_decision(answer, self.options or [])
         else:
@@ -187,6 +206,31 @@ def _check_approval(answer: Mapping[str, Any]) -> None:
         _check_reason(answer)
     else:
         raise AnswerInvalidError("action must be 'approve' or 'reject'", field="answer.action")
+
+
+def check_arg_edits(edits: Any, published: Mapping[str, Any], function: str) -> None:
+    """Raise :class:`~agent_wait.errors.AnswerInvalidError` unless ``edits`` only names ``published`` args.
+
+    Shared by :meth:`Policy.check_answer` (reply time, given the question) and ``@wait`` (resume
+    time, the last line of defence), so both refuse an edit with the same field and message.
+
+    Examples
+    --------
+    >>> check_arg_edits({"amount": 25}, {"customer": "c-17", "amount": 40}, "issue_refund")
+    >>> from agent_wait.errors import AnswerInvalidError
+    >>> try:
+    ...     check_arg_edits({"ctx": 1}, {"amount": 40}, "issue_refund")
+    ... except AnswerInvalidError as exc:
+    ...     print(exc.field, "|", exc.message)
+    answer.args.ctx | issue_refund() has no published argument 'ctx' to edit
+    """
+    if not isinstance(edits, Mapping):
+        raise AnswerInvalidError("args must be an object of argument names to values", field="answer.args")
+    for key in edits:
+        if key not in published:
+            raise AnswerInvalidError(
+                f"{function}() has no published argument {key!r} to edit", field=f"answer.args.{key}"
+            )
 
 
 def _check_decision(answer: Mapping[str, Any], options: list[str]) -> None:
@@ -270,14 +314,19 @@ def free_text(**kw: Any) -> Policy:
 DEFAULT_BARE_POLICY = Policy(kind="text", bind=False)
 """The policy of a bare ``interrupt(value)``, which carries none of its own."""
 
-PolicyLike = Policy | str | Callable[[], Policy] | None
+POLICY_CONSTRUCTORS: tuple[Callable[..., Policy], ...] = (approval, edit, free_text)
+"""The constructors ``@wait`` accepts uncalled (``@wait(approval)``); ``decision`` needs options."""
+
+PolicyLike = Policy | str | Callable[..., Policy] | None
 
 
 def resolve_policy(policy: PolicyLike) -> Policy:
     """Turn what ``@wait`` accepts into a :class:`Policy`.
 
     ``None`` is an approval; a kind string builds that kind (``"text"`` via :func:`free_text`);
-    a constructor such as :func:`approval` is called with no arguments.
+    one of :data:`POLICY_CONSTRUCTORS` (``approval``, ``edit``, ``free_text``) is called with no
+    arguments. Any other callable is refused: to configure a policy, call the constructor
+    (``approval(ttl=60)``) rather than wrapping it in a factory.
 
     Examples
     --------
@@ -285,6 +334,8 @@ def resolve_policy(policy: PolicyLike) -> Policy:
     False
     >>> resolve_policy(approval).kind
     'approval'
+    >>> resolve_policy(approval(ttl=60)).ttl
+    60
     """
     if policy is None:
         return Policy()
@@ -294,11 +345,11 @@ def resolve_policy(policy: PolicyLike) -> Policy:
         if policy == "text":
             return free_text()
         return Policy.model_validate({"kind": policy})
-    if callable(policy):
-        built = policy()
-        if not isinstance(built, Policy):
-            raise TypeError(f"policy factory {policy!r} returned {type(built).__name__}, not a Policy")
-        return built
+    if any(policy is constructor for constructor in POLICY_CONSTRUCTORS):
+        return policy()
+    if policy is decision:
+        raise TypeError("a decision needs its options: pass decision([...]), not decision")
     raise TypeError(
-        f"policy must be a Policy, a kind string or a Policy factory, not {type(policy).__name__}"
+        "policy must be a Policy (e.g. approval(ttl=60)), a kind string, or one of approval, edit, "
+        f"free_text; not {policy!r}"
     )

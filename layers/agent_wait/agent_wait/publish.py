@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
+from agent_wait.announce.base import announce_safely
 from agent_wait.envelope import Envelope, Question, build_envelope
 from agent_wait.policy import DEFAULT_BARE_POLICY, Policy
 from agent_wait.wait import SOURCE_KEY, WAIT_KEY
@@ -115,15 +116,7 @@ def make_publish_interrupts(framework: Framework) -> PublishInterrupts:
             )
         if announce is not None:
             for envelope in envelopes:
-                try:
-                    announce(envelope)
-                except Exception:
-                    # BaseAnnounce never raises; a plain callable might. The run has parked already.
-                    logger.exception(
-                        "announcing %s failed",
-                        envelope.dedupe_key,
-                        extra={"question_id": envelope.question_id},
-                    )
+                announce_safely(announce, envelope)
         return envelopes
 
     return publish_interrupts

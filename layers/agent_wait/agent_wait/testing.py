@@ -163,7 +163,7 @@ class FrameworkConformance(ABC):
 
     Examples
     --------
-    See ``tests/unit/core/test_framework_langgraph.py``.
+    See ``tests/unit/core/test_core_framework_langgraph.py``.
     """
 
     ARGS: ClassVar[dict[str, Any]] = {"customer": "c-17", "amount": 40}
@@ -285,7 +285,7 @@ class FrameworkConformance(ABC):
         sink = InMemoryAnnounce()
         tool = self._refund_tool(calls, mode="async", announce=sink)
         result = self.start(tool, dict(self.ARGS), "conf-async")
-        question_id = async_question_id("conf-async", "issue_refund", self.ARGS)
+        question_id = async_question_id("conf-async", tool.__qualname__, self.ARGS)
         assert self.make_framework().interrupts_in(result) == []
         assert self.returned(result) == {"status": "pending_approval", "question_id": question_id}
         assert [(e.question_id, e.thread_id) for e in sink.envelopes] == [(question_id, "conf-async")]

@@ -37,9 +37,9 @@ from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+from agent_wait.announce.base import announce_safely
 from agent_wait.envelope import Question, async_question_id, build_envelope
-from agent_wait.errors import AnswerInvalidError
-from agent_wait.policy import Policy, resolve_policy
+from agent_wait.policy import POLICY_CONSTRUCTORS, Policy, check_arg_edits, decision, resolve_policy
 
 if typing.TYPE_CHECKING:
     from agent_wait.envelope import Envelope
@@ -112,15 +112,10 @@ class _Signature:
         return _Call(bound=bound, call_args=call_args, published=published)
 
     def apply_edits(self, call: _Call, edits: Any) -> None:
-        if not isinstance(edits, Mapping):
-            raise AnswerInvalidError(
-                "args must be an object of argument names to values", field="answer.args"
-            )
+        # The api already refused these at reply time (Policy.check_answer with the question); this
+        # is the defence for answers that reach the graph another way.
+        check_arg_edits(edits, call.published, self.name)
         for key, value in edits.items():
-            if key not in call.published:
-                raise AnswerInvalidError(
-                    f"{self.name}() has no published argument {key!r} to edit", field=f"answer.args.{key}"
-                )
             if key in self.signature.parameters:
                 call.bound.arguments[key] = value
             else:
@@ -158,8 +153,10 @@ def make_wait(framework: Framework) -> Callable[..., Any]:
         ``wait(policy=None, *, when=None, mode="interrupt", announce=None, reply_url=None)``:
         a decorator factory (``@wait`` without parentheses also works).
 
-        - ``policy``: a :class:`~agent_wait.policy.Policy`, a kind string (``"approval"``,
-          ``"decision"``, ``"edit"``, ``"text"``), or a constructor such as ``approval``.
+        - ``policy``: a :class:`~agent_wait.policy.Policy` (``approval(ttl=60)``), a kind string
+          (``"approval"``, ``"decision"``, ``"edit"``, ``"text"``), or the constructor
+          ``approval``, ``edit`` or ``free_text`` uncalled. A policy factory (``lambda:
+          approval(ttl=60)``) is not accepted: pass the policy it would build.
         - ``when``: a predicate called with a dict of the published args; the question is asked
           only when it returns true. It is re-evaluated on the resume re-run (keep it
           deterministic); if it raises, the call parks (the question is asked).
@@ -187,7 +184,10 @@ def make_wait(framework: Framework) -> Callable[..., Any]:
         announce: AnnounceLike | None = None,
         reply_url: str | None = None,
     ) -> Any:
-        if inspect.isfunction(policy) and getattr(policy, "__module__", None) != "agent_wait.policy":
+        if inspect.isfunction(policy) and not any(policy is c for c in (*POLICY_CONSTRUCTORS, decision)):
+            if policy.__name__ == "<lambda>" and not inspect.signature(policy).parameters:
+                # Never a tool under `@wait`: a policy factory, which would otherwise be wrapped as one.
+                raise TypeError("@wait takes a Policy, not a factory: write @wait(approval(ttl=60))")
             # `@wait` without parentheses: the "policy" is the decorated function.
             return wait(None, when=when, mode=mode, announce=announce, reply_url=reply_url)(policy)
         resolved = resolve_policy(policy)
@@ -276,16 +276,13 @@ class _Runner:
     def _publish(self, call: _Call) -> dict[str, Any]:
         thread_id = self.spec.framework.current_thread_id(call.call_args)
         question = {"function": self.spec.name, "args": call.published}
-        question_id = async_question_id(thread_id, self.spec.name, call.published)
+        # The qualified name, so Refunds.issue and Orders.issue on one thread do not share an id.
+        question_id = async_question_id(thread_id, self.spec.fn.__qualname__, call.published)
         envelope = build_envelope(
             thread_id,
             Question(question_id=question_id, question=question, policy=self.policy, source=self.source),
             reply_url=self.reply_url,
         )
         assert self.announce is not None  # checked at decoration time
-        try:
-            self.announce(envelope)
-        except Exception:
-            # BaseAnnounce never raises; a plain callable might, and must not fail the tool call.
-            logger.exception("announcing %s failed", envelope.dedupe_key, extra={"question_id": question_id})
+        announce_safely(self.announce, envelope)
         return {"status": "pending_approval", "question_id": question_id}

@@ -58,6 +58,20 @@ TOLERANCE_SECONDS = 300
 Opener = Callable[[urllib.request.Request, float], int]
 """Sends a request and returns its HTTP status; raises on network errors."""
 
+RETRYABLE_4XX = frozenset({408, 429})
+"""Client errors worth retrying (request timeout, too many requests); every other 4xx is permanent."""
+
+
+def is_permanent(status: int) -> bool:
+    """Whether an HTTP ``status`` means retrying the same request cannot succeed.
+
+    Examples
+    --------
+    >>> [is_permanent(s) for s in (400, 404, 408, 429, 500, 503)]
+    [True, True, False, False, False, False]
+    """
+    return 400 <= status < 500 and status not in RETRYABLE_4XX
+
 
 def _key(secret: str | bytes) -> bytes:
     return secret.encode("utf-8") if isinstance(secret, str) else secret
@@ -114,17 +128,19 @@ def _urlopen_status(request: urllib.request.Request, timeout: float) -> int:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the URL is the operator's
             return int(response.status)
     except urllib.error.HTTPError as exc:
-        # A non-2xx answer is a status to retry on, not a network error.
+        # A non-2xx answer is a status for deliver to judge (retry or give up), not a network error.
         return int(exc.code)
 
 
 class WebhookAnnounce(BaseAnnounce):
     """POST each envelope to ``url``, signed, retrying with exponential backoff.
 
-    A non-2xx answer or a network error is retried after ``base_delay * 2**(attempt - 1)``
-    seconds, capped at ``max_delay`` (30 minutes), for at most ``max_attempts`` attempts; then
-    ``deliver`` raises :class:`~agent_wait.errors.WebhookDeliveryError`, which ``announce``
-    logs. Each attempt is signed with a fresh timestamp so a late retry still verifies.
+    A network error or a non-2xx answer (5xx, 408, 429, ...) is retried after
+    ``base_delay * 2**(attempt - 2)`` seconds, capped at ``max_delay`` (30 minutes), for at most
+    ``max_attempts`` attempts. A 4xx other than 408 and 429 is permanent and not retried: the
+    same request would be refused again. Either way ``deliver`` then raises
+    :class:`~agent_wait.errors.WebhookDeliveryError`, which ``announce`` logs. Each attempt is
+    signed with a fresh timestamp so a late retry still verifies.
 
     Parameters
     ----------
@@ -211,7 +227,9 @@ class WebhookAnnounce(BaseAnnounce):
     def deliver(self, envelope: Envelope) -> None:
         body = envelope.to_json().encode("utf-8")
         last_error = ""
-        for attempt in range(1, self.max_attempts + 1):
+        attempt = 0
+        while attempt < self.max_attempts:
+            attempt += 1
             if attempt > 1:
                 self._sleep(self.delay_before(attempt))
             try:
@@ -222,6 +240,8 @@ class WebhookAnnounce(BaseAnnounce):
                 if 200 <= status < 300:
                     return
                 last_error = f"HTTP {status}"
+                if is_permanent(status):
+                    break
             logger.warning(
                 "webhook attempt %d/%d for %s failed: %s",
                 attempt,
@@ -231,8 +251,8 @@ class WebhookAnnounce(BaseAnnounce):
                 extra={"question_id": envelope.question_id, "attempt": attempt},
             )
         raise WebhookDeliveryError(
-            f"webhook {self.url} failed {self.max_attempts} times; last error: {last_error}",
-            attempts=self.max_attempts,
+            f"webhook {self.url} failed {attempt} times; last error: {last_error}",
+            attempts=attempt,
             question_id=envelope.question_id,
             thread_id=envelope.thread_id,
         )

@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from agent_wait import BaseAnnounce, CompositeAnnounce, InMemoryAnnounce
+from agent_wait.announce.base import announce_safely
 from agent_wait.testing import AnnounceConformance, sample_envelope
 
 if TYPE_CHECKING:
@@ -105,3 +106,24 @@ def test_base_announce_logs_with_the_question_and_thread(caplog: pytest.LogCaptu
     [record] = caplog.records
     assert (record.question_id, record.thread_id, record.announcer) == ("q-x", "t-x", "broken")  # type: ignore[attr-defined]
     assert record.exc_info is not None
+
+
+def test_announce_safely_logs_a_raising_callable_and_never_raises(caplog: pytest.LogCaptureFixture) -> None:
+    """The one "announce, log, never raise" piece publish_interrupts and async @wait share."""
+
+    def explode(envelope: Envelope) -> None:
+        raise ConnectionError("sink down")
+
+    with caplog.at_level(logging.ERROR, logger="agent_wait"):
+        assert announce_safely(explode, sample_envelope("q-s", "t-s")) is False
+    [record] = caplog.records
+    assert (record.question_id, record.thread_id) == ("q-s", "t-s")  # type: ignore[attr-defined]
+    assert record.exc_info is not None
+
+
+def test_announce_safely_reports_what_the_announcer_did() -> None:
+    sink, seen = InMemoryAnnounce(), list[str]()
+    assert announce_safely(sink, sample_envelope("q-ok")) is True
+    assert announce_safely(_Broken(), sample_envelope("q-broken")) is False
+    assert announce_safely(lambda e: seen.append(e.question_id), sample_envelope("q-plain")) is True
+    assert [e.question_id for e in sink.envelopes] == ["q-ok"] and seen == ["q-plain"]

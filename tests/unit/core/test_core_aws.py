@@ -197,3 +197,39 @@ def test_ledger_item_matches_internals_and_floats_become_numbers() -> None:
         "source": {"function": "pay", "module": "m"},
         "lifecycle": [{"stage": "raised", "at": created, "actor": "agent"}],
     }
+
+
+def test_ledger_write_is_a_put_only_when_the_item_is_absent() -> None:
+    client = RecordingClient()
+    envelope = sample_envelope("q-put")
+    DynamoDbAnnounce("ledger", client=client).deliver(envelope)
+    [(operation, request)] = client.calls
+    assert operation == "put_item"
+    assert request["TableName"] == "ledger"
+    assert request["ConditionExpression"] == "attribute_not_exists(dedupe_key)"
+    assert request["Item"]["dedupe_key"] == {"S": "wait.created:q-put"}
+
+
+def test_a_republish_with_another_digest_leaves_the_first_item_untouched() -> None:
+    """The first publish's item stands whole: no attribute of the republish is mixed into it."""
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    ddb.create_table(
+        TableName="ledger",
+        KeySchema=[{"AttributeName": "dedupe_key", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "dedupe_key", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    announce = DynamoDbAnnounce("ledger", client=ddb)
+    first = sample_envelope("q-same", policy=approval(ttl=60))
+    assert announce.announce(first)
+    key = {"dedupe_key": {"S": first.dedupe_key}}
+    stored = ddb.get_item(TableName="ledger", Key=key)["Item"]
+
+    other = sample_envelope(
+        "q-same", question={"function": "issue_refund", "args": {"amount": 99}}, policy=approval(ttl=600)
+    )
+    assert other.digest != first.digest
+    assert announce.announce(other) is True  # recorded already: that counts as delivered
+
+    assert ddb.get_item(TableName="ledger", Key=key)["Item"] == stored
+    assert stored["digest"] == {"S": first.digest}

@@ -21,6 +21,7 @@ from agent_wait import (
     digest_of,
     free_text,
 )
+from agent_wait.policy import DEFAULT_BARE_POLICY
 
 NOW = datetime(2026, 11, 30, 10, 0, 0, 123456, tzinfo=UTC)
 QUESTION = {"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}}
@@ -146,3 +147,8 @@ def test_timestamps_are_normalised_to_utc_and_must_be_aware() -> None:
 def test_envelope_is_frozen() -> None:
     with pytest.raises(ValidationError):
         _envelope().thread_id = "other"  # type: ignore[misc]
+
+
+def test_a_question_without_a_policy_shares_the_bare_interrupt_policy() -> None:
+    """One definition of the bare policy: Question's default is DEFAULT_BARE_POLICY itself."""
+    assert Question(question_id="q", question="hi").policy is DEFAULT_BARE_POLICY

@@ -41,5 +41,3 @@ def test_missing_extra_is_an_import_error_naming_the_extra() -> None:
     err = errors.MissingExtraError("langgraph", module="agent_wait.langgraph")
     assert isinstance(err, ImportError) and isinstance(err, errors.AgentWaitError)
     assert "agent-wait[langgraph]" in str(err)
-    with pytest.raises(ImportError, match=r"agent-wait\[langgraph\]"):
-        raise err

@@ -126,7 +126,7 @@ def test_async_mode_reads_the_thread_from_the_run_config() -> None:
     graph = builder.compile(checkpointer=InMemorySaver())
     result = graph.invoke({}, {"configurable": {"thread_id": "async-7"}})
 
-    expected = async_question_id("async-7", "issue_refund", {"customer": "c-17", "amount": 40})
+    expected = async_question_id("async-7", issue_refund.__qualname__, {"customer": "c-17", "amount": 40})
     assert result["returned"] == {"status": "pending_approval", "question_id": expected}
     assert [e.thread_id for e in sink.envelopes] == ["async-7"]
     assert "__interrupt__" not in result

@@ -388,7 +388,8 @@ def test_async_mode_reads_the_thread_from_invocation_state_or_agent_state() -> N
         )
     assert [e.thread_id for e in sink.envelopes] == ["t-inv", "t-state", "t-nested"]
     assert [e.question_id for e in sink.envelopes] == [
-        async_question_id(t, "issue_refund", ARGS) for t in ("t-inv", "t-state", "t-nested")
+        async_question_id(t, "_async_refund.<locals>.issue_refund", ARGS)
+        for t in ("t-inv", "t-state", "t-nested")
     ]
     assert calls == []
 

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from agent_wait import OnExpiry, Policy, approval, decision, edit, free_text
 from agent_wait.errors import AnswerInvalidError
-from agent_wait.policy import resolve_policy
+from agent_wait.policy import check_arg_edits, resolve_policy
 
 VALID = [
     (approval(), {"action": "approve"}),
@@ -125,3 +125,50 @@ def test_resolve_policy_refuses_what_it_cannot_read() -> None:
         resolve_policy(3)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         resolve_policy(lambda: "approval")  # type: ignore[arg-type, return-value]
+
+
+def test_resolve_policy_takes_constructors_but_no_factories() -> None:
+    """A factory is not a policy: the docs promise a Policy, a kind or a constructor, nothing else."""
+    assert [resolve_policy(c) for c in (approval, edit, free_text)] == [approval(), edit(), free_text()]
+    with pytest.raises(TypeError, match=r"approval\(ttl=60\)"):
+        resolve_policy(lambda: approval(ttl=60))
+    with pytest.raises(TypeError, match="options"):
+        resolve_policy(decision)
+
+
+# -- check_answer with the question: edits may only name the question's args -----------------------
+
+QUESTION: dict[str, Any] = {"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}}
+
+
+def test_edits_naming_a_published_arg_pass_with_the_question() -> None:
+    approval().check_answer({"action": "approve", "args": {"amount": 25}}, QUESTION)
+    approval().check_answer({"action": "approve", "args": {}}, QUESTION)
+    approval().check_answer({"action": "approve"}, QUESTION)
+
+
+@pytest.mark.parametrize("key", ["amonut", "ctx", "decision"])
+def test_an_edit_to_an_unknown_arg_is_refused_at_reply_time(key: str) -> None:
+    """A typo is a 422 when the reply comes in, not a recorded answer that fails every resume."""
+    with pytest.raises(AnswerInvalidError) as err:
+        approval().check_answer({"action": "approve", "args": {"amount": 25, key: 1}}, QUESTION)
+    assert err.value.field == f"answer.args.{key}"
+    assert err.value.message == f"issue_refund() has no published argument {key!r} to edit"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [None, "Which colour?", {"args": {"amount": 40}}, {"function": "f", "args": "not a dict"}, ["f"]],
+)
+def test_without_a_wait_question_edits_are_not_checked_against_args(question: Any) -> None:
+    approval().check_answer({"action": "approve", "args": {"anything": 1}}, question)
+
+
+def test_an_edit_answer_value_is_not_an_args_edit() -> None:
+    edit().check_answer({"action": "edit", "value": {"anything": 1}}, QUESTION)
+
+
+def test_check_arg_edits_refuses_a_non_object() -> None:
+    with pytest.raises(AnswerInvalidError) as err:
+        check_arg_edits(["amount"], {"amount": 40}, "f")
+    assert err.value.field == "answer.args"

@@ -185,6 +185,20 @@ def test_edits_must_name_published_args(
     assert calls == []
 
 
+def test_resume_time_and_reply_time_refuse_an_edit_alike(framework: ScriptedFramework, refund: Any) -> None:
+    """The api's check (Policy.check_answer with the question) and the wrapper's defence at resume
+    come from one helper: same field, same message."""
+    tool, _ = refund
+    value = _park(framework, tool, "c-17", 40)
+    answer: dict[str, Any] = {"action": "approve", "args": {"amonut": 25}}
+    with pytest.raises(AnswerInvalidError) as at_reply:
+        Policy.model_validate(value["__wait__"]).check_answer(answer, value["question"])
+    framework.answers.append(answer)
+    with pytest.raises(AnswerInvalidError) as at_resume:
+        tool("c-17", 40)
+    assert (at_reply.value.field, at_reply.value.message) == (at_resume.value.field, at_resume.value.message)
+
+
 def test_edits_cannot_reach_hidden_params(framework: ScriptedFramework) -> None:
     @make_wait(framework)()
     def tool(amount: int, ctx: Any = None) -> Any:
@@ -347,6 +361,33 @@ def test_bare_decorator_uses_the_default_policy(framework: ScriptedFramework) ->
     assert _park(framework, f, 1)["__wait__"] == Policy().model_dump(mode="json")
 
 
+def test_a_policy_factory_is_refused_with_a_hint(framework: ScriptedFramework) -> None:
+    """`@wait(lambda: approval(ttl=60))` used to wrap the lambda as the tool; it now says what to write."""
+    wait = make_wait(framework)
+    with pytest.raises(TypeError, match=r"@wait\(approval\(ttl=60\)\)"):
+        wait(lambda: approval(ttl=60))
+    with pytest.raises(TypeError, match="options"):
+        wait(decision)
+
+
+def test_bare_decorator_works_on_a_function_without_parameters(framework: ScriptedFramework) -> None:
+    ran: list[str] = []
+
+    @make_wait(framework)
+    def restart() -> str:
+        ran.append("restart")
+        return "restarted"
+
+    assert _park(framework, restart) == {
+        "question": {"function": "restart", "args": {}},
+        "__wait__": Policy().model_dump(mode="json"),
+        "__source__": {"function": restart.__qualname__, "module": __name__},
+    }
+    assert ran == []
+    framework.answers.append({"action": "approve"})
+    assert restart() == "restarted"
+
+
 def test_invalid_policy_and_mode_fail_at_decoration(framework: ScriptedFramework) -> None:
     wait = make_wait(framework)
     with pytest.raises(ValidationError):
@@ -381,7 +422,7 @@ def test_async_mode_publishes_and_returns_pending_without_running(framework: Scr
         calls.append(amount)
 
     out = issue_refund("c-17", 40, ctx="hidden")
-    qid = async_question_id("thread-1", "issue_refund", {"customer": "c-17", "amount": 40})
+    qid = async_question_id("thread-1", issue_refund.__qualname__, {"customer": "c-17", "amount": 40})
     assert out == {"status": "pending_approval", "question_id": qid}
     assert calls == [] and framework.raised == []
     [env] = sink.envelopes
@@ -409,6 +450,27 @@ def test_async_mode_identity_is_stable_per_thread_function_and_args(framework: S
     assert len({first["question_id"], other_args["question_id"], other_thread["question_id"]}) == 3
     events = [e.event_id for e in sink.envelopes]
     assert len(set(events)) == 4
+
+
+def test_async_mode_methods_of_one_name_on_two_classes_do_not_share_an_id(
+    framework: ScriptedFramework,
+) -> None:
+    """The question id hashes the qualified name: Refunds.issue and Orders.issue are two questions."""
+    sink = InMemoryAnnounce()
+    wait = make_wait(framework)
+
+    class Refunds:
+        @wait(mode="async", announce=sink)
+        def issue(self, amount: int) -> None: ...
+
+    class Orders:
+        @wait(mode="async", announce=sink)
+        def issue(self, amount: int) -> None: ...
+
+    refund, order = Refunds().issue(40), Orders().issue(40)
+    assert refund["question_id"] != order["question_id"]
+    assert refund["question_id"] == async_question_id("thread-1", Refunds.issue.__qualname__, {"amount": 40})
+    assert [e.question for e in sink.envelopes] == [{"function": "issue", "args": {"amount": 40}}] * 2
 
 
 def test_async_mode_survives_a_raising_announcer(framework: ScriptedFramework) -> None:

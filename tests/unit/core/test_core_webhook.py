@@ -176,3 +176,28 @@ class TestWebhookAnnounce(AnnounceConformance):
 
     def make_broken(self) -> BaseAnnounce:
         return _hook(FakeOpener(*[urllib.error.URLError("down")] * 5), FakeClock())
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 413, 422])
+def test_a_permanent_4xx_is_not_retried(status: int) -> None:
+    """A client error other than 408/429 would be refused again: one attempt, no backoff."""
+    opener, clock = FakeOpener(status, 204), FakeClock()
+    with pytest.raises(WebhookDeliveryError) as err:
+        _hook(opener, clock).deliver(sample_envelope("q-gone"))
+    assert len(opener.requests) == 1 and clock.sleeps == []
+    assert err.value.attempts == 1 and f"HTTP {status}" in str(err.value)
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 502, 503])
+def test_timeouts_throttling_and_5xx_are_retried_on_schedule(status: int) -> None:
+    opener, clock = FakeOpener(status, status, 204), FakeClock()
+    assert _hook(opener, clock).announce(sample_envelope()) is True
+    assert len(opener.requests) == 3 and clock.sleeps == [1.0, 2.0]
+
+
+def test_a_permanent_4xx_after_retries_stops_there() -> None:
+    opener, clock = FakeOpener(503, 429, 404, 204), FakeClock()
+    with pytest.raises(WebhookDeliveryError) as err:
+        _hook(opener, clock).deliver(sample_envelope())
+    assert len(opener.requests) == 3 and clock.sleeps == [1.0, 2.0]
+    assert err.value.attempts == 3 and "HTTP 404" in str(err.value)

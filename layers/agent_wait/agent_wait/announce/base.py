@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agent_wait.envelope import Envelope
 
-__all__ = ["BaseAnnounce"]
+__all__ = ["BaseAnnounce", "announce_safely"]
 
 logger = logging.getLogger("agent_wait")
 
@@ -65,3 +67,30 @@ class BaseAnnounce(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def announce_safely(announce: Callable[[Envelope], Any], envelope: Envelope) -> bool:
+    """Hand ``envelope`` to ``announce``; log and return ``False`` if it raises, never raise.
+
+    A :class:`BaseAnnounce` already never raises (its result is returned as is); a plain callable
+    might, and by then the run has parked or the tool call has returned: a failing sink must not
+    fail it. The redelivered run's republish (same ``dedupe_key``) is the retry.
+
+    Examples
+    --------
+    >>> from agent_wait.envelope import Question, build_envelope
+    >>> def down(envelope):
+    ...     raise ConnectionError("sink down")
+    >>> announce_safely(down, build_envelope("t1", Question(question_id="q1", question="hi")))
+    False
+    """
+    try:
+        result = announce(envelope)
+    except Exception:
+        logger.exception(
+            "announcing %s failed",
+            envelope.dedupe_key,
+            extra={"question_id": envelope.question_id, "thread_id": envelope.thread_id},
+        )
+        return False
+    return result is not False

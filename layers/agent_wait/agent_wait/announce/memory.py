@@ -43,8 +43,3 @@ class InMemoryAnnounce(BaseAnnounce):
     def deliver(self, envelope: Envelope) -> None:
         with self._lock:
             self._envelopes.append(envelope)
-
-    def clear(self) -> None:
-        """Forget every envelope delivered so far."""
-        with self._lock:
-            self._envelopes.clear()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from boto3.dynamodb.types import TypeSerializer
+from botocore.exceptions import ClientError
 
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.envelope import isoformat_z
@@ -15,27 +16,14 @@ from agent_wait.envelope import isoformat_z
 if TYPE_CHECKING:
     from agent_wait.envelope import Envelope
 
-__all__ = ["DynamoDbAnnounce", "ledger_update"]
+__all__ = ["DynamoDbAnnounce", "ledger_put"]
 
 _serializer = TypeSerializer()
 
-# status, created_at, expires_at, envelope, lifecycle and updated_at are written only when absent:
-# a republished question (redelivered start message) must not reset a question the receive path
-# has already moved, nor its timestamps.
-_UPDATE_EXPRESSION = (
-    "SET #kind = :kind, #question_id = :question_id, #thread_id = :thread_id, #digest = :digest, "
-    "#question = :question, #policy = :policy, #source = :source, "
-    "#status = if_not_exists(#status, :status), "
-    "#created_at = if_not_exists(#created_at, :created_at), "
-    "#expires_at = if_not_exists(#expires_at, :expires_at), "
-    "#envelope = if_not_exists(#envelope, :envelope), "
-    "#lifecycle = if_not_exists(#lifecycle, :lifecycle), "
-    "#updated_at = if_not_exists(#updated_at, :created_at)"
-)
-_NAMES = (
-    "kind question_id thread_id digest question policy source status created_at expires_at "
-    "envelope lifecycle updated_at"
-).split()
+# Only the first publish of a question writes its item: a republish (redelivered start message,
+# repeated async call) must not reset a question the receive path has moved, nor mix its
+# attributes with the first publish's envelope.
+_CONDITION = "attribute_not_exists(dedupe_key)"
 
 
 def _dynamo(value: Any) -> dict[str, Any]:
@@ -44,37 +32,42 @@ def _dynamo(value: Any) -> dict[str, Any]:
     return dict(_serializer.serialize(plain))
 
 
-def ledger_update(table_name: str, envelope: Envelope) -> dict[str, Any]:
-    """The ``UpdateItem`` request that records ``envelope`` in the ledger.
+def ledger_put(table_name: str, envelope: Envelope) -> dict[str, Any]:
+    """The conditional ``PutItem`` request that records ``envelope`` in the ledger.
+
+    The item is the question item of docs/internals.md: ``status = "raised"``, ``created_at`` =
+    ``updated_at``, a one-entry ``lifecycle``, the envelope JSON, and ``question`` / ``policy`` /
+    ``source`` for reading without parsing it. The write only happens while no item has the
+    envelope's ``dedupe_key``.
 
     Examples
     --------
     >>> from agent_wait.envelope import Question, build_envelope
-    >>> req = ledger_update("ledger", build_envelope("t1", Question(question_id="q1", question="hi")))
-    >>> req["Key"]
-    {'dedupe_key': {'S': 'wait.created:q1'}}
+    >>> req = ledger_put("ledger", build_envelope("t1", Question(question_id="q1", question="hi")))
+    >>> (req["Item"]["dedupe_key"], req["Item"]["status"], req["ConditionExpression"])
+    ({'S': 'wait.created:q1'}, {'S': 'raised'}, 'attribute_not_exists(dedupe_key)')
     """
     created_at = isoformat_z(envelope.created_at)
-    values = {
-        ":kind": "question",
-        ":question_id": envelope.question_id,
-        ":thread_id": envelope.thread_id,
-        ":digest": envelope.digest,
-        ":question": envelope.question,
-        ":policy": envelope.policy.model_dump(mode="json"),
-        ":source": envelope.source,
-        ":status": "raised",
-        ":created_at": created_at,
-        ":expires_at": None if envelope.expires_at is None else isoformat_z(envelope.expires_at),
-        ":envelope": envelope.to_json(),
-        ":lifecycle": [{"stage": "raised", "at": created_at, "actor": "agent"}],
+    item = {
+        "dedupe_key": envelope.dedupe_key,
+        "kind": "question",
+        "question_id": envelope.question_id,
+        "thread_id": envelope.thread_id,
+        "digest": envelope.digest,
+        "question": envelope.question,
+        "policy": envelope.policy.model_dump(mode="json"),
+        "source": envelope.source,
+        "status": "raised",
+        "created_at": created_at,
+        "updated_at": created_at,
+        "expires_at": None if envelope.expires_at is None else isoformat_z(envelope.expires_at),
+        "envelope": envelope.to_json(),
+        "lifecycle": [{"stage": "raised", "at": created_at, "actor": "agent"}],
     }
     return {
         "TableName": table_name,
-        "Key": {"dedupe_key": {"S": envelope.dedupe_key}},
-        "UpdateExpression": _UPDATE_EXPRESSION,
-        "ExpressionAttributeNames": {f"#{name}": name for name in _NAMES},
-        "ExpressionAttributeValues": {key: _dynamo(value) for key, value in values.items()},
+        "Item": {key: _dynamo(value) for key, value in item.items()},
+        "ConditionExpression": _CONDITION,
     }
 
 
@@ -82,8 +75,9 @@ class DynamoDbAnnounce(BaseAnnounce):
     """Record each question in the ledger table, keyed by ``dedupe_key``.
 
     The first publish creates the item with ``status = "raised"``, ``created_at`` and a
-    one-entry ``lifecycle``; a republish of the same question keeps status, ``created_at``,
-    ``expires_at``, ``envelope`` and ``lifecycle`` as they are.
+    one-entry ``lifecycle`` (a conditional ``PutItem``: the role needs ``dynamodb:PutItem``). A
+    republish of the same question finds the item there and touches nothing: that counts as
+    delivered, since the question is recorded.
 
     Parameters
     ----------
@@ -103,4 +97,8 @@ class DynamoDbAnnounce(BaseAnnounce):
         self.name = name
 
     def deliver(self, envelope: Envelope) -> None:
-        self.client.update_item(**ledger_update(self.table_name, envelope))
+        try:
+            self.client.put_item(**ledger_put(self.table_name, envelope))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise

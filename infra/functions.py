@@ -31,10 +31,10 @@ HANDLER = "handler.handler"
 
 # Exactly what the code calls (tests/infra/test_roles_match_calls.py records the calls): the api
 # reads and moves items, and lists through the indexes (Scan when GET /questions has no filter);
-# the runner and DynamoDbAnnounce only ever update items.
+# DynamoDbAnnounce creates question items, the runner moves them and reads a thread's deferred runs.
 LEDGER_API_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
 LEDGER_API_INDEX_ACTIONS = ("dynamodb:Query", "dynamodb:Scan")
-LEDGER_RUNNER_ACTIONS = ("dynamodb:UpdateItem",)
+LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 # What langgraph-checkpoint-aws DynamoDBSaver calls (get_item, put_item, query, batch_get_item,
 # batch_write_item) and, for its S3 offload, put_object / get_object / delete_objects.
 CHECKPOINT_AWS_ACTIONS = (
@@ -233,6 +233,8 @@ class RunnerFunction(ServiceFunction):
             "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
             "AGENT_WAIT_TOPIC_ARN": fanout.topic.topic_arn,
             "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
+            # A run deferred behind a thread's questions is enqueued again once the thread is free.
+            "AGENT_WAIT_INBOX_URL": inbox.queue.queue_url,
             "AGENT_WAIT_GRAPH": config.graph,
             "AGENT_WAIT_CHECKPOINTER": config.checkpointer,
             "AGENT_WAIT_CHECKPOINT_TABLE": checkpoints.table.table_name,
@@ -272,7 +274,7 @@ class RunnerFunction(ServiceFunction):
         self.allow(LEDGER_RUNNER_ACTIONS, [ledger.table.table_arn])
         self.allow(["sns:Publish"], [fanout.topic.topic_arn])
         self.allow(TOPIC_KEY_ACTIONS, [fanout.key.key_arn])
-        self.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn])
+        self.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn, inbox.queue.queue_arn])
         self.allow(INBOX_CONSUME_ACTIONS, [inbox.queue.queue_arn])
         # A FIFO source takes no batching window; a failed message is retried alone, the rest of the
         # batch is deleted (ReportBatchItemFailures), and after maxReceiveCount it lands in the DLQ.

@@ -16,6 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from moto import mock_aws
 from test_template import arn_of, logical_id, role_actions
 
+from infra.functions import INBOX_CONSUME_ACTIONS
 from wait_service.api import build_api
 from wait_service.inbox import parse_message
 from wait_service.resources import create_resources
@@ -72,8 +73,11 @@ def calls() -> Iterator[dict[str, set[str]]]:
             runner.run(parse_message(message["Body"]))
             inbox.delete_message(QueueUrl=resources.inbox_url, ReceiptHandle=message["ReceiptHandle"])
 
-        # POST /runs, the run parks; GET /threads, every GET /questions listing, GET /questions/{id}
+        # POST /runs twice: the first parks, the second is deferred behind its question; GET
+        # /threads, every GET /questions listing, GET /questions/{id}
         api.runs.start("t-1", REFUND)
+        api.runs.start("t-1", REFUND)
+        run_next()
         run_next()
         api.ledger.get_thread("t-1")
         queries: list[dict[str, Any]] = [
@@ -90,8 +94,9 @@ def calls() -> Iterator[dict[str, set[str]]]:
         api.replies.reply(
             question.question_id, {"action": "approve"}, principal="ann", if_match=f'"{question.digest}"'
         )
-        run_next()
-        assert api.ledger.get_thread("t-1").run_status == "done"
+        run_next()  # the resume: done, and the deferred run is enqueued
+        run_next()  # the deferred run parks on its own question
+        assert api.ledger.get_thread("t-1").run_status == "interrupted"
         yield {"api": api_calls.actions, "runner": runner_calls.actions}
 
 
@@ -118,14 +123,22 @@ def test_the_api_role_grants_exactly_what_the_api_calls(
 def test_the_runner_role_grants_exactly_what_the_runner_calls_on_the_ledger_topic_and_outbox(
     default_synth: Synth, calls: dict[str, set[str]]
 ) -> None:
-    # The checkpoint table (DynamoDBSaver's own calls), the topic's KMS key and the inbox (the
-    # event source mapping) are asserted in test_template.py; the runner's own calls are these.
+    # The checkpoint table (DynamoDBSaver's own calls), the topic's KMS key and the event source
+    # mapping's receive/delete on the inbox are asserted in test_template.py; the rest is the code's.
     stack = default_synth.stack
     resources = [
         arn_of(default_synth, stack.ledger.table),
         {"Ref": logical_id(default_synth, stack.fanout.topic)},
         arn_of(default_synth, stack.fanout.outbox),
+        arn_of(default_synth, stack.inbox.queue),
     ]
 
-    assert granted(default_synth, stack.runner.role, resources) == calls["runner"]
-    assert calls["runner"] == {"dynamodb:UpdateItem", "sns:Publish", "sqs:SendMessage"}
+    own = granted(default_synth, stack.runner.role, resources) - set(INBOX_CONSUME_ACTIONS)
+    assert own == calls["runner"]
+    assert calls["runner"] == {
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "sns:Publish",
+        "sqs:SendMessage",
+    }

@@ -282,6 +282,7 @@ def test_runner_environment_is_wired(default_synth: Synth) -> None:
         "AGENT_WAIT_LEDGER_TABLE": {"Ref": logical_id(default_synth, stack.ledger.table)},
         "AGENT_WAIT_TOPIC_ARN": {"Ref": logical_id(default_synth, stack.fanout.topic)},
         "AGENT_WAIT_OUTBOX_URL": {"Ref": logical_id(default_synth, stack.fanout.outbox)},
+        "AGENT_WAIT_INBOX_URL": {"Ref": logical_id(default_synth, stack.inbox.queue)},
         "AGENT_WAIT_GRAPH": constants.DEFAULT_GRAPH,
         "AGENT_WAIT_CHECKPOINTER": "aws",
         "AGENT_WAIT_CHECKPOINT_TABLE": {"Ref": logical_id(default_synth, stack.checkpoints.table)},
@@ -383,10 +384,16 @@ def test_runner_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     ),
                     arn_of(default_synth, stack.checkpoints.table),
                 ),
-                (("dynamodb:UpdateItem",), arn_of(default_synth, stack.ledger.table)),
+                (
+                    ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+                    arn_of(default_synth, stack.ledger.table),
+                ),
                 (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
                 (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
-                (("sqs:SendMessage",), arn_of(default_synth, stack.fanout.outbox)),
+                (
+                    ("sqs:SendMessage",),
+                    [arn_of(default_synth, stack.fanout.outbox), arn_of(default_synth, stack.inbox.queue)],
+                ),
                 (
                     (
                         "sqs:ChangeMessageVisibility",

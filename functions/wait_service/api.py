@@ -69,7 +69,9 @@ class ThreadView(BaseModel):
     output: JsonValue = Field(default=None, description="final output values of a done run")
     error: str | None = None
     updated_at: str | None = None
-    deferred_runs: int = Field(default=0, description="runs waiting for the thread's questions to be answered")
+    deferred_runs: int = Field(
+        default=0, description="runs waiting for the thread's questions to be answered"
+    )
 
     @classmethod
     def of(cls, record: ThreadRecord) -> ThreadView:

@@ -130,7 +130,7 @@ class ReplyService:
         self._check_responder(question, policy, principal)
         self._check_binding(question, policy, if_match)
         try:
-            policy.check_answer(answer)
+            policy.check_answer(answer, question=question.question)
         except AnswerInvalidError as exc:
             # The policy does not know which question it belongs to; the api's error names it.
             raise AnswerInvalidError(exc.message, field=exc.field, question_id=question_id) from exc

@@ -349,3 +349,19 @@ def test_an_answer_counts_and_times_the_wait(aws: Aws, api: WaitApi, clock: Fake
         assert metrics.metric_set[QUESTIONS_EXPIRED]["Value"] == [1.0]
     finally:
         metrics.clear_metrics()
+
+
+def test_an_edit_naming_an_argument_the_question_lacks_is_422_and_never_enqueued(
+    aws: Aws, call: Call
+) -> None:
+    """A typo in an edited argument is refused at reply time: recorded, it could never resume."""
+    envelope = aws.raise_question("t-1", "q-1")
+
+    response = call(
+        reply_event("q-1", {"action": "approve", "args": {"amonut": 25}}, if_match=quoted(envelope.digest))
+    )
+
+    assert response["statusCode"] == 422
+    assert body_of(response)["field"] == "answer.args.amonut"
+    assert stored(aws, "q-1")["status"] == "raised"
+    assert aws.inbox_messages() == []

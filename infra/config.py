@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from infra.constants import DEFAULT_GRAPH, DEFAULT_STACK_NAME
+from infra.constants import DEFAULT_STACK_NAME
+from wait_service.settings import DEFAULT_GRAPH
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -11,11 +11,9 @@ from typing import Final
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 
-SERVICE_NAME: Final = "agent-wait"
 METRICS_NAMESPACE: Final = "AgentWait"
 LOG_LEVEL: Final = "INFO"
 DEFAULT_STACK_NAME: Final = "agent-wait"
-DEFAULT_GRAPH: Final = "examples.refund_agent:build_graph"
 
 # Lambda runtime. The layers are built for exactly this interpreter: the wheels' tags must match.
 PYTHON_VERSION: Final = "3.13"
@@ -25,7 +23,6 @@ ARCHITECTURE: Final = "arm64"
 PIP_PLATFORM: Final = "manylinux2014_aarch64"
 
 API_MEMORY_MB: Final = 512
-API_TIMEOUT_SECONDS: Final = 29  # API Gateway's integration timeout: a longer Lambda would be cut off anyway.
 RUNNER_MEMORY_MB: Final = 1024  # LangGraph's import and graph runs are CPU-bound; CPU scales with memory.
 LOG_RETENTION: Final = "ONE_MONTH"  # a member of aws_logs.RetentionDays
 LEDGER_TTL_DAYS: Final = 90
@@ -34,7 +31,6 @@ API_STAGE: Final = "prod"
 API_THROTTLE_RATE: Final = 50
 API_THROTTLE_BURST: Final = 100
 # 256 KiB is SQS's message limit; the api refuses larger bodies with 413 before enqueuing.
-MAX_BODY_BYTES: Final = 256 * 1024
 
 # Alarm thresholds: any message in a DLQ or any failed resume needs a human.
 DLQ_ALARM_THRESHOLD: Final = 1

@@ -11,10 +11,9 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra import constants
-from infra.bundling import CopyBundling
-from infra.layers import architecture, runtime
+from infra.layers import architecture, code_asset, runtime
 from infra.nag import acknowledge
-from wait_service.resources import RUNNER_TIMEOUT_SECONDS
+from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from infra.checkpoints import Checkpoints
@@ -62,23 +61,6 @@ INBOX_CONSUME_ACTIONS = (
 TOPIC_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 XRAY_ACTIONS = ("xray:PutTelemetryRecords", "xray:PutTraceSegments")
-
-
-def code_asset(sources: dict[str, str]) -> lambda_.Code:
-    """A code asset holding ``sources``, bundled by copying (no Docker), hashed on the files copied."""
-    bundler = CopyBundling(sources)
-    copies = " && ".join(
-        f"mkdir -p /asset-output/{dest} && cp -r /asset-input/{src}/. /asset-output/{dest}"
-        for dest, src in sources.items()
-    )
-    return lambda_.Code.from_asset(
-        str(constants.REPO_ROOT),
-        asset_hash_type=cdk.AssetHashType.CUSTOM,
-        asset_hash=bundler.source_hash(),
-        bundling=cdk.BundlingOptions(
-            image=runtime().bundling_image, local=bundler, command=["bash", "-c", copies]
-        ),
-    )
 
 
 class ServiceFunction(Construct):
@@ -191,7 +173,7 @@ class ApiFunction(ServiceFunction):
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
             },
             memory_mb=constants.API_MEMORY_MB,
-            timeout_seconds=constants.API_TIMEOUT_SECONDS,
+            timeout_seconds=API_TIMEOUT_SECONDS,
             service=config.stack_name,
             description="agent-wait api: threads, questions and replies",
         )

@@ -25,6 +25,27 @@ def architecture() -> lambda_.Architecture:
     return lambda_.Architecture.ARM_64 if constants.ARCHITECTURE == "arm64" else lambda_.Architecture.X86_64
 
 
+def code_asset(sources: dict[str, str], *, exclude: tuple[str, ...] = ()) -> lambda_.Code:
+    """An asset holding ``sources`` (minus top-level ``exclude`` entries), copied without Docker.
+
+    Hashed on the files copied. The Docker ``command`` does the same copy but only runs if local
+    bundling is unavailable, which :class:`~infra.bundling.CopyBundling` never reports.
+    """
+    bundler = CopyBundling(sources, exclude=exclude)
+    steps = []
+    for dest, src in sources.items():
+        steps.append(f"mkdir -p /asset-output/{dest} && cp -r /asset-input/{src}/. /asset-output/{dest}")
+        steps += [f"rm -rf /asset-output/{dest}/{name}" for name in exclude]
+    return lambda_.Code.from_asset(
+        str(constants.REPO_ROOT),
+        asset_hash_type=cdk.AssetHashType.CUSTOM,
+        asset_hash=bundler.source_hash(),
+        bundling=cdk.BundlingOptions(
+            image=runtime().bundling_image, local=bundler, command=["bash", "-c", " && ".join(steps)]
+        ),
+    )
+
+
 class Layers(Construct):
     """``core`` (api + runner), ``graph`` (runner) and ``agent_wait`` (api + runner) layers.
 
@@ -43,27 +64,11 @@ class Layers(Construct):
         super().__init__(scope, construct_id)
         self.core = self._build_pip_layer("Core", "core", checkpointer)
         self.graph = self._build_pip_layer("Graph", "graph", checkpointer)
-        bundler = CopyBundling(AGENT_WAIT_SOURCES, exclude=AGENT_WAIT_EXCLUDE)
         self.agent_wait = lambda_.LayerVersion(
             self,
             "AgentWait",
             description="agent_wait library (without cli and local)",
-            code=lambda_.Code.from_asset(
-                str(constants.REPO_ROOT),
-                asset_hash_type=cdk.AssetHashType.CUSTOM,
-                asset_hash=bundler.source_hash(),
-                bundling=cdk.BundlingOptions(
-                    image=runtime().bundling_image,
-                    local=bundler,
-                    command=[
-                        "bash",
-                        "-c",
-                        "mkdir -p /asset-output/python"
-                        " && cp -r layers/agent_wait/agent_wait /asset-output/python/"
-                        " && cd /asset-output/python/agent_wait && rm -rf cli local",
-                    ],
-                ),
-            ),
+            code=code_asset(AGENT_WAIT_SOURCES, exclude=AGENT_WAIT_EXCLUDE),
             compatible_runtimes=[runtime()],
             compatible_architectures=[architecture()],
         )

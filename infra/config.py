@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 AuthMode = Literal["iam", "jwt"]
 Checkpointer = Literal["aws", "dynamodb"]
 
+_SNS_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)?$")
 _GRAPH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # https://cognito-idp.<region>.amazonaws.com/<pool id>: the issuer of every token a user pool signs.
 _COGNITO_ISSUER = re.compile(r"^https://cognito-idp\.([a-z0-9-]+)\.amazonaws\.com/([\w-]+_[0-9A-Za-z]+)/?$")
@@ -70,6 +71,8 @@ class StackConfig:
     cognito_user_pool_arn: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
+    # An existing SNS topic (e.g. the on-call one) every alarm notifies; none: console only.
+    alarm_topic_arn: str | None = None
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -106,6 +109,7 @@ class StackConfig:
             cognito_user_pool_arn=text("cognito_user_pool_arn"),
             jwt_issuer=text("jwt_issuer"),
             jwt_audience=text("jwt_audience"),
+            alarm_topic_arn=text("alarm_topic_arn"),
         )
         if config.auth == "jwt" and config.user_pool_id is None:
             raise ConfigError(
@@ -113,6 +117,11 @@ class StackConfig:
                 "issuer (https://cognito-idp.<region>.amazonaws.com/<pool id>): an API Gateway REST API "
                 "validates JWTs natively only through a Cognito user pool authorizer"
                 " (see the README, section Deploy to AWS)"
+            )
+        if config.alarm_topic_arn is not None and not _SNS_ARN.match(config.alarm_topic_arn):
+            raise ConfigError(
+                f"context alarm_topic_arn={config.alarm_topic_arn!r}: "
+                "expected arn:aws:sns:<region>:<account>:<topic name>"
             )
         if config.checkpoint_bucket and config.checkpointer != "aws":
             raise ConfigError(

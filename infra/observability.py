@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra import constants
@@ -41,6 +43,7 @@ class Observability(Construct):
         functions: dict[str, lambda_.IFunction],
         dlqs: dict[str, sqs.IQueue],
         api: apigw.RestApi,
+        alarm_topic_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.service = service
@@ -131,6 +134,13 @@ class Observability(Construct):
                 width=12,
             ),
         )
+
+        if alarm_topic_arn is not None:
+            action = cloudwatch_actions.SnsAction(
+                sns.Topic.from_topic_arn(self, "AlarmTopic", alarm_topic_arn)
+            )
+            for alarm in [*self.dlq_alarms.values(), self.resume_failures_alarm]:
+                alarm.add_alarm_action(action)
 
     def question_metric(self, name: str, *, statistic: str = "Sum") -> cloudwatch.Metric:
         """A metric the Lambdas emit through Powertools (namespace and ``service`` of this stack)."""

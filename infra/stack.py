@@ -71,6 +71,7 @@ class AgentWaitStack(cdk.Stack):
             functions={"api": self.api_function.function, "runner": self.runner.function},
             dlqs={"inbox": self.inbox.dlq, "outbox": self.fanout.outbox_dlq},
             api=self.api.api,
+            alarm_topic_arn=config.alarm_topic_arn,
         )
 
         cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL of the REST API")

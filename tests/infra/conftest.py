@@ -31,7 +31,11 @@ JWT_CONTEXT = {
     "default_ttl": "3600",
     "graph": "examples.refund_agent:build_graph",
 }
-BUCKET_CONTEXT = {"stack_name": "aw-bucket", "checkpoint_bucket": "true"}
+BUCKET_CONTEXT = {
+    "stack_name": "aw-bucket",
+    "checkpoint_bucket": "true",
+    "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:on-call",
+}
 
 
 @dataclass

@@ -38,6 +38,7 @@ def test_empty_strings_from_cdk_json_mean_unset() -> None:
         ({"auth": "jwt"}, "auth=jwt"),
         ({"auth": "jwt", "jwt_issuer": "https://login.example.com/"}, "auth=jwt"),
         ({"checkpoint_bucket": "true", "checkpointer": "dynamodb"}, "checkpoint_bucket"),
+        ({"alarm_topic_arn": "on-call"}, "alarm_topic_arn"),
     ],
 )
 def test_bad_context_names_the_key(context: dict[str, str], key: str) -> None:

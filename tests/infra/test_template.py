@@ -582,6 +582,21 @@ def test_alarms_on_dlq_depth_and_resume_failures(default_synth: Synth) -> None:
     )
 
 
+def test_alarms_notify_the_configured_topic_and_nobody_by_default(
+    default_synth: Synth, bucket_synth: Synth
+) -> None:
+    unset = [
+        a["Properties"].get("AlarmActions")
+        for a in default_synth.resources("AWS::CloudWatch::Alarm").values()
+    ]
+    assert unset == [None] * len(unset)
+    actions = [
+        a["Properties"].get("AlarmActions") for a in bucket_synth.resources("AWS::CloudWatch::Alarm").values()
+    ]
+    assert len(actions) == 3
+    assert actions == [["arn:aws:sns:eu-west-1:123456789012:on-call"]] * 3
+
+
 def test_outputs(default_synth: Synth) -> None:
     stack = default_synth.stack
     outputs = default_synth.template_json["Outputs"]

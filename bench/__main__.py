@@ -1,4 +1,4 @@
-"""Cold-start import cost of the api handler against the runner handler.
+"""Cold-start cost (import and init-phase build) of the api handler against the runner handler.
 
 The design keeps LangGraph out of the api Lambda so that a human's reply is answered by a small
 cold start. This measures both handlers' imports in fresh interpreters, interleaved in one run
@@ -62,7 +62,7 @@ def main() -> None:
     empty = statistics.median(baseline)
     api_cost = max(statistics.median(api) - empty, 1e-6)
     runner_cost = max(statistics.median(runner) - empty, 1e-6)
-    print(f"cold import, median of {rounds} interleaved rounds, interpreter start subtracted:")
+    print(f"cold start (import + init), median of {rounds} interleaved rounds, interpreter start subtracted:")
     print(f"  runner handler / api handler = {runner_cost / api_cost:.1f}x")
     print(f"  api handler / bare interpreter start = {api_cost / empty:.1f}x")
 

@@ -33,6 +33,12 @@ def service() -> WaitApi:
     return _service
 
 
+# Build during Lambda's init phase, not on the first request, when the function is configured;
+# tests load this module without the environment and inject their own service.
+if "AGENT_WAIT_LEDGER_TABLE" in os.environ:
+    _service = build_service()
+
+
 def handle(event: dict[str, Any], context: Any, service: WaitApi) -> dict[str, Any]:
     """Resolve one event with ``service``."""
     return service.resolve(event, context)

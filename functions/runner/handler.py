@@ -38,6 +38,12 @@ def service() -> RunnerService:
     return _service
 
 
+# Build during Lambda's init phase, not on the first request, when the function is configured;
+# tests load this module without the environment and inject their own service.
+if "AGENT_WAIT_LEDGER_TABLE" in os.environ:
+    _service = build_service()
+
+
 def handle(event: dict[str, Any], context: Any, service: RunnerService) -> PartialItemFailureResponse:
     """Process one SQS batch with ``service``; returns ``{"batchItemFailures": [...]}``."""
     return process_partial_response(

@@ -221,6 +221,7 @@ class WaitApi:
         self.runs = runs
         self.title = title
         self.version = version
+        self._openapi: str | None = None
         self.app = APIGatewayRestResolver(enable_validation=True)
         errors_http.register(self.app)
         self._routes()
@@ -234,7 +235,10 @@ class WaitApi:
         return self.app.resolve(event, context)
 
     def openapi_json(self) -> str:
-        return self.app.get_openapi_json_schema(title=self.title, version=self.version)
+        # The routes never change once built: generate the document once per instance.
+        if self._openapi is None:
+            self._openapi = self.app.get_openapi_json_schema(title=self.title, version=self.version)
+        return self._openapi
 
     def _principal(self) -> str:
         event = self.app.current_event.raw_event

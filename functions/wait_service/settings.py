@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 DEFAULT_GRAPH = "examples.refund_agent:build_graph"
 
 # Environment variable → field name. Kept as data so the doc table and the model cannot drift.
+# Powertools (POWERTOOLS_*, LOG_LEVEL) and boto3 (AWS_ENDPOINT_URL) read their own variables.
 ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_LEDGER_TABLE": "ledger_table",
     "AGENT_WAIT_INBOX_URL": "inbox_url",
@@ -30,10 +31,6 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_REPLY_URL": "reply_url",
     "AGENT_WAIT_DEFAULT_TTL": "default_ttl",
     "AGENT_WAIT_LEDGER_TTL_DAYS": "ledger_ttl_days",
-    "POWERTOOLS_SERVICE_NAME": "service_name",
-    "POWERTOOLS_METRICS_NAMESPACE": "metrics_namespace",
-    "LOG_LEVEL": "log_level",
-    "AWS_ENDPOINT_URL": "endpoint_url",
 }
 
 
@@ -72,10 +69,6 @@ class Settings(BaseModel):
     reply_url: str | None = None
     default_ttl: int | None = Field(default=None, ge=1)
     ledger_ttl_days: int = Field(default=90, ge=1)
-    service_name: str = "agent-wait"
-    metrics_namespace: str = "AgentWait"
-    log_level: str = "INFO"
-    endpoint_url: str | None = None
 
     @field_validator("reply_url")
     @classmethod

@@ -61,10 +61,6 @@ def test_settings_from_env_maps_every_variable() -> None:
         "reply_url": "https://x/questions/{question_id}/reply",
         "default_ttl": 3600,
         "ledger_ttl_days": 30,
-        "service_name": "svc",
-        "metrics_namespace": "ns",
-        "log_level": "DEBUG",
-        "endpoint_url": "http://127.0.0.1:5000",
     }
 
 

@@ -17,9 +17,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
+from agent_wait.aws.dynamodb import to_attribute
 from agent_wait.errors import InvalidRequestError, QuestionNotFoundError, ThreadBusyError, ThreadNotFoundError
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ RunStatus = Literal["queued", "running", "interrupted", "done", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 MAX_PAGE = 100
 
-_serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
@@ -72,19 +72,6 @@ def thread_key(thread_id: str) -> str:
     return f"thread:{thread_id}"
 
 
-def _to_dynamo_native(value: Any) -> Any:
-    # DynamoDB has no float type: boto3 only accepts Decimal, and str() keeps the JSON digits.
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, float):
-        return Decimal(str(value))
-    if isinstance(value, Mapping):
-        return {str(k): _to_dynamo_native(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_to_dynamo_native(v) for v in value]
-    return value
-
-
 def _from_dynamo_native(value: Any) -> Any:
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
@@ -95,11 +82,6 @@ def _from_dynamo_native(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return value.decode()
     return value
-
-
-def to_attribute(value: Any) -> Any:
-    """A JSON value as a DynamoDB attribute value (low-level format)."""
-    return _serializer.serialize(_to_dynamo_native(value))
 
 
 def from_attribute(value: Any) -> Any:

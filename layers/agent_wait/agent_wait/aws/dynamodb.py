@@ -26,8 +26,16 @@ _serializer = TypeSerializer()
 _CONDITION = "attribute_not_exists(dedupe_key)"
 
 
-def _dynamo(value: Any) -> dict[str, Any]:
-    # DynamoDB has no float type: go through JSON so every number becomes a Decimal.
+def to_attribute(value: Any) -> dict[str, Any]:
+    """A JSON value as a DynamoDB attribute value (low-level format).
+
+    DynamoDB has no float type: the value goes through JSON so every number becomes a Decimal.
+
+    Examples
+    --------
+    >>> to_attribute({"amount": 2.5})
+    {'M': {'amount': {'N': '2.5'}}}
+    """
     plain = json.loads(json.dumps(value), parse_float=Decimal)
     return dict(_serializer.serialize(plain))
 
@@ -66,7 +74,7 @@ def ledger_put(table_name: str, envelope: Envelope) -> dict[str, Any]:
     }
     return {
         "TableName": table_name,
-        "Item": {key: _dynamo(value) for key, value in item.items()},
+        "Item": {key: to_attribute(value) for key, value in item.items()},
         "ConditionExpression": _CONDITION,
     }
 

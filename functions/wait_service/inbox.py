@@ -78,9 +78,13 @@ class Inbox:
         self.queue_url = queue_url
         self._client = client
 
-    def start(self, thread_id: str, input: JsonValue) -> str:
-        """Enqueue a start message; returns its deduplication id (each run is a new one)."""
-        run_id = str(ULID())
+    def start(self, thread_id: str, input: JsonValue, *, run_id: str | None = None) -> str:
+        """Enqueue a start message; returns its deduplication id (each run is a new one).
+
+        ``run_id`` names the run (a new ULID when omitted); it is also the deduplication id, so a
+        run must never be sent twice under one id.
+        """
+        run_id = run_id or str(ULID())
         dedup_id = f"run:{thread_id}:{run_id}"
         self._send(StartMessage(thread_id=thread_id, input=input, run_id=run_id), thread_id, dedup_id)
         return dedup_id

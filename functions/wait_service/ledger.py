@@ -503,16 +503,19 @@ class Ledger:
             raise ThreadNotFoundError(f"no thread {thread_id}", thread_id=thread_id)
         return record
 
-    def queue_thread(self, thread_id: str) -> None:
+    def queue_thread(self, thread_id: str, run_id: str | None = None) -> None:
         """Mark a new run queued, unless the thread waits on a question (:class:`ThreadBusyError`).
 
         A queued or running thread takes the new run after the current one: the inbox keeps
-        FIFO order per thread.
+        FIFO order per thread. ``latest_run`` names it, so that the end of an earlier run is not
+        mistaken for the end of this one.
         """
         try:
             self._update_thread(
                 thread_id,
                 "queued",
+                sets={"latest_run": ":latest"} if run_id else None,
+                values={":latest": {"S": run_id}} if run_id else None,
                 remove=("error", "expires_ttl"),
                 condition="attribute_not_exists(#run_status) OR #run_status <> :interrupted",
                 condition_values={":interrupted": {"S": "interrupted"}},
@@ -573,11 +576,14 @@ class Ledger:
             if not _condition_failed(exc):  # a redelivery already dropped it
                 raise
 
-    def thread_running(self, thread_id: str) -> None:
-        now = {":started": {"S": iso(self._clock())}}
-        self._update_thread(
-            thread_id, "running", sets={"started_at": ":started"}, values=now, remove=("error", "expires_ttl")
-        )
+    def thread_running(self, thread_id: str, run_id: str | None = None) -> None:
+        """A run (a start names it with ``run_id``; a resume continues the current one) is running."""
+        sets = {"started_at": ":started"}
+        values: dict[str, Any] = {":started": {"S": iso(self._clock())}}
+        if run_id:
+            sets["current_run"] = ":current"
+            values[":current"] = {"S": run_id}
+        self._update_thread(thread_id, "running", sets=sets, values=values, remove=("error", "expires_ttl"))
 
     def thread_interrupted(self, thread_id: str, pending: list[str]) -> None:
         self._update_thread(
@@ -585,19 +591,46 @@ class Ledger:
         )
 
     def thread_done(self, thread_id: str, output_json: str) -> None:
-        self._update_thread(
+        self._finish(
             thread_id,
             "done",
             sets={"output": ":output", "pending": ":none"},
             values={":output": {"S": output_json}, ":none": {"L": []}},
             remove=("error",),
-            ends=True,
         )
 
     def thread_failed(self, thread_id: str, error: str) -> None:
-        self._update_thread(
-            thread_id, "failed", sets={"error": ":error"}, values={":error": {"S": error}}, ends=True
-        )
+        self._finish(thread_id, "failed", sets={"error": ":error"}, values={":error": {"S": error}})
+
+    def _finish(
+        self,
+        thread_id: str,
+        run_status: RunStatus,
+        *,
+        sets: Mapping[str, str],
+        values: Mapping[str, Any],
+        remove: Iterable[str] = (),
+    ) -> None:
+        """Record how a run ended; a thread with a later run accepted stays ``queued`` for it.
+
+        ``latest_run`` (the api's last accepted run) differs from ``current_run`` (the run ending)
+        exactly when another run waits; recording ``done`` then would let a client that started
+        that run read this run's end as its own. The output is kept either way.
+        """
+        try:
+            self._update_thread(
+                thread_id,
+                run_status,
+                sets=sets,
+                values=values,
+                remove=remove,
+                ends=True,
+                condition="attribute_not_exists(latest_run) OR latest_run = current_run",
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+            self._update_thread(thread_id, "queued", sets=sets, values=values, remove=remove)
 
     def _update_thread(
         self,
@@ -645,7 +678,7 @@ class Ledger:
         removals = [alias(name) for name in remove]
         if removals:
             expression += " REMOVE " + ", ".join(removals)
-        if condition:
+        if condition and "#run_status" in condition:
             names["#run_status"] = "run_status"
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,

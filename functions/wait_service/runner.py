@@ -179,7 +179,7 @@ class RunnerService:
             if interrupts and not same_run:
                 return self._defer(message, interrupts)
             parked = interrupts or None
-        self.ledger.thread_running(thread_id)
+        self.ledger.thread_running(thread_id, message.run_id if isinstance(message, StartMessage) else None)
         try:
             if parked is not None:
                 # A redelivered start: invoking again would start the graph over and raise the
@@ -275,8 +275,10 @@ class RunnerService:
         if self.inbox is None or thread is None or not thread.deferred:
             return
         run = thread.deferred[0]
-        self.ledger.queue_thread(thread_id)
-        self.inbox.start(thread_id, run.input)
+        # A new run id: the deferred run's own id is its original message's deduplication id.
+        run_id = str(ULID())
+        self.ledger.queue_thread(thread_id, run_id)
+        self.inbox.start(thread_id, run.input, run_id=run_id)
         self.ledger.drop_deferred(thread_id, run.run_id)
         logger.info("deferred run enqueued", extra={"run_id": run.run_id})
 

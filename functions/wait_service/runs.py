@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ulid import ULID
+
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
@@ -44,6 +46,7 @@ class RunService:
             The thread is parked on questions; its ``pending`` lists them.
         """
         # The conditional write refuses an interrupted thread; only then is anything enqueued.
-        self.ledger.queue_thread(thread_id)
-        self.inbox.start(thread_id, input)
+        run_id = str(ULID())
+        self.ledger.queue_thread(thread_id, run_id)
+        self.inbox.start(thread_id, input, run_id=run_id)
         return RunQueued(thread_id=thread_id)

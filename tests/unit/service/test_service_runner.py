@@ -426,3 +426,21 @@ def test_a_redelivered_deferred_run_is_kept_once(runner: RunnerService, ledger: 
     assert runner.run(later, receive_count=2).status == "deferred"
 
     assert [run.run_id for run in ledger.get_thread("t-1").deferred] == ["01B"]
+
+
+def test_a_run_ending_after_a_later_run_was_accepted_leaves_the_thread_queued(ledger: Ledger) -> None:
+    # Given run A running and run B accepted behind it
+    ledger.queue_thread("t-1", "01A")
+    ledger.thread_running("t-1", "01A")
+    ledger.queue_thread("t-1", "01B")
+
+    # When A ends, the thread keeps A's output but stays queued for B
+    ledger.thread_done("t-1", '{"refund": 40}')
+    thread = ledger.get_thread("t-1")
+    assert (thread.run_status, thread.output) == ("queued", {"refund": 40})
+
+    # Then B's end is the thread's end
+    ledger.thread_running("t-1", "01B")
+    ledger.thread_failed("t-1", "Boom: model unavailable")
+    thread = ledger.get_thread("t-1")
+    assert (thread.run_status, thread.error) == ("failed", "Boom: model unavailable")

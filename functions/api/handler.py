@@ -13,12 +13,10 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from wait_service.api import WaitApi, build_api
 from wait_service.observability import logger, metrics, tracer
-from wait_service.settings import Settings
+from wait_service.settings import FunctionService, Settings
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
-
-_service: WaitApi | None = None
 
 
 def build_service() -> WaitApi:
@@ -26,17 +24,13 @@ def build_service() -> WaitApi:
     return build_api(Settings.from_env(os.environ))
 
 
+# Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
+_service = FunctionService(lambda: build_service())
+_service.warm(os.environ)
+
+
 def service() -> WaitApi:
-    global _service
-    if _service is None:
-        _service = build_service()
-    return _service
-
-
-# Build during Lambda's init phase, not on the first request, when the function is configured;
-# tests load this module without the environment and inject their own service.
-if "AGENT_WAIT_LEDGER_TABLE" in os.environ:
-    _service = build_service()
+    return _service.get()
 
 
 def handle(event: dict[str, Any], context: Any, service: WaitApi) -> dict[str, Any]:

@@ -17,13 +17,11 @@ from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, proce
 
 from wait_service.observability import logger, metrics, tracer
 from wait_service.runner import RunnerService, build_runner
-from wait_service.settings import Settings
+from wait_service.settings import FunctionService, Settings
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
-
-_service: RunnerService | None = None
 
 
 def build_service() -> RunnerService:
@@ -31,17 +29,13 @@ def build_service() -> RunnerService:
     return build_runner(Settings.from_env(os.environ))
 
 
+# Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
+_service = FunctionService(lambda: build_service())
+_service.warm(os.environ)
+
+
 def service() -> RunnerService:
-    global _service
-    if _service is None:
-        _service = build_service()
-    return _service
-
-
-# Build during Lambda's init phase, not on the first request, when the function is configured;
-# tests load this module without the environment and inject their own service.
-if "AGENT_WAIT_LEDGER_TABLE" in os.environ:
-    _service = build_service()
+    return _service.get()
 
 
 def handle(event: dict[str, Any], context: Any, service: RunnerService) -> PartialItemFailureResponse:

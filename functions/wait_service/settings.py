@@ -7,12 +7,14 @@ variables).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+
+T = TypeVar("T")
 
 DEFAULT_GRAPH = "examples.refund_agent:build_graph"
 
@@ -123,3 +125,31 @@ class Settings(BaseModel):
             var = next((v for v, f in ENV_FIELDS.items() if f == field), field)
             raise SettingsError(f"{var} is not set")
         return str(value)
+
+
+class FunctionService(Generic[T]):
+    """A Lambda function's service: built once per execution environment.
+
+    :meth:`warm` builds it during Lambda's init phase when the function is configured (its
+    environment names the ledger), so the first request does not pay for it; tests load the
+    handler without that environment and inject their own service.
+
+    Examples
+    --------
+    >>> built = FunctionService(lambda: object())
+    >>> built.get() is built.get()
+    True
+    """
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._service: T | None = None
+
+    def get(self) -> T:
+        if self._service is None:
+            self._service = self._build()
+        return self._service
+
+    def warm(self, environ: Mapping[str, str]) -> None:
+        if environ.get("AGENT_WAIT_LEDGER_TABLE"):
+            self.get()

@@ -197,6 +197,11 @@ class RunnerService:
             self._record_failure(thread_id, question_id, exc, receive_count)
             raise
 
+        # The question is `resumed` before the thread records where the run went: a client that
+        # sees the thread done or parked on its next question also sees this answer applied.
+        if question_id is not None and self.ledger.mark_resumed(question_id):
+            # A duplicate resume (already `resumed`) loses the conditional write and counts nothing.
+            metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
         tracking = _Tracking(self.announce)
         envelopes = self.publish(
             result,
@@ -220,12 +225,6 @@ class RunnerService:
             logger.info("thread done")
             self._start_deferred(thread_id)
 
-        resumed = None
-        if question_id is not None:
-            # A duplicate resume (already `resumed`) loses the conditional write and counts nothing.
-            if self.ledger.mark_resumed(question_id):
-                metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
-            resumed = question_id
         undelivered = [qid for qid in pending if qid not in delivered]
         if undelivered:
             # Seed 000: "the next redelivery republishes with the same dedupe_key, and that is the
@@ -241,7 +240,7 @@ class RunnerService:
             status="interrupted" if pending else "done",
             pending=pending,
             delivered=delivered,
-            resumed=resumed,
+            resumed=question_id,
         )
 
     def _standing(self, message: StartMessage, config: dict[str, Any]) -> tuple[list[Any], bool]:

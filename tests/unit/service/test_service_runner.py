@@ -444,3 +444,21 @@ def test_a_run_ending_after_a_later_run_was_accepted_leaves_the_thread_queued(le
     ledger.thread_failed("t-1", "Boom: model unavailable")
     thread = ledger.get_thread("t-1")
     assert (thread.run_status, thread.error) == ("failed", "Boom: model unavailable")
+
+
+def test_the_question_is_resumed_before_the_thread_records_its_end(
+    runner: RunnerService, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that sees the thread done must see its answer applied (a race the demo once hit)."""
+    question_id = park(runner)
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    writes: list[str] = []
+    for name in ("mark_resumed", "thread_done", "thread_interrupted"):
+        original = getattr(runner.ledger, name)
+        monkeypatch.setattr(
+            runner.ledger, name, lambda *a, _n=name, _o=original, **k: (writes.append(_n), _o(*a, **k))[1]
+        )
+
+    runner.run(ResumeMessage(thread_id="t-1", question_id=question_id, answer={"action": "approve"}))
+
+    assert writes == ["mark_resumed", "thread_done"]

@@ -11,6 +11,7 @@ Routes (issue 3): ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}
 from __future__ import annotations
 
 import ipaddress
+import threading
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -33,6 +34,11 @@ if TYPE_CHECKING:
     from wait_service.settings import Settings
 
 MAX_BODY_BYTES = 256 * 1024
+# Powertools' resolvers keep the request being resolved in a class attribute shared by every
+# instance in the process, so two requests resolved at once would read each other's event.
+# Lambda never does that (one request per process at a time); anything that calls the api from
+# several threads (the local gateway, tests) is held to the same rule here.
+_ONE_REQUEST_AT_A_TIME = threading.Lock()
 JSON = "application/json"
 # `pending` lists every question still waiting for an answer (raised, delivered or escalated).
 QuestionStatus = Literal[
@@ -232,7 +238,8 @@ class WaitApi:
             return errors_http.proxy_error(
                 PayloadTooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
             )
-        return self.app.resolve(event, context)
+        with _ONE_REQUEST_AT_A_TIME:
+            return self.app.resolve(event, context)
 
     def openapi_json(self) -> str:
         # The routes never change once built: generate the document once per instance.

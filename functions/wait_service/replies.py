@@ -10,6 +10,7 @@ before, so a losing reply can never resume the thread with its answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -26,6 +27,7 @@ from agent_wait.errors import (
 from wait_service.ledger import ANSWERED, CLOSED, Ledger, QuestionRecord, normalize_json, parse_time, utcnow
 from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_EXPIRED, TIME_TO_ANSWER
 from wait_service.observability import metrics
+from wait_service.resources import API_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
     from wait_service.inbox import Inbox
 
 ANONYMOUS = "anonymous"
+# How long the reply that recorded an answer may still be on its way to enqueueing the resume:
+# no api invocation outlives its Lambda timeout. Only an answer standing longer than this without
+# `resume_enqueued_at` was left by a reply that died, and is safe to recover.
+RESUME_LEASE = timedelta(seconds=API_TIMEOUT_SECONDS + 1)
 
 
 @dataclass(frozen=True)
@@ -202,6 +208,19 @@ class ReplyService:
                 name=TIME_TO_ANSWER, unit=MetricUnit.Milliseconds, value=waited.total_seconds() * 1000
             )
 
+    def _resume_abandoned(self, question: QuestionRecord) -> bool:
+        """An answer recorded without its resume by a reply that can no longer be running.
+
+        A repeat that reads the question between the winner's write and its enqueue must not send
+        too: the winner is about to, and a second send is exactly the duplicate the first-answer
+        rule promises never to make.
+        """
+        if question.status != "answered" or question.resume_enqueued_at is not None:
+            return False
+        if question.answered_at is None:
+            return True
+        return self._clock() - parse_time(question.answered_at) > RESUME_LEASE
+
     def _repeat(self, question: QuestionRecord, answer: JsonValue, *, recover: bool = True) -> ReplyOutcome:
         if not same_answer(question.answer, answer):
             raise AnswerConflictError(
@@ -209,10 +228,10 @@ class ReplyService:
                 standing_answer=question.answer,
                 question_id=question.question_id,
             )
-        if recover and question.status == "answered" and question.resume_enqueued_at is None:
-            # The first reply recorded the answer but did not get to enqueue (a crash or a
-            # timeout). Enqueueing now is safe: the FIFO deduplication id `resume:<id>` turns a
-            # concurrent send of the same resume into one message.
+        if recover and self._resume_abandoned(question):
+            # The first reply recorded the answer but died before it enqueued the resume (a crash
+            # or a timeout). Enqueueing now is safe: the FIFO deduplication id `resume:<id>` turns
+            # even an unlikely concurrent send into one message.
             self.inbox.resume(question.thread_id, question.question_id, question.answer)
             self.ledger.mark_resume_enqueued(question.question_id)
         return ReplyOutcome(question.question_id, "answered", created=False)

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -249,36 +248,45 @@ def test_a_second_process_resumes_a_thread_parked_by_the_first(stack: Stack) -> 
 
 @pytest.mark.parametrize("kind", ["distinct", "identical"])
 def test_twenty_concurrent_replies_make_one_answer_and_one_resume(stack: Stack, kind: str) -> None:
-    # Given a parked question and twenty responders, each on its own api instance (one Lambda each)
+    # Given a parked question and twenty responders, each on its own api instance in its own
+    # process, as on Lambda (instances never share a process, nor Powertools' request state)
+    import multiprocessing
+
+    from reply_worker import PRELOAD, reply_once
+
     envelope = park(stack, "t-race")
     question_id, if_match = envelope["question_id"], envelope["reply_with"]["if_match"]
     answers = [
         {"action": "approve", "args": {"amount": n + 1}} if kind == "distinct" else {"action": "approve"}
         for n in range(20)
     ]
-    services = [stack.api.build_service() for _ in answers]
-    # Count the sends, not the messages: FIFO deduplication would hide a second send.
-    sends: list[str] = []
-    for service in services:
-        service.replies.inbox._client.meta.events.register(
-            "before-call.sqs.SendMessage", lambda **_: sends.append("resume")
-        )
-    barrier = threading.Barrier(len(answers))
-    statuses: list[int] = [0] * len(answers)
-
-    def reply(index: int) -> None:
-        request = reply_event(question_id, answers[index], if_match)
-        barrier.wait()
-        statuses[index] = stack.api.handle(request, Context(), service=services[index])["statusCode"]
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    barrier, queue = context.Barrier(len(answers)), context.Queue()
+    handler = str(ROOT / "functions" / "api" / "handler.py")
+    events = [json.dumps(reply_event(question_id, answer, if_match)) for answer in answers]
 
     # When all twenty reply at once
-    threads = [threading.Thread(target=reply, args=(i,)) for i in range(len(answers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    workers = [
+        context.Process(target=reply_once, args=(index, handler, stack.env, event, barrier, queue))
+        for index, event in enumerate(events)
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        by_index = {}
+        for _ in workers:
+            result = queue.get(timeout=240)
+            by_index[result["index"]] = result
+    finally:
+        for worker in workers:
+            worker.join(timeout=30)
+            if worker.is_alive():
+                worker.kill()
+    results = [by_index[index] for index in range(len(events))]
 
-    # Then exactly one reply recorded the answer, and exactly one resume is in the inbox
+    # Then exactly one reply recorded the answer, and exactly one resume was ever sent
+    statuses = [result["status"] for result in results]
     assert statuses.count(202) == 1
     assert sorted(set(statuses) - {202}) == ([409] if kind == "distinct" else [200])
     winner = answers[statuses.index(202)]
@@ -286,4 +294,4 @@ def test_twenty_concurrent_replies_make_one_answer_and_one_resume(stack: Stack, 
     assert standing.answer == winner
     resumes = drain(stack.sqs, stack.resources.inbox_url)
     assert resumes == [{"thread_id": "t-race", "question_id": question_id, "answer": winner}]
-    assert sends == ["resume"]
+    assert sum(result["sends"] for result in results) == 1

@@ -309,21 +309,47 @@ def test_no_principal_is_refused_unless_local(aws: Aws, call: Call) -> None:
     assert stored(aws, "q-1")["answered_by"] == "anonymous"
 
 
-def test_recovers_an_answer_recorded_without_its_resume(aws: Aws, call: Call) -> None:
+def test_recovers_an_answer_recorded_without_its_resume(aws: Aws, call: Call, clock: FakeClock) -> None:
     # Given an answer recorded by a reply that died before it enqueued the resume
     from wait_service.ledger import Ledger
+    from wait_service.replies import RESUME_LEASE
 
     envelope = aws.raise_question()
-    Ledger(aws.resources.ledger_table, aws.dynamodb).record_answer("q-1", APPROVE, answered_by="ann")
+    Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock).record_answer(
+        "q-1", APPROVE, answered_by="ann"
+    )
     assert resume_messages(aws) == []
 
-    # When the responder retries the same answer
+    # When the responder retries the same answer once no api invocation can still be enqueueing it
+    clock.advance(RESUME_LEASE.total_seconds() + 1)
     response = call(reply_event("q-1", APPROVE, if_match=envelope.digest))
 
     # Then the retry is idempotent (200) and the resume is finally enqueued, once
     assert response["statusCode"] == 200
     assert len(resume_messages(aws)) == 1
     assert "resume_enqueued_at" in stored(aws, "q-1")
+
+
+def test_a_repeat_never_sends_the_resume_the_winner_is_still_sending(
+    aws: Aws, call: Call, clock: FakeClock
+) -> None:
+    # Given an answer just recorded by a reply that has not enqueued its resume yet
+    from wait_service.ledger import Ledger
+    from wait_service.replies import RESUME_LEASE
+
+    envelope = aws.raise_question()
+    Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock).record_answer(
+        "q-1", APPROVE, answered_by="ann"
+    )
+
+    # When the same answer arrives again while that reply may still be running
+    clock.advance(RESUME_LEASE.total_seconds() - 1)
+    response = call(reply_event("q-1", APPROVE, if_match=envelope.digest))
+
+    # Then it is idempotent and sends nothing: the winner's send is the only one
+    assert response["statusCode"] == 200
+    assert resume_messages(aws) == []
+    assert "resume_enqueued_at" not in stored(aws, "q-1")
 
 
 def test_an_answer_counts_and_times_the_wait(aws: Aws, api: WaitApi, clock: FakeClock) -> None:

@@ -80,6 +80,8 @@ def error_body(error: AgentWaitError) -> dict[str, Any]:
         body["pending"] = error.pending
     elif isinstance(error, QuestionClosedError):
         body["status"] = error.status
+        if error.standing_answer is not None:
+            body["standing_answer"] = error.standing_answer
     elif isinstance(error, AnswerInvalidError | InvalidRequestError) and error.field is not None:
         body["field"] = error.field
     elif isinstance(error, ResponderNotAllowedError):

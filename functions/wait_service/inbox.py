@@ -29,13 +29,18 @@ class StartMessage(BaseModel):
 
 
 class ResumeMessage(BaseModel):
-    """Resume a thread parked on ``question_id`` with ``answer``."""
+    """Resume a thread parked on ``question_id`` with the answer the ledger holds for it.
+
+    The message says *which* question to resume, never *what* with: the runner reads the answer
+    from the ledger when it processes the message, so a message put on the queue by anyone else
+    cannot choose the answer. An ``answer`` a message carries is ignored.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     thread_id: str = Field(min_length=1)
     question_id: str = Field(min_length=1)
-    answer: JsonValue = None
+    answer: JsonValue = Field(default=None, exclude=True, description="ignored: the ledger holds answers")
 
 
 def parse_message(body: str) -> StartMessage | ResumeMessage:
@@ -43,8 +48,8 @@ def parse_message(body: str) -> StartMessage | ResumeMessage:
 
     Examples
     --------
-    >>> parse_message('{"thread_id": "t", "question_id": "q", "answer": {"action": "approve"}}')
-    ResumeMessage(thread_id='t', question_id='q', answer={'action': 'approve'})
+    >>> parse_message('{"thread_id": "t", "question_id": "q"}')
+    ResumeMessage(thread_id='t', question_id='q', answer=None)
     >>> parse_message('{"thread_id": "t", "input": {"amount": 40}}')
     StartMessage(thread_id='t', input={'amount': 40})
     """
@@ -67,7 +72,7 @@ class Inbox:
     Examples
     --------
     >>> inbox = Inbox("https://sqs.eu-west-1.amazonaws.com/1/agent-wait-inbox.fifo")  # doctest: +SKIP
-    >>> inbox.resume("thread-1", "q-1", {"action": "approve"})  # doctest: +SKIP
+    >>> inbox.resume("thread-1", "q-1")  # doctest: +SKIP
     """
 
     def __init__(self, queue_url: str, client: SQSClient | None = None) -> None:
@@ -89,13 +94,17 @@ class Inbox:
         self._send(StartMessage(thread_id=thread_id, input=input, run_id=run_id), thread_id, dedup_id)
         return dedup_id
 
-    def resume(self, thread_id: str, question_id: str, answer: JsonValue) -> str:
+    def resume(self, thread_id: str, question_id: str) -> str:
         """Enqueue the resume for ``question_id``; a resend within the FIFO window is dropped."""
         dedup_id = f"resume:{question_id}"
-        self._send(
-            ResumeMessage(thread_id=thread_id, question_id=question_id, answer=answer), thread_id, dedup_id
-        )
+        self._send(ResumeMessage(thread_id=thread_id, question_id=question_id), thread_id, dedup_id)
         return dedup_id
+
+    def delay(self, receipt_handle: str, seconds: int) -> None:
+        """Make a received message visible again in ``seconds`` (a retry's backoff)."""
+        self._client.change_message_visibility(
+            QueueUrl=self.queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+        )
 
     def _send(self, message: BaseModel, group: str, dedup_id: str) -> Any:
         # SQS caps both ids at 128 characters; thread and question ids are well below it.

@@ -13,3 +13,11 @@ RESUME_FAILURES: Final = "ResumeFailures"
 RUNS_FAILED: Final = "RunsFailed"
 # Milliseconds from a question's `created_at` to the reply that answered it.
 TIME_TO_ANSWER: Final = "TimeToAnswer"
+QUESTIONS_ESCALATED: Final = "QuestionsEscalated"
+REMINDERS_SENT: Final = "RemindersSent"
+QUESTIONS_REVOKED: Final = "QuestionsRevoked"
+# Inbox messages the runner refused to act on: no recorded answer, or a question the thread does
+# not wait on (a forged or stale message).
+RESUMES_REFUSED: Final = "ResumesRefused"
+# A question published under an id whose ledger item holds a different digest.
+QUESTION_COLLISIONS: Final = "QuestionCollisions"

@@ -10,7 +10,6 @@ before, so a losing reply can never resume the thread with its answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -24,10 +23,11 @@ from agent_wait.errors import (
     QuestionClosedError,
     ResponderNotAllowedError,
 )
-from wait_service.ledger import ANSWERED, CLOSED, Ledger, QuestionRecord, normalize_json, parse_time, utcnow
-from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_EXPIRED, TIME_TO_ANSWER
+from wait_service.ledger import Ledger, QuestionRecord, normalize_json, parse_time, utcnow
+from wait_service.lifecycle import Decisions
+from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_REVOKED, TIME_TO_ANSWER
 from wait_service.observability import metrics
-from wait_service.resources import API_TIMEOUT_SECONDS
+from wait_service.statuses import ANSWERED, phase_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,10 +38,6 @@ if TYPE_CHECKING:
     from wait_service.inbox import Inbox
 
 ANONYMOUS = "anonymous"
-# How long the reply that recorded an answer may still be on its way to enqueueing the resume:
-# no api invocation outlives its Lambda timeout. Only an answer standing longer than this without
-# `resume_enqueued_at` was left by a reply that died, and is safe to recover.
-RESUME_LEASE = timedelta(seconds=API_TIMEOUT_SECONDS + 1)
 
 
 @dataclass(frozen=True)
@@ -64,26 +60,27 @@ def etag_for(digest: str) -> str:
     return f'"{digest}"'
 
 
-def if_match_matches(header: str, digest: str) -> bool:
-    """Whether an ``If-Match`` value names ``digest``.
+def if_match_matches(header: str, digest: str, *, strict: bool = True) -> bool:
+    """Whether an ``If-Match`` value admits the question with ``digest``.
 
-    Quoted or bare, weak (``W/``) or strong, one tag or a comma-separated list; ``*`` matches
-    any current question.
+    ``strict`` (a binding policy): the value must be exactly the question's strong ETag. A binding
+    reply names the one proposal it approves, so ``*`` (any version), a weak tag ``W/"..."``, an
+    unquoted digest or a list of tags all fail. Otherwise HTTP's rules apply: ``*`` or a list
+    holding the strong ETag.
 
     Examples
     --------
-    >>> if_match_matches('W/"abc"', "abc"), if_match_matches('"x", abc', "abc"), if_match_matches("x", "abc")
-    (True, True, False)
+    >>> if_match_matches('"abc"', "abc"), if_match_matches(' "abc" ', "abc")
+    (True, True)
+    >>> [if_match_matches(h, "abc") for h in ("*", 'W/"abc"', "abc", '"x", "abc"')]
+    [False, False, False, False]
+    >>> [if_match_matches(h, "abc", strict=False) for h in ("*", '"x", "abc"', "abc")]
+    [True, True, False]
     """
-    for tag in header.split(","):
-        tag = tag.strip()
-        if tag == "*":
-            return True
-        if tag[:2] in ("W/", "w/"):
-            tag = tag[2:].strip()
-        if tag.strip('"') == digest:
-            return True
-    return False
+    if strict:
+        return header.strip() == etag_for(digest)
+    tags = [tag.strip() for tag in header.split(",")]
+    return "*" in tags or etag_for(digest) in tags
 
 
 def same_answer(a: JsonValue, b: JsonValue) -> bool:
@@ -92,7 +89,7 @@ def same_answer(a: JsonValue, b: JsonValue) -> bool:
 
 
 class ReplyService:
-    """Records a human's answer to a question and enqueues the resume of its thread.
+    """Records a person's answer to a question (or its revocation) and enqueues the resume.
 
     Parameters
     ----------
@@ -114,6 +111,7 @@ class ReplyService:
         self.ledger = ledger
         self.inbox = inbox
         self._clock = clock
+        self.decisions = Decisions(ledger, inbox, clock=clock)
 
     def reply(
         self,
@@ -140,23 +138,51 @@ class ReplyService:
         except AnswerInvalidError as exc:
             # The policy does not know which question it belongs to; the api's error names it.
             raise AnswerInvalidError(exc.message, field=exc.field, question_id=question_id) from exc
-        if question.status in ANSWERED:
+        question = self.decisions.close_if_due(question)
+        if not question.is_open:
             return self._repeat(question, answer)
-        self._check_open(question)
         current = self.ledger.record_answer(question_id, answer, answered_by=principal, reason=reason)
         if current is None:
-            self.inbox.resume(question.thread_id, question_id, answer)
-            self.ledger.mark_resume_enqueued(question_id)
+            self.decisions.enqueue_resume(question)
             self._count_answer(question)
             return ReplyOutcome(question_id, "answered", created=True)
         # Lost the conditional write: somebody answered or closed the question meanwhile. The
-        # winner is enqueueing the resume right now; only a reply that finds an answer standing
-        # from before (first read, above) recovers a resume that was never enqueued.
-        if current.status in ANSWERED:
-            return self._repeat(current, answer, recover=False)
-        self._check_open(current)
-        raise QuestionClosedError(
-            f"question {question_id} is {current.status}", status=current.status, question_id=question_id
+        # winner is enqueueing the resume right now, so this reply never sends it.
+        return self._repeat(current, answer, recover=False)
+
+    def revoke(self, question_id: str, reason: str, *, principal: str) -> QuestionRecord:
+        """Withdraw an open question; the thread is resumed with a rejection naming ``reason``.
+
+        Raises
+        ------
+        QuestionNotFoundError, ResponderNotAllowedError
+        AnswerConflictError
+            An answer (a person's, or an expiry's) decided it first; the standing answer is returned.
+        QuestionClosedError
+            It was revoked already.
+        """
+        question = self.ledger.get_question(question_id)
+        self._check_responder(question, Policy.model_validate(question.policy), principal)
+        question = self.decisions.close_if_due(question)
+        if question.is_open:
+            lost = self.ledger.record_revocation(question_id, reason, revoked_by=principal)
+            if lost is None:
+                revoked = self.ledger.get_question(question_id)
+                self.decisions.enqueue_resume(revoked)
+                metrics.add_metric(name=QUESTIONS_REVOKED, unit=MetricUnit.Count, value=1)
+                return revoked
+            question = lost
+        if phase_of(question.status) == "revoked":
+            raise QuestionClosedError(
+                f"question {question_id} was revoked already",
+                status=question.status,
+                standing_answer=question.answer,
+                question_id=question_id,
+            )
+        raise AnswerConflictError(
+            f"question {question_id} is {question.status}: its answer stands and can no longer be revoked",
+            standing_answer=question.answer,
+            question_id=question_id,
         )
 
     def _check_responder(self, question: QuestionRecord, policy: Policy, principal: str) -> None:
@@ -177,26 +203,10 @@ class ReplyService:
                     question_id=question.question_id,
                 )
             return
-        if not if_match_matches(if_match, question.digest):
+        if not if_match_matches(if_match, question.digest, strict=policy.bind):
             raise PreconditionFailedError(
-                "If-Match does not match the question's digest: the question changed since it was read",
-                question_id=question.question_id,
-            )
-
-    def _check_open(self, question: QuestionRecord) -> None:
-        if question.status in CLOSED:
-            raise QuestionClosedError(
-                f"question {question.question_id} is {question.status}",
-                status=question.status,
-                question_id=question.question_id,
-            )
-        if question.expired_at(self._clock()):
-            # Close it here too: the expiry schedule may not have fired yet.
-            if self.ledger.mark_expired(question.question_id, actor="api"):
-                metrics.add_metric(name=QUESTIONS_EXPIRED, unit=MetricUnit.Count, value=1)
-            raise QuestionClosedError(
-                f"question {question.question_id} expired at {question.expires_at}",
-                status="expired",
+                "If-Match must be the question's ETag exactly as GET /questions/{id} returned it "
+                f"({etag_for(question.digest)}): the question changed, or the tag is not that one",
                 question_id=question.question_id,
             )
 
@@ -208,30 +218,23 @@ class ReplyService:
                 name=TIME_TO_ANSWER, unit=MetricUnit.Milliseconds, value=waited.total_seconds() * 1000
             )
 
-    def _resume_abandoned(self, question: QuestionRecord) -> bool:
-        """An answer recorded without its resume by a reply that can no longer be running.
-
-        A repeat that reads the question between the winner's write and its enqueue must not send
-        too: the winner is about to, and a second send is exactly the duplicate the first-answer
-        rule promises never to make.
-        """
-        if question.status != "answered" or question.resume_enqueued_at is not None:
-            return False
-        if question.answered_at is None:
-            return True
-        return self._clock() - parse_time(question.answered_at) > RESUME_LEASE
-
     def _repeat(self, question: QuestionRecord, answer: JsonValue, *, recover: bool = True) -> ReplyOutcome:
+        """A reply to a decided question: 410 if the system closed it, else 200 or 409."""
+        if question.status not in ANSWERED:
+            raise QuestionClosedError(
+                f"question {question.question_id} is {question.status}"
+                + (f" since {question.answered_at}" if question.answered_at else ""),
+                status=question.status,
+                standing_answer=question.answer,
+                question_id=question.question_id,
+            )
         if not same_answer(question.answer, answer):
             raise AnswerConflictError(
                 f"question {question.question_id} was already answered: the first answer stands",
                 standing_answer=question.answer,
                 question_id=question.question_id,
             )
-        if recover and self._resume_abandoned(question):
-            # The first reply recorded the answer but died before it enqueued the resume (a crash
-            # or a timeout). Enqueueing now is safe: the FIFO deduplication id `resume:<id>` turns
-            # even an unlikely concurrent send into one message.
-            self.inbox.resume(question.thread_id, question.question_id, question.answer)
-            self.ledger.mark_resume_enqueued(question.question_id)
+        if recover:
+            # The first reply may have died before it enqueued the resume (a crash or a timeout).
+            self.decisions.recover_resume(question)
         return ReplyOutcome(question.question_id, "answered", created=False)

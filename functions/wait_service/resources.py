@@ -93,6 +93,8 @@ RUNNER_TIMEOUT_SECONDS = 120
 # The api Lambda's timeout: API Gateway's REST integration gives up after 29 seconds, so a longer
 # Lambda timeout would only keep working for a caller that already got a 504.
 API_TIMEOUT_SECONDS = 29
+# The lifecycle function (expiry, escalation, reminders) makes a handful of AWS calls per timer.
+LIFECYCLE_TIMEOUT_SECONDS = 30
 INBOX_VISIBILITY_SECONDS = 6 * RUNNER_TIMEOUT_SECONDS
 MAX_RECEIVE_COUNT = 5
 

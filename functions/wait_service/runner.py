@@ -3,9 +3,18 @@
 This is the seed's entry point and its one ``if``: a message naming a question resumes the thread
 with ``Command(resume={question_id: answer})``; any other message starts a run with its input.
 After the run, ``publish_interrupts`` announces each question through the composite of ledger,
-SNS topic and SQS outbox; the thread is recorded ``interrupted`` (pending ids), ``done`` (output
-JSON) or ``failed`` (error). A run that raises is recorded and re-raised, so the queue retries
-the message and, after ``maxReceiveCount`` receives, moves it to the DLQ.
+SNS topic and SQS outbox, and arms its timers; the thread is recorded ``interrupted`` (pending
+ids), ``done`` (output JSON) or ``failed`` (error).
+
+**The ledger is the only source of answers.** A resume message says which question to resume;
+the answer is read from the ledger when the message is processed, and only for a question the
+thread has pending in its checkpoint. Anything else is refused, counted and consumed.
+
+**Failures end visibly.** An exception raised by the graph ends the run at once: the thread is
+``failed`` with the error and the message is consumed, so the thread takes a new run at once.
+Only infrastructure failures (throttling, timeouts, 5xx from AWS) are retried, with exponential
+backoff, up to the inbox's ``maxReceiveCount``; meanwhile the thread is ``retrying``; the last
+failure marks the question ``resume_failed`` and the thread ``failed`` before the DLQ.
 
 This is the only module of the receive path that imports LangGraph.
 """
@@ -17,29 +26,46 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import ClientError
+from botocore.retries.standard import RetryContext, ThrottledRetryableChecker, TransientRetryableChecker
 from langgraph.types import Command
 from pydantic_core import to_json
 from ulid import ULID
 
 from agent_wait import BaseAnnounce, CompositeAnnounce
+from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import AnnounceError
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
-from wait_service.ledger import Clock, Ledger, utcnow
-from wait_service.metric_names import QUESTIONS_RAISED, QUESTIONS_RESUMED, RESUME_FAILURES, RUNS_FAILED
+from wait_service.ledger import Clock, Ledger, QuestionRecord, utcnow
+from wait_service.metric_names import (
+    QUESTIONS_RAISED,
+    QUESTIONS_RESUMED,
+    RESUME_FAILURES,
+    RESUMES_REFUSED,
+    RUNS_FAILED,
+)
 from wait_service.observability import logger, metrics, tracer
 from wait_service.resources import MAX_RECEIVE_COUNT
+from wait_service.statuses import OPEN
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
     from agent_wait import Envelope
     from wait_service.settings import Settings
+    from wait_service.timers import Timers
 
 PublishFn = Callable[..., list["Envelope"]]
+
+# Statuses whose recorded answer a resume may carry into the thread (`resume_failed`: a DLQ redrive).
+RESUMABLE = frozenset({"answered", "expired", "revoked", "resume_failed"})
+# Seconds an infrastructure failure waits before attempt n + 1 (n = 1, 2, ...): 2, 4, 8, 16.
+BACKOFF_BASE_SECONDS = 2
 
 
 class Graph(Protocol):
@@ -59,23 +85,113 @@ class RunOutcome:
     """What one message did to its thread."""
 
     thread_id: str
-    status: Literal["interrupted", "done", "deferred"]
+    status: Literal["interrupted", "done", "deferred", "failed", "refused"]
     pending: list[str] = field(default_factory=list)
     delivered: list[str] = field(default_factory=list)
     resumed: str | None = None
+    error: str | None = None
+
+
+class InfrastructureError(Exception):
+    """An AWS call failed in a way worth retrying; the message is retried with backoff."""
+
+
+_THROTTLED, _TRANSIENT = ThrottledRetryableChecker(), TransientRetryableChecker()
+
+
+def is_infrastructure_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a throttle, timeout or 5xx of an AWS call.
+
+    botocore's own retry checkers decide, so the runner retries exactly what the SDK itself
+    would have: throttling codes, transient codes and 5xx statuses, and connection errors.
+
+    Examples
+    --------
+    >>> from botocore.exceptions import ClientError, EndpointConnectionError
+    >>> throttled = ClientError({"Error": {"Code": "ThrottlingException"}}, "PutItem")
+    >>> is_infrastructure_failure(throttled), is_infrastructure_failure(KeyError("customer"))
+    (True, False)
+    >>> is_infrastructure_failure(EndpointConnectionError(endpoint_url="https://x"))
+    True
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, InfrastructureError | AnnounceError):
+            return True
+        if isinstance(current, ClientError):
+            status = current.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            context = RetryContext(
+                attempt_number=1,
+                parsed_response=dict(current.response),
+                http_response=_Status(status) if isinstance(status, int) else None,
+            )
+            if _THROTTLED.is_retryable(context) or _TRANSIENT.is_retryable(context):
+                return True
+        else:
+            context = RetryContext(attempt_number=1, caught_exception=current)  # type: ignore[arg-type]
+            if _TRANSIENT.is_retryable(context):
+                return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+@dataclass(frozen=True)
+class _Status:
+    status_code: int
 
 
 class _Tracking(BaseAnnounce):
-    """Announces through ``inner`` and remembers, per question, whether every sink took it."""
+    """Announces through ``inner`` and remembers, per question, which sinks took it.
+
+    A composite is tracked child by child, so the lifecycle shows each sink and the runner knows
+    whether the ledger itself recorded the question.
+    """
 
     name = "tracking"
 
     def __init__(self, inner: BaseAnnounce) -> None:
-        self.inner = inner
-        self.delivered: dict[str, bool] = {}
+        self.sinks: dict[str, dict[str, bool]] = {}
+        self.recorded: dict[str, bool] = {}
+        children = inner.children if isinstance(inner, CompositeAnnounce) else [inner]
+        # Sinks run concurrently; the lifecycle lists them in the announcers' order.
+        self.order = [child.name for child in children]
+        self._ledger_sinks = {child.name for child in children if isinstance(child, DynamoDbAnnounce)}
+        self.inner = (
+            CompositeAnnounce([_Recorder(child, self) for child in inner.children], name=inner.name)
+            if isinstance(inner, CompositeAnnounce)
+            else _Recorder(inner, self)
+        )
 
     def deliver(self, envelope: Envelope) -> None:
-        self.delivered[envelope.question_id] = self.inner.announce(envelope)
+        self.inner.announce(envelope)
+
+    def note(self, sink: str, envelope: Envelope, ok: bool) -> None:
+        self.sinks.setdefault(envelope.question_id, {})[sink] = ok
+        if sink in self._ledger_sinks:
+            self.recorded[envelope.question_id] = ok
+
+    def delivered(self, question_id: str) -> bool:
+        results = self.sinks.get(question_id, {})
+        return bool(results) and all(results.values())
+
+    def is_recorded(self, question_id: str) -> bool:
+        # Without a ledger sink among the announcers (tests), nothing says it is missing.
+        return self.recorded.get(question_id, not self._ledger_sinks)
+
+
+class _Recorder(BaseAnnounce):
+    def __init__(self, inner: BaseAnnounce, tracking: _Tracking) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._tracking = tracking
+
+    def deliver(self, envelope: Envelope) -> None:
+        ok = self.inner.announce(envelope)
+        self._tracking.note(self.name, envelope, ok)
+        if not ok:
+            raise AnnounceError(f"{self.name} failed", question_id=envelope.question_id)
 
 
 def output_json(result: Any) -> str:
@@ -111,13 +227,17 @@ class RunnerService:
     default_ttl:
         Seconds, for questions whose policy sets no ttl.
     max_receive_count:
-        The inbox's ``maxReceiveCount``: on the last receive a failing resume marks its
-        question ``resume_failed`` before the queue moves the message to the DLQ.
+        The inbox's ``maxReceiveCount``: the last attempt of a message that keeps failing on
+        infrastructure records the failure before the queue moves the message to the DLQ.
     clock:
         Current UTC time for the envelopes' ``created_at``; injected by tests.
     inbox:
         Where a run deferred behind a thread's questions is enqueued once the thread's current
-        run ends; ``None`` keeps deferred runs on the thread item only.
+        run ends, and how a retried message is delayed; ``None`` keeps deferred runs on the thread
+        item only and retries at the queue's visibility timeout.
+    timers:
+        Arms the expiry and reminder timers of each new question and disarms them once the
+        question is decided; ``None`` when the deployment has no scheduler.
 
     Examples
     --------
@@ -138,6 +258,7 @@ class RunnerService:
         max_receive_count: int = MAX_RECEIVE_COUNT,
         clock: Clock = utcnow,
         inbox: Inbox | None = None,
+        timers: Timers | None = None,
     ) -> None:
         if publish is None:
             from agent_wait.langgraph import publish_interrupts
@@ -152,56 +273,149 @@ class RunnerService:
         self.max_receive_count = max_receive_count
         self._clock = clock
         self.inbox = inbox
+        self.timers = timers
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
-        """The batch processor's record handler: parse the body and run it."""
+        """The batch processor's record handler: parse the body and run it.
+
+        A body that is not a message is consumed (logged and counted), never retried: failing it
+        would hold every later message of its thread behind it.
+        """
         receive_count = int(record.attributes.approximate_receive_count or 1)
-        return self.run(parse_message(record.body), receive_count=receive_count)
+        try:
+            message = parse_message(record.body)
+        except ValueError as exc:
+            logger.warning("inbox message refused: not a start or resume message", extra={"error": str(exc)})
+            metrics.add_metric(name=RESUMES_REFUSED, unit=MetricUnit.Count, value=1)
+            return RunOutcome(thread_id="", status="refused", error=str(exc))
+        try:
+            return self.run(message, receive_count=receive_count)
+        except Exception:
+            if self.inbox is not None and receive_count < self.max_receive_count:
+                # Exponential backoff: the message comes back after 2, 4, 8, 16 s, not after the
+                # queue's visibility timeout. If even that call fails, the timeout applies.
+                delay = BACKOFF_BASE_SECONDS * 2 ** (receive_count - 1)
+                inbox = self.inbox
+                self._best_effort(lambda: inbox.delay(record.receipt_handle, delay))
+            raise
 
     @tracer.capture_method
     def run(self, message: StartMessage | ResumeMessage, *, receive_count: int = 1) -> RunOutcome:
-        """Run one message; raises (after recording the failure) when the graph raises."""
+        """Run one message; raises only on an infrastructure failure (the message is retried)."""
         question_id = message.question_id if isinstance(message, ResumeMessage) else None
         logger.append_keys(thread_id=message.thread_id, question_id=question_id)
         try:
-            return self._run(message, question_id, receive_count)
+            return self._run(message, receive_count)
         finally:
             logger.remove_keys(["thread_id", "question_id"])
 
-    def _run(
-        self, message: StartMessage | ResumeMessage, question_id: str | None, receive_count: int
-    ) -> RunOutcome:
+    def _run(self, message: StartMessage | ResumeMessage, receive_count: int) -> RunOutcome:
         thread_id = message.thread_id
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
-        parked = None
-        if isinstance(message, StartMessage):
-            interrupts, same_run = self._standing(message, config)
-            if interrupts and not same_run:
-                return self._defer(message, interrupts)
-            parked = interrupts or None
-        self.ledger.thread_running(thread_id, message.run_id if isinstance(message, StartMessage) else None)
+        question: QuestionRecord | None = None
+        parked: list[Any] = []
+        settled = False
         try:
-            if parked is not None:
-                # A redelivered start: invoking again would start the graph over and raise the
-                # question under a new id, orphaning the one already announced. Republish the
-                # standing questions instead; their dedupe_keys make that harmless downstream.
-                logger.info("start message redelivered; republishing the standing questions")
-                result: Any = {"__interrupt__": parked}
-            elif isinstance(message, ResumeMessage):
-                result = self.graph.invoke(Command(resume={message.question_id: message.answer}), config)
+            if isinstance(message, ResumeMessage):
+                question, pending = self._resumable(message, config)
+                if question is None:
+                    return RunOutcome(thread_id=thread_id, status="refused")
+                settled = not pending
             else:
-                if message.run_id is not None:
-                    config["metadata"] = {RUN_ID_KEY: message.run_id}
-                result = self.graph.invoke(message.input, config)
+                interrupts, same_run = self._standing(message, config)
+                if interrupts and not same_run and self._answerable(interrupts):
+                    return self._defer(message, interrupts)
+                parked = interrupts if same_run else []
+            self.ledger.thread_running(
+                thread_id, message.run_id if isinstance(message, StartMessage) else None
+            )
+            result = self._invoke(message, question, settled, parked, config)
+        except _GraphFailed as failed:
+            return self._graph_failed(thread_id, question, failed.__cause__)
         except Exception as exc:
-            self._record_failure(thread_id, question_id, exc, receive_count)
+            self._infrastructure_failed(thread_id, question, exc, receive_count)
+            raise
+        try:
+            return self._after_run(thread_id, question, result, republished=settled or bool(parked))
+        except _Undelivered:
+            # Parked, and every question is in the ledger: the thread is `interrupted` and each
+            # question answerable; the redelivery only republishes to the sinks that missed it.
+            raise
+        except Exception as exc:
+            self._infrastructure_failed(thread_id, question, exc, receive_count)
             raise
 
+    def _invoke(
+        self,
+        message: StartMessage | ResumeMessage,
+        question: QuestionRecord | None,
+        settled: bool,
+        parked: list[Any],
+        config: dict[str, Any],
+    ) -> Any:
+        if question is not None and settled:
+            # The thread ran on with this answer already (a redelivered resume whose run was
+            # applied before a later write failed): finish the bookkeeping from the checkpoint.
+            state = self.graph.get_state(config)
+            interrupts = list(getattr(state, "interrupts", ()) or ())
+            return {"__interrupt__": interrupts} if interrupts else dict(state.values or {})
+        if parked:
+            # A redelivered start: invoking again would start the graph over and raise the
+            # question under a new id, orphaning the one already announced. Republish the
+            # standing questions instead; their dedupe_keys make that harmless downstream.
+            logger.info("start message redelivered; republishing the standing questions")
+            return {"__interrupt__": parked}
+        try:
+            if question is not None:
+                return self.graph.invoke(Command(resume={question.question_id: question.answer}), config)
+            assert isinstance(message, StartMessage)
+            if message.run_id is not None:
+                config["metadata"] = {RUN_ID_KEY: message.run_id}
+            return self.graph.invoke(message.input, config)
+        except Exception as exc:
+            if is_infrastructure_failure(exc):
+                raise
+            raise _GraphFailed from exc
+
+    def _resumable(
+        self, message: ResumeMessage, config: dict[str, Any]
+    ) -> tuple[QuestionRecord | None, bool]:
+        """The question to resume with its ledger answer, and whether the thread still waits on it.
+
+        ``(None, False)`` refuses the message: no such question, another thread's, no recorded
+        answer, or a question the thread does not wait on and never did since it was decided.
+        """
+        question = self.ledger.find_question(message.question_id)
+        reason = None
+        pending = False
+        if question is None:
+            reason = "no such question"
+        elif question.thread_id != message.thread_id:
+            reason = "the question belongs to another thread"
+        elif question.status not in RESUMABLE:
+            reason = f"the question has no answer to resume with (status {question.status})"
+        else:
+            state = self.graph.get_state(config)
+            pending = message.question_id in {i.id for i in getattr(state, "interrupts", ()) or ()}
+            if not pending and (question.status == "resume_failed" or question.resumed_at is not None):
+                reason = "the thread does not wait on this question"
+        if reason is not None:
+            logger.warning("resume refused", extra={"reason": reason})
+            metrics.add_metric(name=RESUMES_REFUSED, unit=MetricUnit.Count, value=1)
+            return None, False
+        return question, pending
+
+    def _after_run(
+        self, thread_id: str, question: QuestionRecord | None, result: Any, *, republished: bool
+    ) -> RunOutcome:
         # The question is `resumed` before the thread records where the run went: a client that
         # sees the thread done or parked on its next question also sees this answer applied.
-        if question_id is not None and self.ledger.mark_resumed(question_id):
-            # A duplicate resume (already `resumed`) loses the conditional write and counts nothing.
-            metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
+        if question is not None:
+            if self.ledger.mark_resumed(question):
+                # A duplicate resume (already `resumed`) loses the conditional write and counts nothing.
+                metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
+            if self.timers is not None:
+                self.timers.cancel(question)
         tracking = _Tracking(self.announce)
         envelopes = self.publish(
             result,
@@ -211,15 +425,25 @@ class RunnerService:
             default_ttl=self.default_ttl,
             now=self._clock(),
         )
-        delivered = [e.question_id for e in envelopes if tracking.delivered.get(e.question_id)]
-        for delivered_id in delivered:
-            self.ledger.mark_delivered(delivered_id)
+        delivered = [e.question_id for e in envelopes if tracking.delivered(e.question_id)]
+        for envelope in envelopes:
+            results = tracking.sinks.get(envelope.question_id, {})
+            sinks = [name for name in tracking.order if results.get(name)]
+            if envelope.question_id in delivered:
+                self.ledger.mark_delivered(envelope.question_id, sinks)
+        recorded = [e.question_id for e in envelopes if tracking.is_recorded(e.question_id)]
+        if self.timers is not None:
+            for question_id in recorded:
+                record = self.ledger.find_question(question_id)
+                if record is not None and record.is_open:
+                    self.timers.set(self.timers.for_question(record))
         pending = [e.question_id for e in envelopes]
         if pending:
-            if parked is None:  # a republish raises nothing new
+            if not republished:
                 metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(pending))
-            self.ledger.thread_interrupted(thread_id, pending)
-            logger.info("thread parked", extra={"pending": pending, "delivered": delivered})
+            if recorded == pending:
+                self.ledger.thread_interrupted(thread_id, pending)
+                logger.info("thread parked", extra={"pending": pending, "delivered": delivered})
         else:
             self.ledger.thread_done(thread_id, output_json(result))
             logger.info("thread done")
@@ -228,9 +452,10 @@ class RunnerService:
         undelivered = [qid for qid in pending if qid not in delivered]
         if undelivered:
             # Seed 000: "the next redelivery republishes with the same dedupe_key, and that is the
-            # retry". The thread is parked and recorded; failing the message makes the queue hand
-            # it back, and a redelivered message republishes instead of running the graph again.
-            raise AnnounceError(
+            # retry". A thread is recorded parked only on questions the ledger holds, so a client
+            # can always open every pending id; until then it is `retrying`.
+            error = _Undelivered if recorded == pending else AnnounceError
+            raise error(
                 f"questions {', '.join(undelivered)} did not reach every sink; the message is retried",
                 thread_id=thread_id,
                 question_id=undelivered[0],
@@ -240,7 +465,7 @@ class RunnerService:
             status="interrupted" if pending else "done",
             pending=pending,
             delivered=delivered,
-            resumed=question_id,
+            resumed=question.question_id if question is not None else None,
         )
 
     def _standing(self, message: StartMessage, config: dict[str, Any]) -> tuple[list[Any], bool]:
@@ -254,6 +479,18 @@ class RunnerService:
         interrupts = list(getattr(state, "interrupts", ()) or ())
         same_run = message.run_id is not None and (state.metadata or {}).get(RUN_ID_KEY) == message.run_id
         return interrupts, same_run
+
+    def _answerable(self, interrupts: list[Any]) -> bool:
+        """Whether a person can still answer one of the interrupts a thread is parked on.
+
+        A run that failed before its questions reached the ledger leaves interrupts nobody can
+        answer; a new run must not wait behind them.
+        """
+        for interrupt in interrupts:
+            question = self.ledger.find_question(interrupt.id)
+            if question is not None and question.status in OPEN:
+                return True
+        return False
 
     def _defer(self, message: StartMessage, interrupts: list[Any]) -> RunOutcome:
         # The message succeeds: failing it would hold every later message of the thread's FIFO
@@ -281,20 +518,57 @@ class RunnerService:
         self.ledger.drop_deferred(thread_id, run.run_id)
         logger.info("deferred run enqueued", extra={"run_id": run.run_id})
 
-    def _record_failure(
-        self, thread_id: str, question_id: str | None, exc: Exception, receive_count: int
-    ) -> None:
-        error = f"{type(exc).__name__}: {exc}"
-        logger.exception("run failed", extra={"receive_count": receive_count})
+    def _graph_failed(
+        self, thread_id: str, question: QuestionRecord | None, exc: BaseException | None
+    ) -> RunOutcome:
+        """The graph raised: the run ends now, the message is consumed, the thread is free."""
+        error = f"{type(exc).__name__}: {exc}" if exc is not None else "the graph failed"
+        logger.warning("run failed: the graph raised", extra={"error": error}, exc_info=exc)
         metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
-        self.ledger.thread_failed(thread_id, error)
-        if receive_count < self.max_receive_count:
-            return
-        # The queue moves the message to the DLQ after this receive: say so on the question, and
-        # let the runs deferred behind it go ahead.
-        if question_id is not None and self.ledger.mark_resume_failed(question_id, error):
+        if question is not None and self.ledger.mark_resume_failed(question, error):
             metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
+        self.ledger.thread_failed(thread_id, error)
         self._start_deferred(thread_id)
+        return RunOutcome(thread_id=thread_id, status="failed", error=error)
+
+    def _infrastructure_failed(
+        self, thread_id: str, question: QuestionRecord | None, exc: Exception, receive_count: int
+    ) -> None:
+        """An AWS call failed: ``retrying`` while attempts remain, else recorded before the DLQ."""
+        error = f"{type(exc).__name__}: {exc}"
+        if receive_count < self.max_receive_count:
+            logger.warning(
+                "run will be retried",
+                extra={"attempt": receive_count, "of": self.max_receive_count, "error": error},
+            )
+            self._best_effort(lambda: self.ledger.thread_retrying(thread_id, receive_count, error))
+            return
+        logger.error("run failed on its last attempt; the message goes to the DLQ", extra={"error": error})
+        metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
+
+        def record() -> None:
+            if question is not None and self.ledger.mark_resume_failed(question, error):
+                metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
+            self.ledger.thread_failed(thread_id, error)
+            self._start_deferred(thread_id)
+
+        self._best_effort(record)
+
+    @staticmethod
+    def _best_effort(write: Callable[[], None]) -> None:
+        # The failure being recorded may be the ledger's own: never let it hide the first error.
+        try:
+            write()
+        except Exception:
+            logger.exception("could not record the failure in the ledger")
+
+
+class _Undelivered(AnnounceError):
+    """A parked thread's questions are all in the ledger, but some other sink missed one."""
+
+
+class _GraphFailed(Exception):
+    """Raised from an exception of the graph itself (``__cause__``): not worth retrying."""
 
 
 def build_announce(
@@ -322,6 +596,7 @@ def build_runner(
     sns: SNSClient | None = None,
     sqs: SQSClient | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
+    scheduler: EventBridgeSchedulerClient | None = None,
     clock: Clock = utcnow,
 ) -> RunnerService:
     """The runner wired to the resources, graph and checkpointer named by ``settings``.
@@ -347,4 +622,19 @@ def build_runner(
         default_ttl=settings.default_ttl,
         clock=clock,
         inbox=Inbox(settings.require("inbox_url"), sqs),
+        timers=build_timers(settings, scheduler),
+    )
+
+
+def build_timers(settings: Settings, client: EventBridgeSchedulerClient | None = None) -> Timers | None:
+    """The deployment's timers, or ``None`` when it configures no schedule group."""
+    if not settings.schedule_group:
+        return None
+    from wait_service.timers import Timers
+
+    return Timers(
+        settings.schedule_group,
+        settings.require("lifecycle_arn"),
+        settings.require("scheduler_role_arn"),
+        client,
     )

@@ -33,6 +33,9 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_REPLY_URL": "reply_url",
     "AGENT_WAIT_DEFAULT_TTL": "default_ttl",
     "AGENT_WAIT_LEDGER_TTL_DAYS": "ledger_ttl_days",
+    "AGENT_WAIT_SCHEDULE_GROUP": "schedule_group",
+    "AGENT_WAIT_LIFECYCLE_ARN": "lifecycle_arn",
+    "AGENT_WAIT_SCHEDULER_ROLE_ARN": "scheduler_role_arn",
 }
 
 
@@ -71,6 +74,11 @@ class Settings(BaseModel):
     reply_url: str | None = None
     default_ttl: int | None = Field(default=None, ge=1)
     ledger_ttl_days: int = Field(default=90, ge=1)
+    # The timers of questions (expiry, escalation, reminders): EventBridge Scheduler's schedule
+    # group, the lifecycle function its schedules invoke, and the role they invoke it with.
+    schedule_group: str | None = None
+    lifecycle_arn: str | None = None
+    scheduler_role_arn: str | None = None
 
     @field_validator("reply_url")
     @classmethod

@@ -7,6 +7,11 @@
 | ``dedupe_key`` | ``wait.created:<question_id>`` (:func:`dedupe_key_for`) |
 | ``digest`` | :func:`digest_of` the question and its policy; echoed as ``If-Match`` |
 
+While a question waits, follow-up events of the same question (:meth:`Envelope.follow_up`) carry
+the same ``question_id`` and ``digest`` under another ``type``: ``wait.escalated`` (``route``,
+``escalation``) and ``wait.reminder`` (``reminder``), each deduplicated on
+``<type>:<question_id>:<n>``.
+
 Examples
 --------
 >>> from datetime import datetime, timezone
@@ -32,6 +37,8 @@ from agent_wait.policy import DEFAULT_BARE_POLICY, Policy
 
 __all__ = [
     "EVENT_TYPE",
+    "EVENT_TYPES",
+    "EventType",
     "Envelope",
     "Question",
     "ReplyWith",
@@ -44,6 +51,10 @@ __all__ = [
 ]
 
 EVENT_TYPE = "wait.created"
+EventType = Literal["wait.created", "wait.escalated", "wait.reminder"]
+EVENT_TYPES: tuple[EventType, ...] = ("wait.created", "wait.escalated", "wait.reminder")
+# Fields only follow-up events carry; a `wait.created` envelope's JSON leaves them out.
+_FOLLOW_UP_FIELDS = ("route", "escalation", "reminder")
 
 
 def canonical_json(obj: Any) -> str:
@@ -148,6 +159,9 @@ class Question(BaseModel):
 class Envelope(BaseModel):
     """The ``wait.created`` event: everything a consumer needs to show and answer a question.
 
+    The same shape, with ``type`` ``wait.escalated`` or ``wait.reminder``, announces what happens
+    to the question while it waits (see :meth:`follow_up`).
+
     Examples
     --------
     >>> from datetime import datetime, timezone
@@ -160,7 +174,7 @@ class Envelope(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    type: Literal["wait.created"] = "wait.created"
+    type: EventType = "wait.created"
     event_id: str
     dedupe_key: str
     question_id: str
@@ -172,6 +186,11 @@ class Envelope(BaseModel):
     policy: Policy
     source: dict[str, JsonValue] | None
     reply_with: ReplyWith
+    # `wait.escalated`: the route of the rung the question moved to, and its 1-based number.
+    route: str | None = None
+    escalation: int | None = Field(default=None, ge=1)
+    # `wait.reminder`: the 1-based number of the reminder.
+    reminder: int | None = Field(default=None, ge=1)
 
     @field_validator("created_at", "expires_at")
     @classmethod
@@ -198,7 +217,43 @@ class Envelope(BaseModel):
         >>> '"created_at":"2026-01-01T00:00:00Z"' in env.to_json()
         True
         """
-        return self.model_dump_json()
+        absent = {name for name in _FOLLOW_UP_FIELDS if getattr(self, name) is None}
+        return self.model_dump_json(exclude=absent)
+
+    def follow_up(
+        self,
+        type: Literal["wait.escalated", "wait.reminder"],
+        number: int,
+        *,
+        route: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> Envelope:
+        """The ``wait.escalated`` / ``wait.reminder`` event number ``number`` of this question.
+
+        Same question, digest and ``reply_with`` (the question stays answerable with the same
+        ``If-Match``); a fresh ``event_id``; ``dedupe_key = "<type>:<question_id>:<number>"``.
+
+        Examples
+        --------
+        >>> from datetime import datetime, timezone
+        >>> env = build_envelope(
+        ...     "t1", Question(question_id="q1", question="hi"), now=datetime(2026, 1, 1, tzinfo=timezone.utc)
+        ... )
+        >>> up = env.follow_up("wait.escalated", 1, route="managers")
+        >>> (up.type, up.dedupe_key, up.route, up.escalation, up.digest == env.digest)
+        ('wait.escalated', 'wait.escalated:q1:1', 'managers', 1, True)
+        """
+        changes: dict[str, Any] = {
+            "type": type,
+            "event_id": str(ULID()),
+            "dedupe_key": f"{type}:{self.question_id}:{number}",
+            "expires_at": expires_at if expires_at is not None else self.expires_at,
+        }
+        if type == "wait.escalated":
+            changes |= {"route": route, "escalation": number}
+        else:
+            changes |= {"reminder": number}
+        return self.model_validate(self.model_dump() | changes)
 
 
 def build_envelope(

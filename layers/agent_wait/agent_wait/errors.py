@@ -88,7 +88,11 @@ class ThreadNotFoundError(AgentWaitError):
 
 
 class QuestionClosedError(AgentWaitError):
-    """The question no longer takes answers (expired, revoked, resumed ...)."""
+    """The question no longer takes answers (expired, revoked, resumed ...).
+
+    ``standing_answer`` is the answer it was closed with (an expiry's default, a revocation's
+    rejection), when it has one.
+    """
 
     code = "question_closed"
 
@@ -97,11 +101,13 @@ class QuestionClosedError(AgentWaitError):
         message: str,
         *,
         status: str,
+        standing_answer: Any = None,
         question_id: str | None = None,
         thread_id: str | None = None,
     ) -> None:
         super().__init__(message, question_id=question_id, thread_id=thread_id)
         self.status = status
+        self.standing_answer = standing_answer
 
 
 class AnswerConflictError(AgentWaitError):

@@ -140,7 +140,7 @@ def question_event(question_id: str) -> dict[str, Any]:
 
 def test_get_question_shows_policy_digest_etag_status_and_lifecycle(aws: Aws, call: Call) -> None:
     envelope = aws.raise_question("t-1", "q-1")
-    call(reply_event("q-1", {"action": "approve"}, if_match=envelope.digest))
+    call(reply_event("q-1", {"action": "approve"}, if_match=f'"{envelope.digest}"'))
 
     response = call(question_event("q-1"))
 
@@ -185,7 +185,7 @@ def test_list_questions_by_status_and_thread_with_pagination(aws: Aws, call: Cal
     # Given five questions on two threads, raised a minute apart; one answered
     for n in range(5):
         aws.raise_question(f"t-{n % 2}", f"q-{n}", now=clock.now.replace(minute=n))
-    call(reply_event("q-4", {"action": "approve"}, if_match=aws.published[-1].digest))
+    call(reply_event("q-4", {"action": "approve"}, if_match=f'"{aws.published[-1].digest}"'))
 
     # When listing raised questions two at a time
     pages, token = [], None
@@ -219,7 +219,7 @@ def test_list_pending_merges_raised_and_delivered_newest_first(
         aws.raise_question(f"t-{n % 2}", f"q-{n}", now=clock.now.replace(minute=n))
         if n % 2:
             ledger.mark_delivered(f"q-{n}")
-    call(reply_event("q-6", {"action": "approve"}, if_match=aws.published[-1].digest))
+    call(reply_event("q-6", {"action": "approve"}, if_match=f'"{aws.published[-1].digest}"'))
 
     # When listing pending questions two at a time
     seen, token, pages = [], None, 0

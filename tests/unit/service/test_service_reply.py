@@ -58,10 +58,10 @@ def test_first_answer_is_recorded_and_resume_enqueued(aws: Aws, call: Call) -> N
     assert item["lifecycle"][-1]["actor"] == "arn:aws:iam::123456789012:user/ann"
     messages = aws.inbox_messages()
     assert len(messages) == 1
+    # The message names the question only: the runner reads the answer from the ledger
     assert {k: v for k, v in messages[0].items() if k != "_attributes"} == {
         "thread_id": "t-1",
         "question_id": "q-1",
-        "answer": APPROVE,
     }
     assert messages[0]["_attributes"]["MessageGroupId"] == "t-1"
     assert messages[0]["_attributes"]["MessageDeduplicationId"] == "resume:q-1"
@@ -80,11 +80,13 @@ def test_reason_is_recorded(aws: Aws, call: Call) -> None:
 def test_identical_answer_again_is_200_and_enqueues_nothing_more(aws: Aws, call: Call) -> None:
     envelope = aws.raise_question()
     first = call(
-        reply_event("q-1", {"action": "approve", "args": {"amount": 25.0}}, if_match=envelope.digest)
+        reply_event("q-1", {"action": "approve", "args": {"amount": 25.0}}, if_match=quoted(envelope.digest))
     )
 
     # The same answer (25 and 25.0 are the same JSON number) sent again
-    again = call(reply_event("q-1", {"action": "approve", "args": {"amount": 25}}, if_match=envelope.digest))
+    again = call(
+        reply_event("q-1", {"action": "approve", "args": {"amount": 25}}, if_match=quoted(envelope.digest))
+    )
 
     assert (first["statusCode"], again["statusCode"]) == (202, 200)
     assert body_of(again) == {"question_id": "q-1", "status": "answered"}
@@ -123,14 +125,20 @@ def test_expired_question_is_410_and_marked_expired(aws: Aws, call: Call, clock:
 
     response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
 
+    # Then the late reply is 410 with the standing answer: the expiry, applied now, decided it
+    # (the timer had not fired yet) and the thread is resumed with it, once
     assert response["statusCode"] == 410
     assert body_of(response)["error"] == "question_closed"
     assert body_of(response)["status"] == "expired"
+    assert body_of(response)["standing_answer"] == {"action": "reject", "reason": "expired"}
     item = stored(aws, "q-1")
     assert item["status"] == "expired"
+    assert item["answered_by"] == "system:expiry"
     assert item["lifecycle"][-1]["stage"] == "expired"
     assert "expires_ttl" in item
-    assert resume_messages(aws) == []
+    assert [{k: m[k] for k in ("thread_id", "question_id")} for m in resume_messages(aws)] == [
+        {"thread_id": "t-1", "question_id": "q-1"}
+    ]
 
 
 def test_answer_just_before_expiry_is_accepted(aws: Aws, call: Call, clock: FakeClock) -> None:
@@ -168,11 +176,39 @@ def test_if_match_other_than_the_digest_is_412(aws: Aws, call: Call, if_match: s
     assert stored(aws, "q-1")["status"] == "raised"
 
 
-@pytest.mark.parametrize("form", ['"{d}"', "{d}", 'W/"{d}"', '"other", "{d}"'])
-def test_if_match_forms_that_name_the_digest_are_accepted(aws: Aws, call: Call, form: str) -> None:
-    envelope = aws.raise_question()
+def test_strict_binding_if_match_is_the_strong_etag_exactly(aws: Aws, call: Call) -> None:
+    # Seed 003: an approval is bound to "the exact proposal": only the ETag GET returned binds it
+    envelope = aws.raise_question(policy=approval(bind=True))
 
+    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
+
+    assert response["statusCode"] == 202
+
+
+@pytest.mark.parametrize(
+    "form", ["*", 'W/"{d}"', "{d}", '"other", "{d}"', '"{d}", "{d}"', 'w/"{d}"', '"{d}"x'], ids=repr
+)
+def test_strict_binding_refuses_any_other_if_match_with_412_and_records_nothing(
+    aws: Aws, call: Call, form: str
+) -> None:
+    # Given a binding question
+    envelope = aws.raise_question(policy=approval(bind=True))
+
+    # When the reply's If-Match names the digest in any form but the strong ETag itself
     response = call(reply_event("q-1", APPROVE, if_match=form.format(d=envelope.digest)))
+
+    # Then it is refused before anything is recorded or enqueued
+    assert response["statusCode"] == 412
+    assert body_of(response)["error"] == "precondition_failed"
+    assert stored(aws, "q-1")["status"] == "raised"
+    assert resume_messages(aws) == []
+
+
+@pytest.mark.parametrize("form", ["*", '"{d}"', '"other", "{d}"'])
+def test_a_non_binding_question_takes_if_match_as_http_does(aws: Aws, call: Call, form: str) -> None:
+    envelope = aws.raise_question(policy=free_text(), question="Where to ship?")
+
+    response = call(reply_event("q-1", "Main St 1", if_match=form.format(d=envelope.digest)))
 
     assert response["statusCode"] == 202
 
@@ -200,7 +236,7 @@ def test_body_over_256_kib_is_413(aws: Aws, call: Call) -> None:
     envelope = aws.raise_question(policy=free_text())
     body = json.dumps({"answer": "x" * (256 * 1024)})
 
-    response = call(reply_event("q-1", body=body, if_match=envelope.digest))
+    response = call(reply_event("q-1", body=body, if_match=quoted(envelope.digest)))
 
     assert response["statusCode"] == 413
     assert body_of(response)["error"] == "payload_too_large"
@@ -220,7 +256,7 @@ def test_body_at_the_limit_is_not_413(aws: Aws, call: Call) -> None:
 def test_body_that_is_not_json_is_400(aws: Aws, call: Call, body: str) -> None:
     envelope = aws.raise_question()
 
-    response = call(reply_event("q-1", body=body, if_match=envelope.digest))
+    response = call(reply_event("q-1", body=body, if_match=quoted(envelope.digest)))
 
     assert response["statusCode"] == 400
     assert body_of(response) == {
@@ -233,7 +269,7 @@ def test_body_that_is_not_json_is_400(aws: Aws, call: Call, body: str) -> None:
 def test_body_without_an_answer_is_400_naming_the_field(aws: Aws, call: Call) -> None:
     envelope = aws.raise_question()
 
-    response = call(reply_event("q-1", body='{"reason": "no answer"}', if_match=envelope.digest))
+    response = call(reply_event("q-1", body='{"reason": "no answer"}', if_match=quoted(envelope.digest)))
 
     assert response["statusCode"] == 400
     assert body_of(response)["field"] == "answer"
@@ -254,7 +290,7 @@ def test_answer_that_does_not_fit_the_policy_is_422_naming_the_field(
 ) -> None:
     envelope = aws.raise_question(policy=policy)
 
-    response = call(reply_event("q-1", answer, if_match=envelope.digest))
+    response = call(reply_event("q-1", answer, if_match=quoted(envelope.digest)))
 
     assert response["statusCode"] == 422
     body = body_of(response)
@@ -265,7 +301,7 @@ def test_answer_that_does_not_fit_the_policy_is_422_naming_the_field(
 def test_responder_outside_the_policy_is_403(aws: Aws, call: Call) -> None:
     envelope = aws.raise_question(policy=approval(responders=["arn:aws:iam::123456789012:user/bob"]))
 
-    response = call(reply_event("q-1", APPROVE, if_match=envelope.digest))
+    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
 
     assert response["statusCode"] == 403
     assert body_of(response)["principal"] == "arn:aws:iam::123456789012:user/ann"
@@ -274,7 +310,7 @@ def test_responder_outside_the_policy_is_403(aws: Aws, call: Call) -> None:
 def test_responder_in_the_policy_is_accepted(aws: Aws, call: Call) -> None:
     envelope = aws.raise_question(policy=approval(responders=["arn:aws:iam::123456789012:user/ann"]))
 
-    assert call(reply_event("q-1", APPROVE, if_match=envelope.digest))["statusCode"] == 202
+    assert call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))["statusCode"] == 202
 
 
 @pytest.mark.parametrize(
@@ -289,7 +325,9 @@ def test_principal_from_jwt_or_authorizer(
     aws: Aws, call: Call, context_patch: dict[str, Any], principal: str
 ) -> None:
     envelope = aws.raise_question()
-    event = reply_event("q-1", APPROVE, if_match=envelope.digest, identity={"sourceIp": "203.0.113.7"})
+    event = reply_event(
+        "q-1", APPROVE, if_match=quoted(envelope.digest), identity={"sourceIp": "203.0.113.7"}
+    )
     event["requestContext"].update(context_patch)
 
     assert call(event)["statusCode"] == 202
@@ -299,8 +337,12 @@ def test_principal_from_jwt_or_authorizer(
 def test_no_principal_is_refused_unless_local(aws: Aws, call: Call) -> None:
     envelope = aws.raise_question()
 
-    remote = call(reply_event("q-1", APPROVE, if_match=envelope.digest, identity={"sourceIp": "203.0.113.7"}))
-    local = call(reply_event("q-1", APPROVE, if_match=envelope.digest, identity={"sourceIp": "127.0.0.1"}))
+    remote = call(
+        reply_event("q-1", APPROVE, if_match=quoted(envelope.digest), identity={"sourceIp": "203.0.113.7"})
+    )
+    local = call(
+        reply_event("q-1", APPROVE, if_match=quoted(envelope.digest), identity={"sourceIp": "127.0.0.1"})
+    )
 
     assert remote["statusCode"] == 403
     assert body_of(remote)["error"] == "responder_not_allowed"
@@ -312,7 +354,7 @@ def test_no_principal_is_refused_unless_local(aws: Aws, call: Call) -> None:
 def test_recovers_an_answer_recorded_without_its_resume(aws: Aws, call: Call, clock: FakeClock) -> None:
     # Given an answer recorded by a reply that died before it enqueued the resume
     from wait_service.ledger import Ledger
-    from wait_service.replies import RESUME_LEASE
+    from wait_service.lifecycle import RESUME_LEASE
 
     envelope = aws.raise_question()
     Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock).record_answer(
@@ -322,7 +364,7 @@ def test_recovers_an_answer_recorded_without_its_resume(aws: Aws, call: Call, cl
 
     # When the responder retries the same answer once no api invocation can still be enqueueing it
     clock.advance(RESUME_LEASE.total_seconds() + 1)
-    response = call(reply_event("q-1", APPROVE, if_match=envelope.digest))
+    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
 
     # Then the retry is idempotent (200) and the resume is finally enqueued, once
     assert response["statusCode"] == 200
@@ -335,7 +377,7 @@ def test_a_repeat_never_sends_the_resume_the_winner_is_still_sending(
 ) -> None:
     # Given an answer just recorded by a reply that has not enqueued its resume yet
     from wait_service.ledger import Ledger
-    from wait_service.replies import RESUME_LEASE
+    from wait_service.lifecycle import RESUME_LEASE
 
     envelope = aws.raise_question()
     Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock).record_answer(
@@ -344,7 +386,7 @@ def test_a_repeat_never_sends_the_resume_the_winner_is_still_sending(
 
     # When the same answer arrives again while that reply may still be running
     clock.advance(RESUME_LEASE.total_seconds() - 1)
-    response = call(reply_event("q-1", APPROVE, if_match=envelope.digest))
+    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
 
     # Then it is idempotent and sends nothing: the winner's send is the only one
     assert response["statusCode"] == 200
@@ -359,14 +401,14 @@ def test_an_answer_counts_and_times_the_wait(aws: Aws, api: WaitApi, clock: Fake
     metrics.clear_metrics()
     # Given a question raised 90 s ago and another that expired
     envelope = aws.raise_question("t-1", "q-1", now=clock())
-    aws.raise_question("t-2", "q-2", policy=Policy(kind="approval", ttl=60), now=clock())
+    expiring = aws.raise_question("t-2", "q-2", policy=Policy(kind="approval", ttl=60), now=clock())
     clock.advance(90)
 
     # When the first is answered, a repeat arrives, and the expired one is answered
     for _ in range(2):
         api.replies.reply("q-1", APPROVE, principal="ann", if_match=quoted(envelope.digest))
     with pytest.raises(QuestionClosedError):
-        api.replies.reply("q-2", APPROVE, principal="ann", if_match="*")
+        api.replies.reply("q-2", APPROVE, principal="ann", if_match=quoted(expiring.digest))
 
     # Then one answer is counted, with the 90 s it waited, and one expiry
     try:

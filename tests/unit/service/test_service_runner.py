@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Interrupt
 from service_events import load_event, load_handler, reply_event, start_event
 
 from agent_wait.errors import AnnounceError
-from wait_service.inbox import ResumeMessage, StartMessage, parse_message
+from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Ledger
 from wait_service.observability import metrics
-from wait_service.runner import RunnerService, build_runner, output_json
+from wait_service.runner import RunnerService, build_runner, is_infrastructure_failure, output_json
 from wait_service.sqs_events import consume_batch
 
 if TYPE_CHECKING:
@@ -91,7 +95,13 @@ def test_start_parks_the_thread_and_fans_the_question_out(
     assert outboxed["reply_with"]["url"] == f"https://api.example/questions/{question_id}/reply"
     question = ledger.get_question(question_id)
     assert question.status == "delivered"
-    assert [s["stage"] for s in question.lifecycle] == ["raised", "delivered"]
+    # One `delivered` stage per sink that took the envelope
+    assert [(s["stage"], s.get("detail")) for s in question.lifecycle] == [
+        ("raised", None),
+        ("delivered", "dynamodb"),
+        ("delivered", "sns"),
+        ("delivered", "sqs"),
+    ]
     thread = ledger.get_thread("t-1")
     assert (thread.run_status, thread.pending) == ("interrupted", [question_id])
     assert metric("QuestionsRaised") == 1
@@ -117,7 +127,7 @@ def test_resume_finishes_the_thread_with_the_answer(
     question_id = park(runner)
     ledger.record_answer(question_id, answer, answered_by="ann")
 
-    outcome = runner.run(ResumeMessage(thread_id="t-1", question_id=question_id, answer=answer))
+    outcome = runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
 
     assert (outcome.status, outcome.resumed) == ("done", question_id)
     thread = ledger.get_thread("t-1")
@@ -132,16 +142,18 @@ def test_resume_finishes_the_thread_with_the_answer(
 def test_a_duplicate_resume_changes_nothing(runner: RunnerService, ledger: Ledger) -> None:
     question_id = park(runner)
     ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
-    message = ResumeMessage(thread_id="t-1", question_id=question_id, answer={"action": "approve"})
+    message = ResumeMessage(thread_id="t-1", question_id=question_id)
     runner.run(message)
     first_output = ledger.get_thread("t-1").output
 
     again = runner.run(message)
 
-    assert again.status == "done"
+    # The thread no longer waits on the question: the second delivery resumes nothing
+    assert again.status == "refused"
     assert ledger.get_thread("t-1").output == first_output
     assert ledger.get_question(question_id).status == "resumed"
     assert metric("QuestionsResumed") == 1
+    assert metric("ResumesRefused") == 1
 
 
 def test_a_failing_sink_parks_the_thread_and_retries_the_message(
@@ -179,79 +191,189 @@ class Boom(RuntimeError):
     pass
 
 
-class FailingGraph:
-    """A graph whose run raises for the threads named in ``fail``."""
+THROTTLED = ClientError(
+    {
+        "Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
+        "ResponseMetadata": {"HTTPStatusCode": 400},
+    },
+    "PutItem",
+)
 
-    def __init__(self, fail: set[str]) -> None:
+
+class FailingGraph:
+    """A graph whose run raises ``error`` for the threads named in ``fail``, parked on ``pending``."""
+
+    def __init__(self, fail: set[str], error: Exception | None = None, pending: tuple[str, ...] = ()) -> None:
         self.fail = fail
+        self.error = error
+        self.pending = pending
         self.invoked: list[str] = []
 
     def invoke(self, input: Any, config: Any) -> Any:
         thread_id = config["configurable"]["thread_id"]
         self.invoked.append(thread_id)
         if thread_id in self.fail:
-            raise Boom(f"model unavailable for {thread_id}")
+            raise self.error or Boom(f"model unavailable for {thread_id}")
         return {"ok": True}
 
     def get_state(self, config: Any) -> Any:
-        return None
+        return SimpleNamespace(
+            interrupts=[Interrupt(value=None, id=i) for i in self.pending], metadata={}, values={}
+        )
 
 
-def failing_runner(runner: RunnerService, fail: set[str]) -> tuple[RunnerService, FailingGraph]:
-    graph = FailingGraph(fail)
+def failing_runner(
+    runner: RunnerService, fail: set[str], error: Exception | None = None, pending: tuple[str, ...] = ()
+) -> tuple[RunnerService, FailingGraph]:
+    graph = FailingGraph(fail, error, pending)
     return RunnerService(graph, runner.announce, runner.ledger, max_receive_count=3), graph
 
 
-def test_a_failing_run_is_recorded_and_raised(runner: RunnerService, ledger: Ledger) -> None:
+def test_a_run_whose_graph_raises_ends_at_once_and_frees_the_thread(
+    runner: RunnerService, ledger: Ledger
+) -> None:
+    """Issue: "an exception raised by the graph ends the run at once ... the message consumed"."""
     service, _ = failing_runner(runner, {"t-1"})
 
-    with pytest.raises(Boom):
-        service.run(StartMessage(thread_id="t-1", input={}))
+    # When the graph raises (bad input, a bug)
+    outcome = service.run(StartMessage(thread_id="t-1", input={}))
 
+    # Then the message succeeds (consumed, never retried), the thread is failed with the error
+    assert (outcome.status, outcome.error) == ("failed", "Boom: model unavailable for t-1")
     thread = ledger.get_thread("t-1")
     assert thread.run_status == "failed"
     assert thread.error == "Boom: model unavailable for t-1"
     assert metric("RunsFailed") == 1
+    # and a new run is accepted immediately
+    ledger.queue_thread("t-1", "01NEXT")
+    assert ledger.get_thread("t-1").run_status == "queued"
 
 
-def test_the_last_failed_resume_marks_the_question_resume_failed(
+def test_a_resume_whose_graph_raises_marks_the_question_resume_failed_at_once(
     aws: Aws, runner: RunnerService, ledger: Ledger
 ) -> None:
     aws.raise_question("t-1", "q-1")
     ledger.record_answer("q-1", {"action": "approve"}, answered_by="ann")
-    service, _ = failing_runner(runner, {"t-1"})
-    message = ResumeMessage(thread_id="t-1", question_id="q-1", answer={"action": "approve"})
+    service, _ = failing_runner(runner, {"t-1"}, pending=("q-1",))
 
-    with pytest.raises(Boom):
-        service.run(message, receive_count=2)
-    assert ledger.get_question("q-1").status == "answered"
-    with pytest.raises(Boom):
-        service.run(message, receive_count=3)
+    outcome = service.run(ResumeMessage(thread_id="t-1", question_id="q-1"))
 
+    assert outcome.status == "failed"
     assert ledger.get_question("q-1").status == "resume_failed"
+    assert ledger.get_thread("t-1").run_status == "failed"
     assert metric("ResumeFailures") == 1
 
 
-def test_handler_retries_the_failing_thread_in_order_and_runs_the_others(
+def test_an_infrastructure_failure_retries_then_fails_visibly_on_the_last_attempt(
+    aws: Aws, runner: RunnerService, ledger: Ledger
+) -> None:
+    """Seed 002: retries "with exponential backoff (up to 5 attempts)", then `resume_failed`."""
+    aws.raise_question("t-1", "q-1")
+    ledger.record_answer("q-1", {"action": "approve"}, answered_by="ann")
+    service, _ = failing_runner(runner, {"t-1"}, error=THROTTLED, pending=("q-1",))
+    message = ResumeMessage(thread_id="t-1", question_id="q-1")
+
+    # While attempts remain the message is retried and the thread says so, never `failed`
+    for attempt in (1, 2):
+        with pytest.raises(ClientError):
+            service.run(message, receive_count=attempt)
+        thread = ledger.get_thread("t-1")
+        assert (thread.run_status, thread.attempt) == ("retrying", attempt)
+        assert ledger.get_question("q-1").status == "answered"
+
+    # The last attempt records the failure before the queue moves the message to the DLQ
+    with pytest.raises(ClientError):
+        service.run(message, receive_count=3)
+    assert ledger.get_question("q-1").status == "resume_failed"
+    assert ledger.get_thread("t-1").run_status == "failed"
+    assert metric("ResumeFailures") == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [
+        (THROTTLED, True),
+        (
+            ClientError(
+                {"Error": {"Code": "InternalServerError"}, "ResponseMetadata": {"HTTPStatusCode": 500}},
+                "Query",
+            ),
+            True,
+        ),
+        (EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"), True),
+        (ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"), True),
+        (
+            ClientError(
+                {"Error": {"Code": "ValidationException"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+                "PutItem",
+            ),
+            False,
+        ),
+        (KeyError("customer"), False),
+        (Boom("bug"), False),
+    ],
+    ids=["throttled", "5xx", "connection", "timeout", "validation", "keyerror", "bug"],
+)
+def test_only_infrastructure_failures_are_retried(error: Exception, retried: bool) -> None:
+    assert is_infrastructure_failure(error) is retried
+
+
+def test_a_retried_message_backs_off_exponentially(
+    aws: Aws, runner: RunnerService, ledger: Ledger, context: LambdaContext
+) -> None:
+    # Given a start whose graph hits throttling every time, consumed as Lambda would
+    service, _ = failing_runner(runner, {"t-batch-1"}, error=THROTTLED)
+    service.inbox = Inbox(aws.resources.inbox_url, aws.sqs)
+    delays: list[int] = []
+    aws.sqs.meta.events.register(
+        "provide-client-params.sqs.ChangeMessageVisibility",
+        lambda params, **_: delays.append(params["VisibilityTimeout"]),
+    )
+    event = load_event("inbox_batch.json")
+    event["Records"] = event["Records"][:1]
+
+    # When it fails on its first and second receive
+    for receive in ("1", "2"):
+        event["Records"][0]["attributes"]["ApproximateReceiveCount"] = receive
+        with contextlib.suppress(Exception):
+            load_handler("runner").handle(event, context, service=service)
+
+    # Then each retry waits twice as long as the one before (2 s, then 4 s)
+    assert delays == [2, 4]
+
+
+def test_the_handler_consumes_a_graph_failure_and_runs_the_other_threads(
     runner: RunnerService, ledger: Ledger, context: LambdaContext
 ) -> None:
-    # Given a FIFO batch of three threads whose second run fails, with a later message of that thread
+    # Given a FIFO batch of three threads whose second run's graph raises
+    event = load_event("inbox_batch.json")
+    service, graph = failing_runner(runner, {"t-batch-2"})
+
+    response = load_handler("runner").handle(event, context, service=service)
+
+    # Then nothing is retried: the failure is recorded and the thread free for its next run
+    assert response == {"batchItemFailures": []}
+    assert graph.invoked == ["t-batch-1", "t-batch-2", "t-batch-3"]
+    assert [ledger.get_thread(f"t-batch-{n}").run_status for n in (1, 2, 3)] == ["done", "failed", "done"]
+
+
+def test_handler_retries_an_infrastructure_failure_in_order_and_runs_the_others(
+    runner: RunnerService, ledger: Ledger, context: LambdaContext
+) -> None:
+    # Given a FIFO batch of three threads whose second run hits throttling, with a later message
     event = load_event("inbox_batch.json")
     later = copy.deepcopy(event["Records"][1]) | {"messageId": "later-of-t-batch-2"}
     event["Records"].insert(2, later)
-    service, graph = failing_runner(runner, {"t-batch-2"})
-    handler = load_handler("runner")
+    service, graph = failing_runner(runner, {"t-batch-2"}, error=THROTTLED)
 
-    response = handler.handle(event, context, service=service)
+    response = load_handler("runner").handle(event, context, service=service)
 
     # Then the failure and the later record of its thread are retried, in order, without running
     ids = [r["messageId"] for r in event["Records"]]
     assert response == {"batchItemFailures": [{"itemIdentifier": ids[1]}, {"itemIdentifier": ids[2]}]}
     # and the other threads ran: one stuck thread does not hold up the batch
     assert graph.invoked == ["t-batch-1", "t-batch-2", "t-batch-3"]
-    assert ledger.get_thread("t-batch-1").run_status == "done"
-    assert ledger.get_thread("t-batch-2").run_status == "failed"
-    assert ledger.get_thread("t-batch-3").run_status == "done"
+    assert [ledger.get_thread(f"t-batch-{n}").run_status for n in (1, 2, 3)] == ["done", "retrying", "done"]
 
 
 def test_handler_entry_point_with_the_decorator_stack(
@@ -282,7 +404,9 @@ def test_api_and_runner_through_the_inbox(
     digest = ledger.get_question(question_id).digest
 
     # When the human edits the amount and the runner consumes the resume
-    reply = call(reply_event(question_id, {"action": "approve", "args": {"amount": 25}}, if_match=digest))
+    reply = call(
+        reply_event(question_id, {"action": "approve", "args": {"amount": 25}}, if_match=f'"{digest}"')
+    )
     batch = consume_batch(aws.sqs, aws.resources.inbox_url, run_batch, context)
 
     # Then the thread is done with a refund of 25 and the inbox is empty
@@ -344,12 +468,12 @@ def test_a_batch_whose_every_record_fails_fails_the_invocation(
 
     event = load_event("inbox_batch.json")
     event["Records"] = event["Records"][:1]
-    service, _ = failing_runner(runner, {"t-batch-1"})
+    service, _ = failing_runner(runner, {"t-batch-1"}, error=THROTTLED)
 
     # Powertools raises when nothing succeeded: Lambda then retries the whole batch, as it should
     with pytest.raises(BatchProcessingError):
         load_handler("runner").handle(event, context, service=service)
-    assert ledger.get_thread("t-batch-1").run_status == "failed"
+    assert ledger.get_thread("t-batch-1").run_status == "retrying"
 
 
 def test_a_redelivered_start_republishes_the_standing_question(
@@ -459,6 +583,6 @@ def test_the_question_is_resumed_before_the_thread_records_its_end(
             runner.ledger, name, lambda *a, _n=name, _o=original, **k: (writes.append(_n), _o(*a, **k))[1]
         )
 
-    runner.run(ResumeMessage(thread_id="t-1", question_id=question_id, answer={"action": "approve"}))
+    runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
 
     assert writes == ["mark_resumed", "thread_done"]

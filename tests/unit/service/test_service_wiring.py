@@ -15,7 +15,7 @@ from examples import refund_agent
 from wait_service.checkpointer import make_checkpointer
 from wait_service.graph import GraphLoadError, load_graph
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
-from wait_service.ledger import decode_token, encode_token
+from wait_service.ledger.paging import decode_token, encode_token
 from wait_service.settings import Settings, SettingsError
 from wait_service.sqs_events import consume_batch, failed_ids, sqs_event
 
@@ -40,6 +40,9 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_REPLY_URL": "https://x/questions/{question_id}/reply",
             "AGENT_WAIT_DEFAULT_TTL": "3600",
             "AGENT_WAIT_LEDGER_TTL_DAYS": "30",
+            "AGENT_WAIT_SCHEDULE_GROUP": "agent-wait",
+            "AGENT_WAIT_LIFECYCLE_ARN": "arn:aws:lambda:us-east-1:1:function:lifecycle",
+            "AGENT_WAIT_SCHEDULER_ROLE_ARN": "arn:aws:iam::1:role/scheduler",
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -61,6 +64,9 @@ def test_settings_from_env_maps_every_variable() -> None:
         "reply_url": "https://x/questions/{question_id}/reply",
         "default_ttl": 3600,
         "ledger_ttl_days": 30,
+        "schedule_group": "agent-wait",
+        "lifecycle_arn": "arn:aws:lambda:us-east-1:1:function:lifecycle",
+        "scheduler_role_arn": "arn:aws:iam::1:role/scheduler",
     }
 
 
@@ -213,7 +219,7 @@ def test_inbox_start_ids_are_unique_and_resume_ids_are_stable(aws: Aws) -> None:
     inbox = Inbox(aws.resources.inbox_url, aws.sqs)
 
     starts = {inbox.start("t", {}) for _ in range(3)}
-    resumes = {inbox.resume("t", "q", "a") for _ in range(3)}
+    resumes = {inbox.resume("t", "q") for _ in range(3)}
 
     assert len(starts) == 3
     assert all(s.startswith("run:t:") for s in starts)

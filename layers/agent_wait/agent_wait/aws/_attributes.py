@@ -9,12 +9,14 @@ if TYPE_CHECKING:
 
 
 def message_attributes(envelope: Envelope) -> dict[str, Any]:
-    """``type``, ``dedupe_key`` and ``thread_id`` as String attributes."""
+    """``type``, ``dedupe_key``, ``thread_id`` (and ``route`` on an escalation) as String attributes."""
     return {
         key: {"DataType": "String", "StringValue": value}
         for key, value in (
             ("type", envelope.type),
             ("dedupe_key", envelope.dedupe_key),
             ("thread_id", envelope.thread_id),
+            ("route", envelope.route),
         )
+        if value is not None
     }

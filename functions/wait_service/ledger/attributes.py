@@ -1,0 +1,84 @@
+"""Keys, timestamps and attribute values as the ledger table stores them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.types import TypeDeserializer
+
+from agent_wait.aws.dynamodb import to_attribute
+
+if TYPE_CHECKING:
+    from botocore.exceptions import ClientError
+
+Clock = Callable[[], datetime]
+
+_deserializer = TypeDeserializer()
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    """ISO-8601 UTC with a ``Z``, millisecond precision: sortable as a string.
+
+    Examples
+    --------
+    >>> iso(datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
+    '2026-11-30T10:00:00.000Z'
+    """
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: str) -> datetime:
+    """Parse an ISO-8601 timestamp (``Z`` or offset); naive values are taken as UTC."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def question_key(question_id: str) -> str:
+    return f"wait.created:{question_id}"
+
+
+def thread_key(thread_id: str) -> str:
+    return f"thread:{thread_id}"
+
+
+def _from_dynamo_native(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {k: _from_dynamo_native(v) for k, v in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [_from_dynamo_native(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return value.decode()
+    return value
+
+
+def from_attribute(value: Any) -> Any:
+    """A DynamoDB attribute value (low-level format) as a JSON value (Decimals → int/float)."""
+    return _from_dynamo_native(_deserializer.deserialize(value))
+
+
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: from_attribute(value) for name, value in item.items()}
+
+
+def normalize_json(value: Any) -> Any:
+    """The value as it reads back from the ledger, so that stored and new answers compare equal.
+
+    Examples
+    --------
+    >>> normalize_json({"amount": 25.0, "ok": True})
+    {'amount': 25, 'ok': True}
+    """
+    return from_attribute(to_attribute(value))
+
+
+def condition_failed(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"

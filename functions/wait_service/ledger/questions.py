@@ -1,0 +1,393 @@
+"""Question items: written first by the library's ``DynamoDbAnnounce``, then moved only from here.
+
+Every move is a conditional write on the current ``status``, with the allowed statuses read from
+:mod:`wait_service.statuses`, so two racing writers can never both win: exactly one of a reply,
+an expiry and a revocation decides a question, and only that writer resumes the thread.
+Every move appends a ``{stage, at, actor, detail?}`` entry to the question's ``lifecycle``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import ClientError
+
+from agent_wait.aws.dynamodb import to_attribute
+from agent_wait.errors import QuestionNotFoundError
+from wait_service.ledger.attributes import (
+    condition_failed,
+    from_attribute,
+    from_item,
+    iso,
+    parse_time,
+    question_key,
+)
+from wait_service.ledger.table import LedgerTable
+from wait_service.statuses import CLOSED, OPEN, allowed_from
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from datetime import datetime
+
+    from pydantic import JsonValue
+
+# Who records the answers nobody gave.
+EXPIRY_ACTOR = "system:expiry"
+# The answer a thread is resumed with when its question expires without a default.
+EXPIRED_ANSWER: dict[str, str] = {"action": "reject", "reason": "expired"}
+
+
+def revoked_answer(reason: str) -> dict[str, str]:
+    """The answer a thread is resumed with when its question is revoked.
+
+    Examples
+    --------
+    >>> revoked_answer("duplicate request")
+    {'action': 'reject', 'reason': 'revoked: duplicate request'}
+    """
+    return {"action": "reject", "reason": f"revoked: {reason}"}
+
+
+@dataclass(frozen=True)
+class QuestionRecord:
+    """A question item as read from the ledger."""
+
+    question_id: str
+    thread_id: str
+    status: str
+    digest: str
+    question: JsonValue
+    policy: dict[str, Any]
+    source: dict[str, Any] | None
+    created_at: str | None
+    expires_at: str | None
+    updated_at: str | None
+    lifecycle: list[dict[str, Any]]
+    answer: JsonValue = None
+    answered_by: str | None = None
+    answered_at: str | None = None
+    reason: str | None = None
+    resume_enqueued_at: str | None = None
+    resumed_at: str | None = None
+    # The rung of its escalation ladder the question is on (0: not escalated).
+    escalation: int = 0
+    # The 1-based numbers of the reminders already sent.
+    reminders_sent: tuple[int, ...] = ()
+    error: str | None = None
+    # The envelope JSON as first published: the base of its `wait.escalated`/`wait.reminder` events.
+    envelope: str | None = None
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> QuestionRecord:
+        data = from_item(item)
+        return cls(
+            question_id=str(data["question_id"]),
+            thread_id=str(data.get("thread_id", "")),
+            status=str(data.get("status", "raised")),
+            digest=str(data.get("digest", "")),
+            question=data.get("question"),
+            policy=dict(data.get("policy") or {}),
+            source=data.get("source"),
+            created_at=data.get("created_at"),
+            expires_at=data.get("expires_at"),
+            updated_at=data.get("updated_at"),
+            lifecycle=list(data.get("lifecycle") or []),
+            answer=data.get("answer"),
+            answered_by=data.get("answered_by"),
+            answered_at=data.get("answered_at"),
+            reason=data.get("reason"),
+            resume_enqueued_at=data.get("resume_enqueued_at"),
+            resumed_at=data.get("resumed_at"),
+            escalation=int(data.get("escalation") or 0),
+            reminders_sent=tuple(sorted(int(n) for n in data.get("reminders_sent") or ())),
+            error=data.get("error"),
+            envelope=data.get("envelope"),
+        )
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a person may still answer it."""
+        return self.status in OPEN
+
+    def expired_at(self, now: datetime) -> bool:
+        """True when the question has an expiry and it has passed at ``now``."""
+        return self.expires_at is not None and parse_time(self.expires_at) <= now
+
+
+class QuestionStore(LedgerTable):
+    """Reads and moves question items; a part of :class:`~wait_service.ledger.Ledger`."""
+
+    def get_question(self, question_id: str) -> QuestionRecord:
+        """The question, read consistently; :class:`QuestionNotFoundError` when there is none."""
+        item = self._get(question_key(question_id))
+        if item is None or from_attribute(item.get("kind", {"S": "question"})) != "question":
+            raise QuestionNotFoundError(f"no question {question_id}", question_id=question_id)
+        return QuestionRecord.from_item(item)
+
+    def find_question(self, question_id: str) -> QuestionRecord | None:
+        try:
+            return self.get_question(question_id)
+        except QuestionNotFoundError:
+            return None
+
+    # -- deciding a question: exactly one of these wins -----------------------------------------
+
+    def record_answer(
+        self, question_id: str, answer: JsonValue, *, answered_by: str, reason: str | None = None
+    ) -> QuestionRecord | None:
+        """Move an open question to ``answered`` with a person's answer.
+
+        Returns ``None`` when this answer was recorded; when the conditional write lost (someone
+        answered or closed it first), the question as it stood then, from the failed write itself
+        (``ReturnValuesOnConditionCheckFailure``), so the loser needs no second read.
+        """
+        extra: dict[str, Any] = {"answer": answer, "answered_by": answered_by}
+        if reason is not None:
+            extra["reason"] = reason
+        return self._decide(question_id, "answered", actor=answered_by, extra=extra)
+
+    def record_expiry(self, question_id: str, answer: JsonValue, *, rung: int) -> QuestionRecord | None:
+        """Expire an open question still on ladder ``rung``, answering it with ``answer``.
+
+        The rung condition makes a late or repeated timer of an earlier rung change nothing.
+        Returns ``None`` when this expiry decided the question, else the question as it stood.
+        """
+        return self._decide(
+            question_id,
+            "expired",
+            actor=EXPIRY_ACTOR,
+            extra={"answer": answer, "answered_by": EXPIRY_ACTOR},
+            rung=rung,
+        )
+
+    def record_revocation(self, question_id: str, reason: str, *, revoked_by: str) -> QuestionRecord | None:
+        """Revoke an open question; the thread will be resumed with :func:`revoked_answer`.
+
+        Returns ``None`` when this revocation decided the question, else the question as it stood.
+        """
+        return self._decide(
+            question_id,
+            "revoked",
+            actor=revoked_by,
+            extra={"answer": revoked_answer(reason), "answered_by": revoked_by, "reason": reason},
+            detail=reason,
+        )
+
+    def _decide(
+        self,
+        question_id: str,
+        to: str,
+        *,
+        actor: str,
+        extra: dict[str, Any],
+        detail: JsonValue = None,
+        rung: int | None = None,
+    ) -> QuestionRecord | None:
+        extra = extra | {"answered_at": iso(self._clock())}
+        try:
+            self._move(
+                question_id, to, actor=actor, extra=extra, detail=detail, rung=rung, raise_on_loss=True
+            )
+        except ClientError as exc:
+            item = cast("Mapping[str, Any] | None", exc.response.get("Item"))
+            if not item:
+                raise QuestionNotFoundError(f"no question {question_id}", question_id=question_id) from exc
+            return QuestionRecord.from_item(item)
+        return None
+
+    # -- while it is open --------------------------------------------------------------------
+
+    def record_escalation(self, question_id: str, *, rung: int, route: str, expires_at: datetime) -> bool:
+        """Move an open question from ladder ``rung`` to ``rung + 1`` (``route``), with a new expiry."""
+        return self._move(
+            question_id,
+            "escalated",
+            actor=EXPIRY_ACTOR,
+            extra={"escalation": rung + 1, "expires_at": iso(expires_at)},
+            detail=route,
+            rung=rung,
+        )
+
+    def record_reminder(self, question_id: str, number: int) -> bool:
+        """Note reminder ``number`` (1-based) of an open question; ``False`` if closed or already sent."""
+        now = iso(self._clock())
+        names = {"#s": "status", "#r": "reminders_sent"}
+        values: dict[str, Any] = {
+            ":now": {"S": now},
+            ":empty": {"L": []},
+            ":stage": to_attribute(
+                [{"stage": "reminded", "at": now, "actor": EXPIRY_ACTOR, "detail": number}]
+            ),
+            ":n": {"N": str(number)},
+            ":ns": {"NS": [str(number)]},
+        }
+        open_names = _in_list("o", OPEN, values)
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": question_key(question_id)}},
+                UpdateExpression=(
+                    "SET updated_at = :now, lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage)"
+                    " ADD #r :ns"
+                ),
+                ConditionExpression=(
+                    f"attribute_exists(dedupe_key) AND #s IN ({open_names})"
+                    " AND (attribute_not_exists(#r) OR NOT contains(#r, :n))"
+                ),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def mark_delivered(self, question_id: str, sinks: Iterable[str] = (), *, actor: str = "runner") -> bool:
+        """``raised → delivered`` once every sink took the envelope; one lifecycle entry per sink."""
+        details: list[JsonValue] = list(sinks) or [None]
+        return self._move(question_id, "delivered", actor=actor, details=details)
+
+    # -- after it was decided ----------------------------------------------------------------
+
+    def mark_resume_enqueued(self, question_id: str) -> None:
+        """Note that the resume message for the recorded answer reached the inbox."""
+        self._client.update_item(
+            TableName=self.table_name,
+            Key={"dedupe_key": {"S": question_key(question_id)}},
+            UpdateExpression="SET resume_enqueued_at = :now",
+            ConditionExpression="attribute_exists(dedupe_key)",
+            ExpressionAttributeValues={":now": {"S": iso(self._clock())}},
+        )
+
+    def mark_resumed(self, question: QuestionRecord, *, actor: str = "runner") -> bool:
+        """The thread ran on with the question's answer.
+
+        A person's answer moves ``answered → resumed`` (also after a DLQ redrive, from
+        ``resume_failed``); an expired or revoked question keeps its status and gains a
+        ``resumed`` stage. ``False`` when it was already recorded (a duplicate resume).
+        """
+        if question.status in CLOSED:
+            return self._stage_after_close(question.question_id, "resumed", actor=actor)
+        return self._move(question.question_id, "resumed", actor=actor, ends=True)
+
+    def mark_resume_failed(self, question: QuestionRecord, error: str, *, actor: str = "runner") -> bool:
+        """The last attempt to resume the thread with the question's answer failed."""
+        if question.status in CLOSED:
+            return self._stage_after_close(
+                question.question_id, "resume_failed", actor=actor, extra={"error": error}
+            )
+        return self._move(question.question_id, "resume_failed", actor=actor, extra={"error": error})
+
+    def _stage_after_close(
+        self, question_id: str, stage: str, *, actor: str, extra: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Append ``stage`` to a closed question once (``resumed_at`` is set by ``resumed`` only)."""
+        now = self._clock()
+        stamp = iso(now)
+        names = {"#s": "status"}
+        values: dict[str, Any] = {
+            ":now": {"S": stamp},
+            ":empty": {"L": []},
+            ":stage": to_attribute([{"stage": stage, "at": stamp, "actor": actor}]),
+            ":ttl": {"N": str(int((now + self._ttl).timestamp()))},
+        }
+        sets = ["updated_at = :now", "lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage)"]
+        if stage == "resumed":
+            sets += ["resumed_at = :now", "expires_ttl = :ttl"]
+        for index, (name, value) in enumerate((extra or {}).items()):
+            names[f"#x{index}"] = name
+            values[f":x{index}"] = to_attribute(value)
+            sets.append(f"#x{index} = :x{index}")
+        closed = _in_list("c", CLOSED, values)
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": question_key(question_id)}},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression=f"#s IN ({closed}) AND attribute_not_exists(resumed_at)",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def _move(
+        self,
+        question_id: str,
+        to: str,
+        *,
+        actor: str,
+        extra: Mapping[str, Any] | None = None,
+        detail: JsonValue = None,
+        details: list[JsonValue] | None = None,
+        rung: int | None = None,
+        ends: bool = False,
+        raise_on_loss: bool = False,
+    ) -> bool:
+        """Conditionally move a question to ``to`` from a status the status table allows.
+
+        ``False`` (or, with ``raise_on_loss``, the ``ConditionalCheckFailedException`` carrying the
+        old item) when it is not in one of them, or not on ladder ``rung`` when one is given.
+        """
+        now = self._clock()
+        stamp = iso(now)
+
+        def stage(detail: JsonValue) -> dict[str, Any]:
+            entry: dict[str, Any] = {"stage": to, "at": stamp, "actor": actor}
+            if detail is not None:
+                entry["detail"] = detail
+            return entry
+
+        names = {"#s": "status"}
+        values: dict[str, Any] = {
+            ":to": {"S": to},
+            ":now": {"S": stamp},
+            ":empty": {"L": []},
+            ":stage": to_attribute([stage(d) for d in (details if details is not None else [detail])]),
+        }
+        sets = [
+            "#s = :to",
+            "updated_at = :now",
+            "lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage)",
+        ]
+        for index, (name, value) in enumerate((extra or {}).items()):
+            names[f"#x{index}"] = name
+            values[f":x{index}"] = to_attribute(value)
+            sets.append(f"#x{index} = :x{index}")
+        if ends or to in CLOSED:
+            values[":ttl"] = {"N": str(int((now + self._ttl).timestamp()))}
+            sets.append("expires_ttl = :ttl")
+        condition = f"attribute_exists(dedupe_key) AND #s IN ({_in_list('f', allowed_from(to), values)})"
+        if rung is not None:
+            names["#e"] = "escalation"
+            values[":rung"] = {"N": str(rung)}
+            condition += " AND (attribute_not_exists(#e) OR #e = :rung)" if rung == 0 else " AND #e = :rung"
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": question_key(question_id)}},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD" if raise_on_loss else "NONE",
+            )
+        except ClientError as exc:
+            if condition_failed(exc) and not raise_on_loss:
+                return False
+            raise
+        return True
+
+
+def _in_list(prefix: str, statuses: Iterable[str], values: dict[str, Any]) -> str:
+    """Add one placeholder per status to ``values``; returns them joined for an ``IN (...)``."""
+    placeholders = []
+    for index, status in enumerate(statuses):
+        values[f":{prefix}{index}"] = {"S": status}
+        placeholders.append(f":{prefix}{index}")
+    return ", ".join(placeholders)

@@ -1,0 +1,287 @@
+"""Thread items: the status of a thread's last run, under ``thread:<id>`` keys.
+
+Thread items never carry ``status`` or ``created_at``, so the sparse question indexes never list
+them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+
+from botocore.exceptions import ClientError
+
+from agent_wait.aws.dynamodb import to_attribute
+from agent_wait.errors import ThreadBusyError, ThreadNotFoundError
+from wait_service.ledger.attributes import condition_failed, from_item, iso, thread_key
+from wait_service.ledger.table import LedgerTable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from pydantic import JsonValue
+
+RunStatus = Literal["queued", "running", "retrying", "interrupted", "done", "failed"]
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """A thread item: the status of the thread's last run."""
+
+    thread_id: str
+    run_status: RunStatus
+    pending: list[str] = field(default_factory=list)
+    output: JsonValue = None
+    error: str | None = None
+    updated_at: str | None = None
+    started_at: str | None = None
+    # While `retrying`: the attempt that failed (1-based) of how many the inbox allows.
+    attempt: int | None = None
+    # Runs that reached the thread while it waited on a question, oldest first: (run_id, input).
+    deferred: list[DeferredRun] = field(default_factory=list)
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> ThreadRecord:
+        data = from_item(item)
+        raw_output = data.get("output")
+        run_status = data.get("run_status")
+        return cls(
+            thread_id=str(data["thread_id"]),
+            run_status=cast("RunStatus", run_status) if run_status in RUN_STATUSES else "queued",
+            pending=[str(p) for p in data.get("pending") or []],
+            output=json.loads(raw_output) if isinstance(raw_output, str) else None,
+            error=data.get("error"),
+            updated_at=data.get("updated_at"),
+            started_at=data.get("started_at"),
+            attempt=int(data["attempt"]) if data.get("attempt") is not None else None,
+            deferred=[
+                DeferredRun(str(run["run_id"]), json.loads(run["input"]))
+                for run in data.get("deferred") or []
+            ],
+        )
+
+
+@dataclass(frozen=True)
+class DeferredRun:
+    """A run waiting for its thread's questions to be answered and its current run to end."""
+
+    run_id: str
+    input: JsonValue
+
+
+class ThreadStore(LedgerTable):
+    """Reads and writes thread items; a part of :class:`~wait_service.ledger.Ledger`."""
+
+    # -- threads -----------------------------------------------------------------------------
+
+    def find_thread(self, thread_id: str) -> ThreadRecord | None:
+        item = self._get(thread_key(thread_id))
+        return ThreadRecord.from_item(item) if item else None
+
+    def get_thread(self, thread_id: str) -> ThreadRecord:
+        """The thread; :class:`ThreadNotFoundError` when no run was ever queued for it."""
+        record = self.find_thread(thread_id)
+        if record is None:
+            raise ThreadNotFoundError(f"no thread {thread_id}", thread_id=thread_id)
+        return record
+
+    def queue_thread(self, thread_id: str, run_id: str | None = None) -> None:
+        """Mark a new run queued, unless the thread waits on a question (:class:`ThreadBusyError`).
+
+        A queued or running thread takes the new run after the current one: the inbox keeps
+        FIFO order per thread. ``latest_run`` names it, so that the end of an earlier run is not
+        mistaken for the end of this one.
+        """
+        try:
+            self._update_thread(
+                thread_id,
+                "queued",
+                sets={"latest_run": ":latest"} if run_id else None,
+                values={":latest": {"S": run_id}} if run_id else None,
+                remove=("error", "expires_ttl"),
+                condition="attribute_not_exists(#run_status) OR #run_status <> :interrupted",
+                condition_values={":interrupted": {"S": "interrupted"}},
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            current = self.find_thread(thread_id)
+            pending = current.pending if current else []
+            raise ThreadBusyError(
+                f"thread {thread_id} waits on {', '.join(pending) or 'a question'}: answer it first",
+                thread_id=thread_id,
+                pending=pending,
+            ) from exc
+
+    def defer_run(self, thread_id: str, run_id: str, input: JsonValue) -> bool:
+        """Keep a run for after the thread's current one; ``False`` if this run is already kept.
+
+        ``deferred_ids`` makes a redelivered message harmless: the condition refuses a run id the
+        thread already holds.
+        """
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": thread_key(thread_id)}},
+                UpdateExpression=(
+                    "SET #d = list_append(if_not_exists(#d, :empty), :run), #u = :now ADD #ids :ids"
+                ),
+                ConditionExpression="attribute_exists(dedupe_key) AND NOT contains(#ids, :rid)",
+                # DEFERRED is one of DynamoDB's reserved words.
+                ExpressionAttributeNames={"#d": "deferred", "#ids": "deferred_ids", "#u": "updated_at"},
+                ExpressionAttributeValues={
+                    ":empty": {"L": []},
+                    ":run": to_attribute([{"run_id": run_id, "input": json.dumps(input)}]),
+                    ":now": {"S": iso(self._clock())},
+                    ":ids": {"SS": [run_id]},
+                    ":rid": {"S": run_id},
+                },
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def drop_deferred(self, thread_id: str, run_id: str) -> None:
+        """Forget the oldest deferred run once it has been enqueued (only if it is ``run_id``)."""
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": thread_key(thread_id)}},
+                UpdateExpression="REMOVE #d[0] DELETE #ids :ids",
+                ConditionExpression="#d[0].run_id = :rid",
+                ExpressionAttributeNames={"#d": "deferred", "#ids": "deferred_ids"},
+                ExpressionAttributeValues={":ids": {"SS": [run_id]}, ":rid": {"S": run_id}},
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):  # a redelivery already dropped it
+                raise
+
+    def thread_running(self, thread_id: str, run_id: str | None = None) -> None:
+        """A run (a start names it with ``run_id``; a resume continues the current one) is running."""
+        sets = {"started_at": ":started"}
+        values: dict[str, Any] = {":started": {"S": iso(self._clock())}}
+        if run_id:
+            sets["current_run"] = ":current"
+            values[":current"] = {"S": run_id}
+        self._update_thread(
+            thread_id, "running", sets=sets, values=values, remove=("error", "expires_ttl", "attempt")
+        )
+
+    def thread_retrying(self, thread_id: str, attempt: int, error: str) -> None:
+        """An infrastructure failure ended attempt ``attempt``; the message comes back after a backoff."""
+        self._update_thread(
+            thread_id,
+            "retrying",
+            sets={"attempt": ":attempt", "error": ":error"},
+            values={":attempt": {"N": str(attempt)}, ":error": {"S": error}},
+        )
+
+    def thread_interrupted(self, thread_id: str, pending: list[str]) -> None:
+        self._update_thread(
+            thread_id, "interrupted", sets={"pending": ":pending"}, values={":pending": to_attribute(pending)}
+        )
+
+    def thread_done(self, thread_id: str, output_json: str) -> None:
+        self._finish(
+            thread_id,
+            "done",
+            sets={"output": ":output", "pending": ":none"},
+            values={":output": {"S": output_json}, ":none": {"L": []}},
+            remove=("error",),
+        )
+
+    def thread_failed(self, thread_id: str, error: str) -> None:
+        self._finish(thread_id, "failed", sets={"error": ":error"}, values={":error": {"S": error}})
+
+    def _finish(
+        self,
+        thread_id: str,
+        run_status: RunStatus,
+        *,
+        sets: Mapping[str, str],
+        values: Mapping[str, Any],
+        remove: Iterable[str] = (),
+    ) -> None:
+        """Record how a run ended; a thread with a later run accepted stays ``queued`` for it.
+
+        ``latest_run`` (the api's last accepted run) differs from ``current_run`` (the run ending)
+        exactly when another run waits; recording ``done`` then would let a client that started
+        that run read this run's end as its own. The output is kept either way.
+        """
+        try:
+            self._update_thread(
+                thread_id,
+                run_status,
+                sets=sets,
+                values=values,
+                remove=remove,
+                ends=True,
+                condition="attribute_not_exists(latest_run) OR latest_run = current_run",
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            self._update_thread(thread_id, "queued", sets=sets, values=values, remove=remove)
+
+    def _update_thread(
+        self,
+        thread_id: str,
+        run_status: RunStatus,
+        *,
+        sets: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+        remove: Iterable[str] = (),
+        ends: bool = False,
+        condition: str | None = None,
+        condition_values: Mapping[str, Any] | None = None,
+    ) -> None:
+        now = self._clock()
+        expression_values: dict[str, Any] = {
+            ":kind": {"S": "thread"},
+            ":tid": {"S": thread_id},
+            ":rs": {"S": run_status},
+            ":now": {"S": iso(now)},
+            **(values or {}),
+            **(condition_values or {}),
+        }
+        # Every attribute goes through a name placeholder: `error`, among others, is reserved.
+        names: dict[str, str] = {}
+
+        def alias(name: str) -> str:
+            placeholder = f"#n{len(names)}"
+            names[placeholder] = name
+            return placeholder
+
+        assignments = [
+            f"{alias(name)} = {placeholder}"
+            for name, placeholder in {
+                "kind": ":kind",
+                "thread_id": ":tid",
+                "run_status": ":rs",
+                "updated_at": ":now",
+                **(sets or {}),
+            }.items()
+        ]
+        if ends:
+            expression_values[":ttl"] = {"N": str(int((now + self._ttl).timestamp()))}
+            assignments.append(f"{alias('expires_ttl')} = :ttl")
+        expression = "SET " + ", ".join(assignments)
+        removals = [alias(name) for name in remove]
+        if removals:
+            expression += " REMOVE " + ", ".join(removals)
+        if condition and "#run_status" in condition:
+            names["#run_status"] = "run_status"
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {"dedupe_key": {"S": thread_key(thread_id)}},
+            "UpdateExpression": expression,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": expression_values,
+        }
+        if condition:
+            kwargs["ConditionExpression"] = condition
+        self._client.update_item(**kwargs)

@@ -1,0 +1,289 @@
+"""What happens to a question while nobody answers it: expiry, escalation, reminders.
+
+Seed 002: "Nothing waiting on a human silently vanishes." A question with a ttl is decided by the
+system when the ttl runs out (its ``on_expiry`` default, else a rejection), or moved one rung up its
+escalation ladder; reminders go out at their offsets while it is open. Every step is a conditional
+write in the ledger, so a timer that fires late, twice, or after an answer changes nothing, and
+exactly one of reply, expiry and revocation decides a question; only that one resumes the thread.
+
+:class:`Decisions` is the part the api shares (a reply that finds its question past due applies
+the expiry itself, and every decision enqueues the resume the same way); :class:`LifecycleService`
+adds the announcers and timers the lifecycle function needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from agent_wait import Envelope
+from agent_wait.errors import AnnounceError
+from wait_service.ledger import EXPIRED_ANSWER, Clock, Ledger, QuestionRecord, parse_time, utcnow
+from wait_service.metric_names import QUESTIONS_ESCALATED, QUESTIONS_EXPIRED, REMINDERS_SENT
+from wait_service.observability import logger, metrics
+from wait_service.resources import API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS
+from wait_service.statuses import DECIDED
+from wait_service.timers import Timer, TimerEvent
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from agent_wait import BaseAnnounce
+    from wait_service.inbox import Inbox
+    from wait_service.timers import Timers
+
+# What a timer did (for the log and the tests).
+Outcome = Literal["unknown", "expired", "escalated", "reminded", "decided", "recovered", "closed", "stale"]
+
+# How long the writer that decided a question may still be on its way to enqueueing the resume:
+# no api or lifecycle invocation outlives its Lambda timeout. Only a decision standing longer than
+# this without `resume_enqueued_at` was left by a writer that died, and is safe to recover.
+RESUME_LEASE = timedelta(seconds=max(API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS) + 1)
+
+
+@dataclass(frozen=True)
+class Escalate:
+    """Move the question to rung ``number`` (1-based), routed to ``route``."""
+
+    number: int
+    route: str
+
+
+@dataclass(frozen=True)
+class Expire:
+    """Decide the question with ``answer``."""
+
+    answer: JsonValue
+
+
+def on_expiry_action(policy: dict[str, Any], rung: int) -> Escalate | Expire:
+    """What the ttl running out on ladder ``rung`` (0: not escalated) does to a question.
+
+    Examples
+    --------
+    >>> ladder = {"on_expiry": {"action": "escalate", "to": ["managers", "directors"], "answer": None}}
+    >>> on_expiry_action(ladder, 0), on_expiry_action(ladder, 1)
+    (Escalate(number=1, route='managers'), Escalate(number=2, route='directors'))
+    >>> on_expiry_action(ladder, 2)
+    Expire(answer={'action': 'reject', 'reason': 'expired'})
+    >>> on_expiry_action({"on_expiry": {"action": "default", "answer": {"action": "approve"}}}, 0)
+    Expire(answer={'action': 'approve'})
+    """
+    on_expiry = policy.get("on_expiry") or {}
+    default = on_expiry.get("answer")
+    if on_expiry.get("action") == "escalate":
+        routes = list(on_expiry.get("to") or [])
+        if rung < len(routes):
+            return Escalate(rung + 1, str(routes[rung]))
+    return Expire(default if default is not None else dict(EXPIRED_ANSWER))
+
+
+class Decisions:
+    """Decides questions by expiry and enqueues the resume of whatever decided them.
+
+    Parameters
+    ----------
+    ledger, inbox:
+        Where decisions are recorded, and where resumes go.
+    clock:
+        Current UTC time; injected by tests.
+    """
+
+    def __init__(self, ledger: Ledger, inbox: Inbox, *, clock: Clock = utcnow) -> None:
+        self.ledger = ledger
+        self.inbox = inbox
+        self._clock = clock
+
+    def enqueue_resume(self, question: QuestionRecord) -> None:
+        """Send the resume of a decided question; the runner reads the answer from the ledger."""
+        self.inbox.resume(question.thread_id, question.question_id)
+        self.ledger.mark_resume_enqueued(question.question_id)
+
+    def resume_abandoned(self, question: QuestionRecord) -> bool:
+        """A decision recorded without its resume by a writer that can no longer be running.
+
+        A reader that finds the question between the winner's write and its enqueue must not send
+        too: the winner is about to, and a second send is the duplicate the first-answer rule
+        promises never to make.
+        """
+        if question.status not in DECIDED or question.resume_enqueued_at is not None:
+            return False
+        if question.status not in ("answered", "expired", "revoked"):
+            return False  # resumed or resume_failed: the runner has had it
+        if question.answered_at is None:
+            return True
+        return self._clock() - parse_time(question.answered_at) > RESUME_LEASE
+
+    def recover_resume(self, question: QuestionRecord) -> bool:
+        """Enqueue the resume an abandoned decision never sent; ``True`` if it did."""
+        if not self.resume_abandoned(question):
+            return False
+        logger.warning("resume of a decided question was never enqueued; enqueueing it now")
+        self.enqueue_resume(question)
+        return True
+
+    def expire(self, question: QuestionRecord, answer: JsonValue, *, rung: int) -> QuestionRecord:
+        """Decide ``question`` with ``answer`` because its ttl ran out on ``rung``; returns it as it stands.
+
+        The winner counts the expiry and enqueues the resume; a loser changes nothing.
+        """
+        lost = self.ledger.record_expiry(question.question_id, answer, rung=rung)
+        if lost is not None:
+            return lost
+        metrics.add_metric(name=QUESTIONS_EXPIRED, unit=MetricUnit.Count, value=1)
+        logger.info("question expired", extra={"question_id": question.question_id, "rung": rung})
+        decided = self.ledger.get_question(question.question_id)
+        self.enqueue_resume(decided)
+        return decided
+
+    def close_if_due(self, question: QuestionRecord) -> QuestionRecord:
+        """The question as it stands once an expiry that is due (but whose timer has not fired) applies.
+
+        Only a final expiry applies here: a question due to move up its ladder stays answerable
+        until the lifecycle function moves it, since escalating keeps it answerable anyway.
+        """
+        if not question.is_open or not question.expired_at(self._clock()):
+            return question
+        action = on_expiry_action(question.policy, question.escalation)
+        if isinstance(action, Escalate):
+            return question
+        return self.expire(question, action.answer, rung=question.escalation)
+
+
+class LifecycleService(Decisions):
+    """Handles the timers of questions: expiry (and escalation) and reminders.
+
+    Parameters
+    ----------
+    ledger, inbox:
+        As for :class:`Decisions`.
+    announce:
+        Where ``wait.escalated`` and ``wait.reminder`` events go (the topic and the outbox; the
+        ledger records the step itself).
+    timers:
+        Sets the next rung's expiry timer; ``None`` when the deployment has no scheduler.
+    default_ttl:
+        Seconds, for a ladder whose policy sets no ttl of its own.
+    clock:
+        Current UTC time; injected by tests.
+
+    Examples
+    --------
+    >>> service = LifecycleService(ledger, inbox, announce, timers)  # doctest: +SKIP
+    >>> service.handle(TimerEvent(question_id="q-1", timer="expire", n=0))  # doctest: +SKIP
+    'expired'
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        inbox: Inbox,
+        announce: BaseAnnounce,
+        timers: Timers | None = None,
+        *,
+        default_ttl: int | None = None,
+        clock: Clock = utcnow,
+    ) -> None:
+        super().__init__(ledger, inbox, clock=clock)
+        self.announce = announce
+        self.timers = timers
+        self.default_ttl = default_ttl
+
+    def handle(self, event: TimerEvent) -> Outcome:
+        """Act on one timer; returns what it did (for the log and the tests)."""
+        question = self.ledger.find_question(event.question_id)
+        if question is None:
+            logger.warning("timer for an unknown question", extra={"question_id": event.question_id})
+            return "unknown"
+        if event.timer == "remind":
+            return self.remind(question, event.n)
+        return self.on_ttl(question, event.n)
+
+    def on_ttl(self, question: QuestionRecord, rung: int) -> Outcome:
+        """The ttl of ``rung`` ran out: escalate one rung, or decide the question by expiry."""
+        if question.status in DECIDED:
+            # Decided already; its decider may have died before it enqueued the resume.
+            return "recovered" if self.recover_resume(question) else "decided"
+        if question.escalation == rung + 1:
+            # This timer moved the question already and failed after: announce and arm again.
+            self._after_escalation(question)
+            return "escalated"
+        if question.escalation != rung:
+            return "stale"
+        action = on_expiry_action(question.policy, rung)
+        if isinstance(action, Expire):
+            decided = self.expire(question, action.answer, rung=rung)
+            return "expired" if decided.status == "expired" else "decided"
+        ttl = int(question.policy.get("ttl") or self.default_ttl or 0)
+        if ttl <= 0:
+            return "stale"
+        expires_at = self._clock() + timedelta(seconds=ttl)
+        if not self.ledger.record_escalation(
+            question.question_id, rung=rung, route=action.route, expires_at=expires_at
+        ):
+            return "stale"
+        metrics.add_metric(name=QUESTIONS_ESCALATED, unit=MetricUnit.Count, value=1)
+        logger.info(
+            "question escalated",
+            extra={"question_id": question.question_id, "route": action.route, "escalation": action.number},
+        )
+        self._after_escalation(self.ledger.get_question(question.question_id))
+        return "escalated"
+
+    def _after_escalation(self, question: QuestionRecord) -> None:
+        """Announce the rung the question is on and arm its expiry timer (both idempotent)."""
+        if not question.is_open or question.expires_at is None:
+            return
+        number = question.escalation
+        routes = (question.policy.get("on_expiry") or {}).get("to") or []
+        envelope = self._envelope(question).follow_up(
+            "wait.escalated",
+            number,
+            route=str(routes[number - 1]),
+            expires_at=parse_time(question.expires_at),
+        )
+        self._announce(envelope)
+        if self.timers is not None:
+            self.timers.set(
+                [
+                    Timer(
+                        TimerEvent(question_id=question.question_id, timer="expire", n=number),
+                        parse_time(question.expires_at),
+                    )
+                ]
+            )
+
+    def remind(self, question: QuestionRecord, number: int) -> Outcome:
+        """Send reminder ``number`` of an open question (again, if an earlier send failed)."""
+        if not question.is_open:
+            return "closed"
+        if number < 1 or number > len(question.policy.get("reminders") or []):
+            return "stale"
+        if self.ledger.record_reminder(question.question_id, number):
+            metrics.add_metric(name=REMINDERS_SENT, unit=MetricUnit.Count, value=1)
+        elif number not in question.reminders_sent:
+            return "closed"  # decided between the read and the write
+        self._announce(self._envelope(question).follow_up("wait.reminder", number))
+        return "reminded"
+
+    def _envelope(self, question: QuestionRecord) -> Envelope:
+        if question.envelope is None:
+            raise AnnounceError(
+                f"question {question.question_id} has no stored envelope",
+                question_id=question.question_id,
+                thread_id=question.thread_id,
+            )
+        return Envelope.model_validate_json(question.envelope)
+
+    def _announce(self, envelope: Envelope) -> None:
+        # A sink that failed makes the timer fail, so it fires again: the dedupe key makes the
+        # second announcement harmless to every sink that took the first.
+        if not self.announce.announce(envelope):
+            raise AnnounceError(
+                f"{envelope.type} of question {envelope.question_id} did not reach every sink",
+                question_id=envelope.question_id,
+                thread_id=envelope.thread_id,
+            )

@@ -1,0 +1,183 @@
+"""One-shot timers of a question: EventBridge Scheduler ``at()`` schedules into the lifecycle handler.
+
+A question with a ttl gets an expiry timer (one per escalation rung, each set when the rung is
+reached) and one timer per reminder, all created when the question is raised. Each fires once into
+the lifecycle function with a :class:`TimerEvent` and deletes itself (``ActionAfterCompletion:
+DELETE``); the runner deletes what is left once the question is decided. A timer that fires late,
+twice, or after an answer changes nothing: the lifecycle handler acts through conditional writes.
+
+Schedule names are derived from the question id, so creating a timer twice is harmless (the second
+create is a ``ConflictException``) and deleting one needs no lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
+
+    from wait_service.ledger import QuestionRecord
+
+TimerKind = Literal["expire", "remind"]
+
+
+class TimerEvent(BaseModel):
+    """What a schedule delivers to the lifecycle handler.
+
+    ``n`` is the escalation rung the expiry timer was set on (0 before any escalation), or the
+    1-based number of the reminder.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    question_id: str = Field(min_length=1)
+    timer: TimerKind
+    n: int = Field(ge=0)
+
+
+def schedule_name(question_id: str, timer: TimerKind, n: int) -> str:
+    """A schedule name (at most 64 of ``[0-9A-Za-z-_.]``) unique to one timer of one question.
+
+    Examples
+    --------
+    >>> name = schedule_name("0b1f", "remind", 2)
+    >>> name.startswith("remind-2-"), len(name) <= 64
+    (True, True)
+    """
+    digest = hashlib.sha256(question_id.encode()).hexdigest()[:40]
+    return f"{timer}-{n}-{digest}"
+
+
+def at_expression(moment: datetime) -> str:
+    """Scheduler's one-shot expression, to the second, in UTC.
+
+    Examples
+    --------
+    >>> at_expression(datetime(2026, 11, 30, 10, 0, 5, 900000, tzinfo=UTC))
+    'at(2026-11-30T10:00:05)'
+    """
+    return f"at({moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+@dataclass(frozen=True)
+class Timer:
+    """One timer to set: which, and when it fires."""
+
+    event: TimerEvent
+    at: datetime
+
+
+class Timers:
+    """Creates and deletes a question's schedules in the stack's schedule group.
+
+    Parameters
+    ----------
+    group:
+        The schedule group (``AGENT_WAIT_SCHEDULE_GROUP``).
+    target_arn:
+        The lifecycle function the schedules invoke (``AGENT_WAIT_LIFECYCLE_ARN``).
+    role_arn:
+        The role EventBridge Scheduler assumes to invoke it (``AGENT_WAIT_SCHEDULER_ROLE_ARN``).
+    client:
+        A boto3 ``scheduler`` client; ``None`` creates the default one.
+
+    Examples
+    --------
+    >>> timers = Timers("agent-wait", lifecycle_arn, scheduler_role_arn)  # doctest: +SKIP
+    >>> timers.set(timers.for_question(record))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        group: str,
+        target_arn: str,
+        role_arn: str,
+        client: EventBridgeSchedulerClient | None = None,
+    ) -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("scheduler")
+        self.group = group
+        self.target_arn = target_arn
+        self.role_arn = role_arn
+        self._client = client
+
+    @staticmethod
+    def for_question(question: QuestionRecord) -> list[Timer]:
+        """The timers of a just-raised question: its first expiry and every reminder."""
+        from wait_service.ledger import parse_time
+
+        timers: list[Timer] = []
+        if question.expires_at is not None:
+            timers.append(
+                Timer(
+                    TimerEvent(question_id=question.question_id, timer="expire", n=0),
+                    parse_time(question.expires_at),
+                )
+            )
+        if question.created_at is not None:
+            from datetime import timedelta
+
+            raised = parse_time(question.created_at)
+            reminders = question.policy.get("reminders") or []
+            for number, offset in enumerate(reminders, start=1):
+                timers.append(
+                    Timer(
+                        TimerEvent(question_id=question.question_id, timer="remind", n=number),
+                        raised + timedelta(seconds=int(offset)),
+                    )
+                )
+        return timers
+
+    def set(self, timers: list[Timer]) -> None:
+        """Create each timer's schedule; one that exists already is left as it is."""
+        for timer in timers:
+            try:
+                self._client.create_schedule(
+                    Name=schedule_name(timer.event.question_id, timer.event.timer, timer.event.n),
+                    GroupName=self.group,
+                    ScheduleExpression=at_expression(timer.at),
+                    ScheduleExpressionTimezone="UTC",
+                    FlexibleTimeWindow={"Mode": "OFF"},
+                    ActionAfterCompletion="DELETE",
+                    Target={
+                        "Arn": self.target_arn,
+                        "RoleArn": self.role_arn,
+                        "Input": timer.event.model_dump_json(),
+                    },
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ConflictException":
+                    raise
+
+    def cancel(self, question: QuestionRecord) -> None:
+        """Delete the timers a decided question may still have; missing ones are fine."""
+        names = [schedule_name(question.question_id, "expire", question.escalation)]
+        reminders = question.policy.get("reminders") or []
+        names += [
+            schedule_name(question.question_id, "remind", number)
+            for number in range(1, len(reminders) + 1)
+            if number not in question.reminders_sent
+        ]
+        for name in names:
+            try:
+                self._client.delete_schedule(Name=name, GroupName=self.group)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                    raise
+
+
+def parse_timer_event(event: Any) -> TimerEvent:
+    """The timer a schedule delivered (its ``Input``, parsed by Lambda) or a JSON string of it."""
+    if isinstance(event, str | bytes):
+        event = json.loads(event)
+    return TimerEvent.model_validate(event)

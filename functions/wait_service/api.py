@@ -3,9 +3,9 @@
 It validates, records and enqueues; it never runs a graph and never imports LangGraph, so its
 cold start stays small (``tests/unit/service/test_api_imports.py`` holds it to that).
 
-Routes (issue 3): ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``,
-``GET /questions``, ``GET /questions/{question_id}``, ``POST /questions/{question_id}/reply``,
-``GET /openapi.json``.
+Routes: ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``, ``GET /questions``,
+``GET /questions/{question_id}``, ``POST /questions/{question_id}/reply``,
+``POST /questions/{question_id}/revoke``, ``GET /openapi.json``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ MAX_BODY_BYTES = 256 * 1024
 # several threads (the local gateway, tests) is held to the same rule here.
 _ONE_REQUEST_AT_A_TIME = threading.Lock()
 JSON = "application/json"
-# `pending` lists every question still waiting for an answer (raised, delivered or escalated).
+# `pending` lists every question still waiting for an answer (raised, delivered or escalated);
+# the others are the statuses of `wait_service.statuses` (a test holds the two together).
 QuestionStatus = Literal[
     "pending",
     "raised",
@@ -78,6 +79,9 @@ class ThreadView(BaseModel):
     deferred_runs: int = Field(
         default=0, description="runs waiting for the thread's questions to be answered"
     )
+    attempt: int | None = Field(
+        default=None, description="while retrying: the attempt that failed (the inbox allows 5)"
+    )
 
     @classmethod
     def of(cls, record: ThreadRecord) -> ThreadView:
@@ -89,6 +93,7 @@ class ThreadView(BaseModel):
             error=record.error,
             updated_at=record.updated_at,
             deferred_runs=len(record.deferred),
+            attempt=record.attempt if record.run_status == "retrying" else None,
         )
 
 
@@ -96,6 +101,9 @@ class LifecycleStage(BaseModel):
     stage: str
     at: str
     actor: str | None = None
+    detail: JsonValue = Field(
+        default=None, description="the sink (delivered), route (escalated), number (reminded) or reason"
+    )
 
 
 class QuestionView(BaseModel):
@@ -114,6 +122,9 @@ class QuestionView(BaseModel):
     answered_by: str | None = None
     answered_at: str | None = None
     reason: str | None = None
+    escalation: int = Field(default=0, description="the escalation rung the question is on (0: none)")
+    resumed_at: str | None = None
+    error: str | None = Field(default=None, description="why the resume failed (resume_failed)")
 
     @classmethod
     def of(cls, record: QuestionRecord) -> QuestionView:
@@ -131,6 +142,12 @@ class ReplyRequest(BaseModel):
 
     answer: JsonValue = Field(description="the answer; its shape depends on the policy's kind")
     reason: str | None = Field(default=None, max_length=4096)
+
+
+class RevokeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=4096, description="why the question is withdrawn")
 
 
 class ReplyAccepted(BaseModel):
@@ -358,6 +375,34 @@ class WaitApi:
                 status_code=202 if outcome.created else 200,
                 content_type=JSON,
                 body=ReplyAccepted(question_id=outcome.question_id),
+            )
+
+        @app.post(
+            "/questions/<question_id>/revoke",
+            summary="Withdraw an open question; the thread is resumed with a rejection",
+            responses={
+                200: {"description": "revoked", "content": {JSON: {"model": QuestionView}}},
+                400: {"description": "body is not JSON", "content": {JSON: {"model": ErrorBody}}},
+                403: {"description": "responder not allowed", "content": {JSON: {"model": ErrorBody}}},
+                404: {"description": "unknown question", "content": {JSON: {"model": ErrorBody}}},
+                409: {
+                    "description": "already answered or expired (the standing answer is returned)",
+                    "content": {JSON: {"model": ErrorBody}},
+                },
+                410: {"description": "already revoked", "content": {JSON: {"model": ErrorBody}}},
+                413: {"description": "body over 256 KiB", "content": {JSON: {"model": ErrorBody}}},
+            },
+        )
+        def revoke(
+            question_id: Annotated[str, Path(min_length=1)],
+            request: Annotated[RevokeRequest, Body()],
+        ) -> Response[QuestionView]:
+            record = self.replies.revoke(question_id, request.reason, principal=self._principal())
+            return Response(
+                status_code=200,
+                content_type=JSON,
+                body=QuestionView.of(record),
+                headers={"ETag": etag_for(record.digest)},
             )
 
         @app.get("/openapi.json", include_in_schema=False, enable_validation=False)

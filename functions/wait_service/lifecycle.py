@@ -29,10 +29,15 @@ from wait_service.statuses import DECIDED
 from wait_service.timers import Timer, TimerEvent
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
     from pydantic import JsonValue
 
     from agent_wait import BaseAnnounce
     from wait_service.inbox import Inbox
+    from wait_service.settings import Settings
     from wait_service.timers import Timers
 
 # What a timer did (for the log and the tests).
@@ -287,3 +292,43 @@ class LifecycleService(Decisions):
                 question_id=envelope.question_id,
                 thread_id=envelope.thread_id,
             )
+
+
+def build_lifecycle(
+    settings: Settings,
+    *,
+    dynamodb: DynamoDBClient | None = None,
+    sns: SNSClient | None = None,
+    sqs: SQSClient | None = None,
+    scheduler: EventBridgeSchedulerClient | None = None,
+    clock: Clock = utcnow,
+) -> LifecycleService:
+    """The lifecycle service wired to the resources named by ``settings``.
+
+    Examples
+    --------
+    >>> service = build_lifecycle(Settings.from_env(os.environ))  # doctest: +SKIP
+    """
+    from agent_wait import CompositeAnnounce
+    from agent_wait.aws import SnsAnnounce, SqsAnnounce
+    from wait_service.inbox import Inbox
+    from wait_service.timers import build_timers
+
+    ledger = Ledger(
+        settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
+    )
+    timers = build_timers(settings, scheduler)
+    return LifecycleService(
+        ledger,
+        Inbox(settings.require("inbox_url"), sqs),
+        # The ledger records each step itself; the events go to the topic and the outbox.
+        CompositeAnnounce(
+            [
+                SnsAnnounce(settings.require("topic_arn"), client=sns),
+                SqsAnnounce(settings.require("outbox_url"), client=sqs),
+            ]
+        ),
+        timers,
+        default_ttl=settings.default_ttl,
+        clock=clock,
+    )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
@@ -87,6 +88,14 @@ class TopicSpec:
     name: str
 
 
+@dataclass(frozen=True)
+class ScheduleGroupSpec:
+    """An EventBridge Scheduler group holding the one-shot timers of questions."""
+
+    logical_id: str
+    name: str
+
+
 # The runner's timeout bounds one graph run; the inbox hides a message six times as long so a
 # slow run is never handed to a second invocation while the first still works on it.
 RUNNER_TIMEOUT_SECONDS = 120
@@ -132,6 +141,10 @@ OUTBOX = QueueSpec(
     visibility_timeout=60,
 )
 TOPIC = TopicSpec(logical_id="WaitCreated", name="wait-created")
+TIMERS = ScheduleGroupSpec(logical_id="Timers", name="timers")
+# The local stack's stand-ins for what the stack deploys: the lifecycle function the timers invoke
+# and the role they invoke it with (moto stores them; the local clock invokes the handler itself).
+LOCAL_ACCOUNT = "123456789012"
 
 
 @dataclass
@@ -147,17 +160,27 @@ class LocalResources:
     outbox_dlq_url: str
     topic_arn: str
     subscriber_url: str
+    schedule_group: str | None = None
+    lifecycle_arn: str | None = None
+    scheduler_role_arn: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         """The environment the Lambdas get from the stack, for these resources."""
-        return {
+        env = {
             "AGENT_WAIT_LEDGER_TABLE": self.ledger_table,
             "AGENT_WAIT_CHECKPOINT_TABLE": self.checkpoint_table,
             "AGENT_WAIT_INBOX_URL": self.inbox_url,
             "AGENT_WAIT_OUTBOX_URL": self.outbox_url,
             "AGENT_WAIT_TOPIC_ARN": self.topic_arn,
         }
+        if self.schedule_group and self.lifecycle_arn and self.scheduler_role_arn:
+            env |= {
+                "AGENT_WAIT_SCHEDULE_GROUP": self.schedule_group,
+                "AGENT_WAIT_LIFECYCLE_ARN": self.lifecycle_arn,
+                "AGENT_WAIT_SCHEDULER_ROLE_ARN": self.scheduler_role_arn,
+            }
+        return env
 
 
 def create_table(client: DynamoDBClient, spec: TableSpec, name: str) -> str:
@@ -206,9 +229,15 @@ def create_queue(client: SQSClient, spec: QueueSpec, prefix: str) -> tuple[str, 
 
 
 def create_resources(
-    dynamodb: DynamoDBClient, sqs: SQSClient, sns: SNSClient, prefix: str = "agent-wait-"
+    dynamodb: DynamoDBClient,
+    sqs: SQSClient,
+    sns: SNSClient,
+    prefix: str = "agent-wait-",
+    *,
+    scheduler: EventBridgeSchedulerClient | None = None,
 ) -> LocalResources:
-    """Create the ledger, checkpoint table, inbox, outbox and topic from the specs above.
+    """Create the ledger, checkpoint table, inbox, outbox and topic (and, given a ``scheduler``
+    client, the timers' schedule group) from the specs above.
 
     A standard SQS queue ``<prefix>subscriber`` is subscribed to the topic with raw delivery, so
     that the local stack and tests can see an envelope exactly as a downstream subscriber does.
@@ -228,7 +257,17 @@ def create_resources(
         Endpoint=subscriber_arn,
         Attributes={"RawMessageDelivery": "true"},
     )
+    group = lifecycle_arn = scheduler_role_arn = None
+    if scheduler is not None:
+        group = prefix + TIMERS.name
+        scheduler.create_schedule_group(Name=group)
+        region = scheduler.meta.region_name
+        lifecycle_arn = f"arn:aws:lambda:{region}:{LOCAL_ACCOUNT}:function:{prefix}lifecycle"
+        scheduler_role_arn = f"arn:aws:iam::{LOCAL_ACCOUNT}:role/{prefix}scheduler"
     return LocalResources(
+        schedule_group=group,
+        lifecycle_arn=lifecycle_arn,
+        scheduler_role_arn=scheduler_role_arn,
         ledger_table=ledger,
         checkpoint_table=checkpoints,
         inbox_url=inbox_url,

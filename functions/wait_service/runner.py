@@ -607,6 +607,7 @@ def build_runner(
     """
     from wait_service.checkpointer import make_checkpointer
     from wait_service.graph import load_graph
+    from wait_service.timers import build_timers
 
     graph = load_graph(
         settings.graph, checkpointer if checkpointer is not None else make_checkpointer(settings)
@@ -623,18 +624,4 @@ def build_runner(
         clock=clock,
         inbox=Inbox(settings.require("inbox_url"), sqs),
         timers=build_timers(settings, scheduler),
-    )
-
-
-def build_timers(settings: Settings, client: EventBridgeSchedulerClient | None = None) -> Timers | None:
-    """The deployment's timers, or ``None`` when it configures no schedule group."""
-    if not settings.schedule_group:
-        return None
-    from wait_service.timers import Timers
-
-    return Timers(
-        settings.schedule_group,
-        settings.require("lifecycle_arn"),
-        settings.require("scheduler_role_arn"),
-        client,
     )

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
 
     from wait_service.ledger import QuestionRecord
+    from wait_service.settings import Settings
 
 TimerKind = Literal["expire", "remind"]
 
@@ -174,6 +175,18 @@ class Timers:
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
                     raise
+
+
+def build_timers(settings: Settings, client: EventBridgeSchedulerClient | None = None) -> Timers | None:
+    """The deployment's timers, or ``None`` when it configures no schedule group."""
+    if not settings.schedule_group:
+        return None
+    return Timers(
+        settings.schedule_group,
+        settings.require("lifecycle_arn"),
+        settings.require("scheduler_role_arn"),
+        client,
+    )
 
 
 def parse_timer_event(event: Any) -> TimerEvent:

@@ -31,13 +31,18 @@ def clock() -> FakeClock:
 def aws() -> Iterator[Aws]:
     with mock_aws():
         clients: dict[str, Any] = {
-            name: boto3.client(name, region_name="us-east-1") for name in ("dynamodb", "sqs", "sns")
+            name: boto3.client(name, region_name="us-east-1")
+            for name in ("dynamodb", "sqs", "sns", "scheduler")
         }
-        resources = create_resources(clients["dynamodb"], clients["sqs"], clients["sns"], prefix="u-")
+        resources = create_resources(
+            clients["dynamodb"], clients["sqs"], clients["sns"], prefix="u-", scheduler=clients["scheduler"]
+        )
         settings = Settings.from_env(
             resources.env() | {"AGENT_WAIT_REPLY_URL": "https://api.example/questions/{question_id}/reply"}
         )
-        yield Aws(clients["dynamodb"], clients["sqs"], clients["sns"], resources, settings)
+        yield Aws(
+            clients["dynamodb"], clients["sqs"], clients["sns"], resources, settings, clients["scheduler"]
+        )
 
 
 @pytest.fixture

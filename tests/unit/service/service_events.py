@@ -75,7 +75,51 @@ class Aws:
     sns: Any
     resources: LocalResources
     settings: Settings
+    scheduler: Any = None
     published: list[Envelope] = field(default_factory=list)
+
+    def schedules(self) -> dict[str, dict[str, Any]]:
+        """The timers' schedules by name: ``{"at": ..., "input": {...}}``."""
+        group = self.resources.schedule_group
+        found: dict[str, dict[str, Any]] = {}
+        for summary in self.scheduler.list_schedules(GroupName=group).get("Schedules", []):
+            schedule = self.scheduler.get_schedule(Name=summary["Name"], GroupName=group)
+            found[summary["Name"]] = {
+                "at": schedule["ScheduleExpression"],
+                "input": json.loads(schedule["Target"]["Input"]),
+                "after": schedule.get("ActionAfterCompletion"),
+            }
+        return found
+
+    def outbox(self) -> list[dict[str, Any]]:
+        """Drain the outbox: every envelope (any type) in the order it was sent."""
+        bodies: list[dict[str, Any]] = []
+        while got := self.sqs.receive_message(
+            QueueUrl=self.resources.outbox_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+        ).get("Messages", []):
+            for message in got:
+                bodies.append(json.loads(message["Body"]))
+                self.sqs.delete_message(
+                    QueueUrl=self.resources.outbox_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+        return bodies
+
+    def subscribed(self) -> list[tuple[dict[str, Any], dict[str, str]]]:
+        """Drain the topic's subscriber queue: (envelope, SNS message attributes) pairs."""
+        found: list[tuple[dict[str, Any], dict[str, str]]] = []
+        while got := self.sqs.receive_message(
+            QueueUrl=self.resources.subscriber_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+        ).get("Messages", []):
+            for message in got:
+                attributes = {
+                    name: value.get("StringValue", "")
+                    for name, value in (message.get("MessageAttributes") or {}).items()
+                }
+                found.append((json.loads(message["Body"]), attributes))
+                self.sqs.delete_message(
+                    QueueUrl=self.resources.subscriber_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+        return found
 
     def raise_question(
         self,

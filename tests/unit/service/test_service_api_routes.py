@@ -117,6 +117,7 @@ def test_get_thread_is_200_with_status_pending_and_output(aws: Aws, call: Call, 
         "error": None,
         "updated_at": "2026-11-30T10:00:00.000Z",
         "deferred_runs": 0,
+        "attempt": None,
     }
 
 
@@ -288,6 +289,7 @@ def test_openapi_lists_every_route(call: Call) -> None:
         "/questions",
         "/questions/{question_id}",
         "/questions/{question_id}/reply",
+        "/questions/{question_id}/revoke",
     }
     reply = spec["paths"]["/questions/{question_id}/reply"]["post"]
     assert {"200", "202", "400", "404", "409", "410", "412", "413", "422", "428"} <= set(reply["responses"])

@@ -159,6 +159,18 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     how.add_argument("--answer", type=_json_arg, metavar="JSON", help="send JSON as the answer as is")
     reply.add_argument("--reason", help="why (recorded with the answer)")
 
+    revoke = sub.add_parser(
+        "revoke",
+        parents=[common],
+        help="withdraw an open question (the thread is resumed with a rejection)",
+        description="Revoke a question nobody has answered: its thread resumes with "
+        '{"action": "reject", "reason": "revoked: <reason>"}.',
+    )
+    revoke.add_argument("question_id")
+    revoke.add_argument(
+        "--reason", required=True, help="why it is withdrawn (recorded and sent to the thread)"
+    )
+
     threads = sub.add_parser("threads", help="start and show threads")
     tsub = threads.add_subparsers(dest="action", required=True, metavar="ACTION")
     tshow = tsub.add_parser(
@@ -332,6 +344,18 @@ class Cli:
             self.print(f"{result.status} {reply_body.get('status', '')}{note}".rstrip())
         return 0
 
+    def revoke(self) -> int:
+        qid = self.args.question_id
+        result = self.client.request(
+            "POST", f"/questions/{_quote(qid)}/revoke", body={"reason": self.args.reason}
+        )
+        if self.args.json:
+            self.dump({"status_code": result.status, "body": result.body})
+        else:
+            question = result.body if isinstance(result.body, Mapping) else {}
+            self.print(f"{result.status} {question.get('status', '')}".rstrip())
+        return 0
+
     def threads_show(self) -> int:
         thread = self.client.request("GET", f"/threads/{_quote(self.args.thread_id)}").body
         if self.args.json:
@@ -370,6 +394,7 @@ COMMANDS: dict[tuple[str, str | None], Callable[[Cli], int]] = {
     ("questions", "list"): Cli.questions_list,
     ("questions", "show"): Cli.questions_show,
     ("reply", None): Cli.reply,
+    ("revoke", None): Cli.revoke,
     ("threads", "show"): Cli.threads_show,
     ("threads", "start"): Cli.threads_start,
     ("tail", None): Cli.tail,

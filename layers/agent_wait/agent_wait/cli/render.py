@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from agent_wait.local.events import compact, describe_question
@@ -87,17 +88,60 @@ def question_detail(question: Mapping[str, Any]) -> str:
         ("digest", question.get("digest")),
         ("created", question.get("created_at")),
         ("expires", question.get("expires_at")),
+        ("escalation", question.get("escalation") or None),
         ("answer", question.get("answer")),
         ("answered by", question.get("answered_by")),
+        ("error", question.get("error")),
     ]
     if policy.get("options"):
         pairs.insert(5, ("options", ", ".join(map(str, policy["options"]))))
     text = fields(pairs)
     lifecycle = question.get("lifecycle") or []
     if lifecycle:
-        rows = [[stage.get("stage"), stage.get("at"), stage.get("actor")] for stage in lifecycle]
-        text += "\n\n" + table(["STAGE", "AT", "ACTOR"], rows)
+        text += "\n\n" + timeline(lifecycle)
     return text
+
+
+def timeline(lifecycle: Sequence[Mapping[str, Any]]) -> str:
+    """The lifecycle as a timeline: when, how long after it was raised, what, who, and a detail.
+
+    Examples
+    --------
+    >>> raised = {"stage": "raised", "at": "2026-11-30T10:00:00.000Z", "actor": "agent"}
+    >>> up = {"stage": "escalated", "at": "2026-11-30T10:01:00.500Z", "actor": "system", "detail": "managers"}
+    >>> print(timeline([raised, up]))
+    AT                        AFTER   STAGE      BY      DETAIL
+    2026-11-30T10:00:00.000Z  +0s     raised     agent   -
+    2026-11-30T10:01:00.500Z  +1m00s  escalated  system  managers
+    """
+    start = _moment(lifecycle[0].get("at")) if lifecycle else None
+    rows = []
+    for stage in lifecycle:
+        moment = _moment(stage.get("at"))
+        after = "" if start is None or moment is None else _elapsed((moment - start).total_seconds())
+        detail = stage.get("detail")
+        rows.append(
+            [stage.get("at"), after, stage.get("stage"), stage.get("actor"), "" if detail is None else detail]
+        )
+    return table(["AT", "AFTER", "STAGE", "BY", "DETAIL"], rows)
+
+
+def _moment(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _elapsed(seconds: float) -> str:
+    """``+42s``, ``+2m05s``, ``+1h02m``."""
+    if seconds < 60:
+        return f"+{seconds:.1f}s".replace(".0s", "s")
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"+{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"+{hours}h{minutes:02d}m"
 
 
 def thread_detail(thread: Mapping[str, Any]) -> str:

@@ -7,7 +7,9 @@ The lines come from what the stack itself sees, never from the handlers' logs:
   ``interrupted`` (with question ids not seen before), ``done`` or ``failed``;
 - ``resumed``: a resume message was handled (and deleted from the inbox);
 - ``retrying``: a message failed and stays in the inbox for redelivery;
-- ``answered``: the gateway answered a ``POST /questions/{id}/reply`` with 202.
+- ``answered``: the gateway answered a ``POST /questions/{id}/reply`` with 202;
+- ``expired``, ``escalated``, ``reminded``: a question's timer fired and did that (``timer``
+  lines say when it did nothing, or failed).
 
 Reading the ledger rather than the subscriber queue leaves that queue to the people and tests that
 want to see the envelope as a subscriber does.
@@ -174,6 +176,29 @@ class EventLog:
             self.emit("run done", thread=thread_id, output=compact(item.get("output")))
         elif status == "failed":
             self.emit("run failed", thread=thread_id, error=compact(item.get("error")))
+
+    # -- clock --------------------------------------------------------------------------------
+
+    def timer(self, timer: Any, result: Any) -> None:
+        """After the clock fired a question timer: what it did to the question."""
+        timer = timer if isinstance(timer, Mapping) else {}
+        question_id = str(timer.get("question_id", "?"))
+        if isinstance(result, Exception):
+            self.emit(
+                "timer failed", question=question_id, error=compact(f"{type(result).__name__}: {result}")
+            )
+            return
+        outcome = str(result.get("outcome", "?")) if isinstance(result, Mapping) else "?"
+        if outcome in ("expired", "escalated", "reminded"):
+            question = self._question_item(question_id) or {}
+            detail = {
+                "expired": lambda: {"answer": compact(question.get("answer"))},
+                "escalated": lambda: {"rung": str(question.get("escalation", "?"))},
+                "reminded": lambda: {"reminder": str(timer.get("n", "?"))},
+            }[outcome]()
+            self.emit(outcome, thread=str(question.get("thread_id", "")), question=question_id, **detail)
+        elif outcome not in ("decided", "closed", "stale"):
+            self.emit("timer", question=question_id, outcome=outcome)
 
     # -- gateway ------------------------------------------------------------------------------
 

@@ -9,11 +9,13 @@
 3. the environment the Lambdas get from the stack (``resources.env()``, ``AGENT_WAIT_GRAPH``,
    ``AGENT_WAIT_REPLY_URL``), with ``AWS_ENDPOINT_URL`` pointing at moto and fake credentials, so
    no call can reach a real account;
-4. the api handler (``functions/api/handler.py``) behind the HTTP :class:`Gateway`, and the runner
-   handler (``functions/runner/handler.py``) behind the :class:`InboxPoller`, both loaded by file
-   path from the project folder like Lambda loads them from their assets.
+4. the api handler (``functions/api/handler.py``) behind the HTTP :class:`Gateway`, the runner
+   handler (``functions/runner/handler.py``) behind the :class:`InboxPoller`, and the lifecycle
+   handler (``functions/lifecycle/handler.py``) behind the :class:`ScheduleClock`, which fires the
+   question timers moto stores but never fires; all loaded by file path from the project folder
+   like Lambda loads them from their assets.
 
-There is no clock yet: expiry is a later issue, so schedules are not fired.
+Everything lives in memory: stopping the stack forgets every thread, question and message.
 """
 
 from __future__ import annotations
@@ -25,12 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_wait.local.clock import ScheduleClock
 from agent_wait.local.events import EventLog, ledger_readers
 from agent_wait.local.gateway import Gateway
 from agent_wait.local.moto_server import SerializedMotoServer
 from agent_wait.local.poller import InboxPoller
 from agent_wait.local.runtime import context_factory, load_handler
-from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS, create_resources
+from wait_service.resources import (
+    API_TIMEOUT_SECONDS,
+    LIFECYCLE_TIMEOUT_SECONDS,
+    RUNNER_TIMEOUT_SECONDS,
+    create_resources,
+)
 from wait_service.settings import DEFAULT_GRAPH
 
 if TYPE_CHECKING:
@@ -101,11 +109,14 @@ class LocalStack:
         write: Callable[[str], None] | None = None,
         api_handler: Handler | None = None,
         runner_handler: Handler | None = None,
+        lifecycle_handler: Handler | None = None,
     ) -> None:
         self.config = config or StackConfig()
         self._write = write
         self._api_handler = api_handler
         self._runner_handler = runner_handler
+        self._lifecycle_handler = lifecycle_handler
+        self.clock: ScheduleClock | None = None
         self.moto = SerializedMotoServer(host="127.0.0.1", port=self.config.moto_port, log_requests=False)
         self.gateway: Gateway | None = None
         self.poller: InboxPoller | None = None
@@ -141,7 +152,11 @@ class LocalStack:
             }
         )
         self._resources = create_resources(
-            self.client("dynamodb"), self.client("sqs"), self.client("sns"), prefix=self.config.prefix
+            self.client("dynamodb"),
+            self.client("sqs"),
+            self.client("sns"),
+            prefix=self.config.prefix,
+            scheduler=self.client("scheduler"),
         )
         readers = ledger_readers(self.client("dynamodb"), self._resources.ledger_table)
         if self._write is not None:
@@ -182,7 +197,19 @@ class LocalStack:
             on_receive=events.received if events else None,
             on_batch=events.batch_done if events else None,
         )
+        group = self._resources.schedule_group
+        assert group is not None
+        self.clock = ScheduleClock(
+            self.client("scheduler"),
+            group,
+            self._invoke_lifecycle,
+            context_factory=context_factory(
+                "agent-wait-lifecycle", LIFECYCLE_TIMEOUT_SECONDS, self.config.region
+            ),
+            on_fire=events.timer if events else None,
+        )
         self.poller.start()
+        self.clock.start()
         self.gateway.start()
 
     def _load_handlers(self) -> None:
@@ -200,6 +227,10 @@ class LocalStack:
             self._runner_handler = load_handler(
                 functions / "runner" / "handler.py", "agent_wait_local_runner_handler"
             )
+        if self._lifecycle_handler is None:
+            self._lifecycle_handler = load_handler(
+                functions / "lifecycle" / "handler.py", "agent_wait_local_lifecycle_handler"
+            )
 
     def _invoke_api(self, event: dict[str, Any], context: Any) -> Any:
         if self._api_handler is None:
@@ -211,11 +242,19 @@ class LocalStack:
             raise RuntimeError("the runner handler is not loaded")
         return self._runner_handler(event, context)
 
+    def _invoke_lifecycle(self, event: dict[str, Any], context: Any) -> Any:
+        if self._lifecycle_handler is None:
+            raise RuntimeError("the lifecycle handler is not loaded")
+        return self._lifecycle_handler(event, context)
+
     def stop(self) -> None:
         """Stop serving, let the batch in hand finish, stop moto and restore the environment."""
         if self.gateway is not None:
             self.gateway.stop()
             self.gateway = None
+        if self.clock is not None:
+            self.clock.stop()
+            self.clock = None
         if self.poller is not None:
             self.poller.stop()
             self.poller = None

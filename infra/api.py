@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 
     from infra.config import StackConfig
 
-# (method, path, JSON body required): the routes of the api (docs/internals.md, issue 3).
+# (method, path, JSON body required): the routes of the api (docs/internals.md).
 ROUTES: tuple[tuple[str, str, bool], ...] = (
     ("POST", "/threads/{thread_id}/runs", True),
     ("GET", "/threads/{thread_id}", False),
     ("GET", "/questions", False),
     ("GET", "/questions/{question_id}", False),
     ("POST", "/questions/{question_id}/reply", True),
+    ("POST", "/questions/{question_id}/revoke", True),
     ("GET", "/openapi.json", False),
 )
 # The gateway only checks that a POST body is a JSON object; the handler validates the fields and

@@ -88,6 +88,7 @@ class ServiceFunction(Construct):
         timeout_seconds: int,
         service: str,
         description: str,
+        function_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -107,6 +108,7 @@ class ServiceFunction(Construct):
             self,
             "Function",
             description=description,
+            function_name=function_name,
             runtime=runtime(),
             architecture=architecture(),
             handler=HANDLER,

@@ -84,6 +84,7 @@ class Observability(Construct):
                     self.question_metric(metric_names.QUESTIONS_ANSWERED),
                     self.question_metric(metric_names.QUESTIONS_RESUMED),
                     self.question_metric(metric_names.QUESTIONS_EXPIRED),
+                    self.question_metric(metric_names.QUESTIONS_REVOKED),
                 ],
                 width=12,
             ),
@@ -111,6 +112,23 @@ class Observability(Construct):
                     api.metric_server_error(period=_PERIOD),
                 ],
                 width=8,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Waits ending on their own",
+                left=[
+                    self.question_metric(metric_names.QUESTIONS_EXPIRED),
+                    self.question_metric(metric_names.QUESTIONS_ESCALATED),
+                    self.question_metric(metric_names.REMINDERS_SENT),
+                    self.question_metric(metric_names.QUESTIONS_REVOKED),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Inbox messages refused",
+                left=[self.question_metric(metric_names.RESUMES_REFUSED)],
+                width=12,
             ),
         )
         self.dashboard.add_widgets(

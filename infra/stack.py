@@ -14,6 +14,7 @@ from infra.inbox import Inbox
 from infra.layers import Layers
 from infra.ledger import Ledger
 from infra.observability import Observability
+from infra.timers import Timers
 
 if TYPE_CHECKING:
     from constructs import Construct
@@ -61,6 +62,17 @@ class AgentWaitStack(cdk.Stack):
             fanout=self.fanout,
             checkpoints=self.checkpoints,
         )
+        self.timers = Timers(
+            self,
+            "Timers",
+            config=config,
+            layers=self.layers,
+            ledger=self.ledger,
+            inbox=self.inbox,
+            fanout=self.fanout,
+            prefix=prefix,
+        )
+        self.timers.allow_scheduling(self.runner)
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
         self.runner.set_reply_url(self.api.url)
 
@@ -68,8 +80,12 @@ class AgentWaitStack(cdk.Stack):
             self,
             "Observability",
             service=config.stack_name,
-            functions={"api": self.api_function.function, "runner": self.runner.function},
-            dlqs={"inbox": self.inbox.dlq, "outbox": self.fanout.outbox_dlq},
+            functions={
+                "api": self.api_function.function,
+                "runner": self.runner.function,
+                "lifecycle": self.timers.lifecycle.function,
+            },
+            dlqs={"inbox": self.inbox.dlq, "outbox": self.fanout.outbox_dlq, "lifecycle": self.timers.dlq},
             api=self.api.api,
             alarm_topic_arn=config.alarm_topic_arn,
         )

@@ -127,9 +127,29 @@ def test_queue_and_topic_names_share_the_spec_suffix(default_synth: Synth, resou
             resources.outbox_dlq_url,
         )
     }
-    assert local == deployed
+    # The lifecycle function's dead-letter queue catches failed asynchronous invocations, which the
+    # local clock retries itself: the one queue only the deployment has.
+    assert local == deployed - {"lifecycle-dlq"}
     topic = next(iter(default_synth.resources("AWS::SNS::Topic").values()))["Properties"]["TopicName"]
     assert resources.topic_arn.rsplit(":", 1)[1].split("-", 1)[1] == topic.removeprefix("agent-wait-")
+
+
+def test_schedule_group_matches_the_spec(default_synth: Synth, aws_client: Any) -> None:
+    from wait_service.resources import create_resources
+
+    local = create_resources(
+        aws_client("dynamodb"),
+        aws_client("sqs"),
+        aws_client("sns"),
+        prefix="t-sg-",
+        scheduler=aws_client("scheduler"),
+    )
+    [group] = default_synth.resources("AWS::Scheduler::ScheduleGroup").values()
+    assert local.schedule_group is not None
+    assert local.schedule_group.removeprefix("t-sg-") == group["Properties"]["Name"].removeprefix(
+        "agent-wait-"
+    )
+    aws_client("scheduler").get_schedule_group(Name=local.schedule_group)
 
 
 def test_raw_delivery_subscription_is_local_only(

@@ -188,7 +188,8 @@ def test_every_queue_denies_plain_http(default_synth: Synth) -> None:
             for s in statements
         )
         covered |= {json.dumps(q) for q in policy["Properties"]["Queues"]}
-    assert len(covered) == 4
+    # inbox, outbox, their DLQs, and the lifecycle function's DLQ
+    assert len(covered) == 5
 
 
 def test_topic_is_standard_kms_encrypted_and_tls_only(default_synth: Synth) -> None:
@@ -294,6 +295,7 @@ def test_runner_environment_is_wired(default_synth: Synth) -> None:
         "POWERTOOLS_SERVICE_NAME": "agent-wait",
         "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
         "LOG_LEVEL": constants.LOG_LEVEL,
+        **default_synth.stack.resolve(stack.timers.environment()),
     }
     # https://<api id>.execute-api.<region>.<suffix>/prod/questions/{question_id}/reply
     parts = reply_url["Fn::Join"][1]
@@ -405,9 +407,62 @@ def test_runner_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     ),
                     arn_of(default_synth, stack.inbox.queue),
                 ),
+                (
+                    ("scheduler:CreateSchedule", "scheduler:DeleteSchedule"),
+                    default_synth.stack.resolve(stack.timers.schedules_arn),
+                ),
+                (("iam:PassRole",), arn_of(default_synth, stack.timers.scheduler_role)),
                 XRAY,
             ],
         )
+    )
+
+
+def test_lifecycle_role_has_exactly_its_actions(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    lifecycle = stack.timers.lifecycle
+    assert sorted(map(json.dumps, role_actions(default_synth, lifecycle.role))) == sorted(
+        map(
+            json.dumps,
+            [
+                _logs(default_synth, lifecycle),
+                (("dynamodb:GetItem", "dynamodb:UpdateItem"), arn_of(default_synth, stack.ledger.table)),
+                (
+                    ("sqs:SendMessage",),
+                    [arn_of(default_synth, stack.inbox.queue), arn_of(default_synth, stack.fanout.outbox)],
+                ),
+                (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
+                (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
+                (("scheduler:CreateSchedule",), default_synth.stack.resolve(stack.timers.schedules_arn)),
+                (("iam:PassRole",), arn_of(default_synth, stack.timers.scheduler_role)),
+                (
+                    ("sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"),
+                    arn_of(default_synth, stack.timers.dlq),
+                ),
+                XRAY,
+            ],
+        )
+    )
+
+
+def test_scheduler_may_invoke_the_lifecycle_function_only(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    role = default_synth.resources("AWS::IAM::Role")[logical_id(default_synth, stack.timers.scheduler_role)]
+    [statement] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    assert role_actions(default_synth, stack.timers.scheduler_role) == [
+        (("lambda:InvokeFunction",), default_synth.stack.resolve(stack.timers.function_arn))
+    ]
+    default_synth.template.has_resource_properties(
+        "AWS::Scheduler::ScheduleGroup", {"Name": "agent-wait-timers"}
+    )
+    default_synth.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "MaximumRetryAttempts": 2,
+            "DestinationConfig": {"OnFailure": {"Destination": arn_of(default_synth, stack.timers.dlq)}},
+        },
     )
 
 
@@ -568,7 +623,7 @@ def test_alarms_on_dlq_depth_and_resume_failures(default_synth: Synth) -> None:
     }
     assert dlq_alarms == {
         json.dumps({"Fn::GetAtt": [logical_id(default_synth, q), "QueueName"]})
-        for q in (stack.inbox.dlq, stack.fanout.outbox_dlq)
+        for q in (stack.inbox.dlq, stack.fanout.outbox_dlq, stack.timers.dlq)
     }
     default_synth.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
@@ -593,8 +648,8 @@ def test_alarms_notify_the_configured_topic_and_nobody_by_default(
     actions = [
         a["Properties"].get("AlarmActions") for a in bucket_synth.resources("AWS::CloudWatch::Alarm").values()
     ]
-    assert len(actions) == 3
-    assert actions == [["arn:aws:sns:eu-west-1:123456789012:on-call"]] * 3
+    assert len(actions) == 4
+    assert actions == [["arn:aws:sns:eu-west-1:123456789012:on-call"]] * 4
 
 
 def test_outputs(default_synth: Synth) -> None:
@@ -610,4 +665,6 @@ def test_outputs(default_synth: Synth) -> None:
 def test_stack_name_comes_from_context(jwt_synth: Synth) -> None:
     assert jwt_synth.stack.stack_name == "aw-jwt"
     names = {q["Properties"]["QueueName"] for q in jwt_synth.resources("AWS::SQS::Queue").values()}
-    assert names == {f"aw-jwt-{n}" for n in (INBOX.name, INBOX.dlq_name, OUTBOX.name, OUTBOX.dlq_name)}
+    assert names == {
+        f"aw-jwt-{n}" for n in (INBOX.name, INBOX.dlq_name, OUTBOX.name, OUTBOX.dlq_name, "lifecycle-dlq")
+    }

@@ -133,9 +133,7 @@ class Timers(Construct):
             "Serverless-SQSRedrivePolicy",
             "This queue is itself the lifecycle function's dead-letter destination.",
         )
-        fn.function.configure_async_invoke(
-            retry_attempts=2, on_failure=destinations.SqsDestination(self.dlq)
-        )
+        fn.function.configure_async_invoke(retry_attempts=2, on_failure=destinations.SqsDestination(self.dlq))
         acknowledge(
             fn.function,
             "Serverless-LambdaDLQ",

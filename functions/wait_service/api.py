@@ -21,8 +21,11 @@ from agent_wait.errors import PayloadTooLargeError, ResponderNotAllowedError
 from wait_service import errors_http
 from wait_service.inbox import Inbox
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
+from wait_service.observability import logger
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
 from wait_service.runs import RunService
+from wait_service.signing import SignatureRejectedError, is_signed_path, is_signed_route
+from wait_service.slack import SLACK_INTERACTIONS_PATH
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from wait_service.settings import Settings
+    from wait_service.signing import SignedRequests
+    from wait_service.slack import SlackInteractions
 
 MAX_BODY_BYTES = 256 * 1024
 JSON = "application/json"
@@ -215,10 +220,14 @@ class WaitApi:
         *,
         title: str = "agent-wait",
         version: str = "0.1.0",
+        signed: SignedRequests | None = None,
+        slack: SlackInteractions | None = None,
     ) -> None:
         self.ledger = ledger
         self.replies = replies
         self.runs = runs
+        self.signed = signed
+        self.slack = slack
         self.title = title
         self.version = version
         self._openapi: str | None = None
@@ -227,12 +236,36 @@ class WaitApi:
         self._routes()
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        """Handle one API Gateway REST proxy event; refuse an oversized body before parsing it."""
+        """Handle one API Gateway REST proxy event; refuse an oversized body before parsing it.
+
+        Signed routes (``/signed/...``) and Slack's interactions are verified first, over the raw
+        body, before anything else reads the request.
+        """
+        path = str(event.get("path") or "")
+        if is_signed_path(path):
+            return self._resolve_signed(event, context)
+        if path == SLACK_INTERACTIONS_PATH and self.slack is not None:
+            return self.slack.handle(event)
         if body_size(event) > MAX_BODY_BYTES:
             return errors_http.proxy_error(
                 PayloadTooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
             )
         return self.app.resolve(event, context)
+
+    def _resolve_signed(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if self.signed is None:
+            return errors_http.proxy_error(
+                SignatureRejectedError("unknown_key", "this api has no signing keys configured")
+            )
+        try:
+            key_id = self.signed.authenticate(event)
+        except SignatureRejectedError as exc:
+            logger.info("signed request refused", extra={"error": exc.code})
+            return errors_http.proxy_error(exc)
+        inner = self.signed.unsigned_event(event, key_id)
+        if not is_signed_route(str(inner.get("httpMethod") or ""), str(inner["path"])):
+            return errors_http.not_found_proxy()
+        return self.resolve(inner, context)
 
     def openapi_json(self) -> str:
         # The routes never change once built: generate the document once per instance.
@@ -363,6 +396,7 @@ def build_api(
     *,
     dynamodb: DynamoDBClient | None = None,
     sqs: SQSClient | None = None,
+    secretsmanager: Any = None,
     clock: Clock = utcnow,
 ) -> WaitApi:
     """The api wired to the resources named by ``settings`` (clients injectable for tests).
@@ -371,8 +405,19 @@ def build_api(
     --------
     >>> api = build_api(Settings.from_env(os.environ))  # doctest: +SKIP
     """
+    from wait_service.signing import build_signed_requests
+    from wait_service.slack import build_slack_interactions
+
     ledger = Ledger(
         settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
     )
     inbox = Inbox(settings.require("inbox_url"), sqs)
-    return WaitApi(ledger, ReplyService(ledger, inbox, clock=clock), RunService(ledger, inbox))
+    replies = ReplyService(ledger, inbox, clock=clock)
+    signed = build_signed_requests(
+        settings.signing_keys,
+        settings.require("ledger_table"),
+        secretsmanager=secretsmanager,
+        dynamodb=dynamodb,
+    )
+    slack = build_slack_interactions(settings, replies, secretsmanager=secretsmanager)
+    return WaitApi(ledger, replies, RunService(ledger, inbox), signed=signed, slack=slack)

@@ -40,6 +40,11 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_REPLY_URL": "https://x/questions/{question_id}/reply",
             "AGENT_WAIT_DEFAULT_TTL": "3600",
             "AGENT_WAIT_LEDGER_TTL_DAYS": "30",
+            "AGENT_WAIT_SIGNING_KEYS": '{"ops": "arn:aws:secretsmanager:us-east-1:1:secret:ops-AbCdEf"}',
+            "AGENT_WAIT_SLACK_CHANNEL": "C123",
+            "AGENT_WAIT_SLACK_BOT_TOKEN_SECRET": "arn:bot",
+            "AGENT_WAIT_SLACK_SIGNING_SECRET": "arn:signing",
+            "AGENT_WAIT_SLACK_API_URL": "http://127.0.0.1:9/api/",
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -61,6 +66,11 @@ def test_settings_from_env_maps_every_variable() -> None:
         "reply_url": "https://x/questions/{question_id}/reply",
         "default_ttl": 3600,
         "ledger_ttl_days": 30,
+        "signing_keys": {"ops": "arn:aws:secretsmanager:us-east-1:1:secret:ops-AbCdEf"},
+        "slack_channel": "C123",
+        "slack_bot_token_secret": "arn:bot",
+        "slack_signing_secret": "arn:signing",
+        "slack_api_url": "http://127.0.0.1:9/api/",
     }
 
 

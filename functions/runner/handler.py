@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 
+from agent_wait import CompositeAnnounce
 from wait_service.observability import logger, metrics, tracer
 from wait_service.runner import RunnerService, build_runner
 from wait_service.settings import FunctionService, Settings
+from wait_service.slack import build_slack_announce
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -25,8 +27,13 @@ if TYPE_CHECKING:
 
 
 def build_service() -> RunnerService:
-    """The runner for this function's environment."""
-    return build_runner(Settings.from_env(os.environ))
+    """The runner for this function's environment (posting to Slack too when it names a channel)."""
+    settings = Settings.from_env(os.environ)
+    runner = build_runner(settings)
+    slack = build_slack_announce(settings)
+    if slack is not None:
+        runner.announce = CompositeAnnounce([runner.announce, slack])
+    return runner
 
 
 # Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.

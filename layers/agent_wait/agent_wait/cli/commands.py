@@ -126,6 +126,18 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help="require requests signed with this key (repeatable); the principal is hmac:<key id>",
     )
     local.add_argument("--log-level", default="WARNING", help="the handlers' LOG_LEVEL (default WARNING)")
+    local.add_argument(
+        "--slack-api",
+        metavar="URL",
+        help="post questions to this Slack Web API stand-in (e.g. http://127.0.0.1:9000/api/); "
+        "a fake bot token is used",
+    )
+    local.add_argument(
+        "--slack-signing-secret",
+        metavar="SECRET",
+        help="verify POST /slack/interactions with this Slack signing secret",
+    )
+    local.add_argument("--slack-channel", metavar="C", help="the Slack channel questions are posted to")
 
     questions = sub.add_parser("questions", help="list and show questions")
     qsub = questions.add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -121,7 +121,8 @@ def test_a_question_posted_to_slack_is_answered_by_a_button_and_the_thread_resum
         assert post_interaction(api, click(message.body, REJECT_ACTION, "U2", second_url)) == 200
         [refused] = fake_slack.recorded("/response/2")
         assert refused.body["text"] == (
-            "Not recorded: this question was already answered by <@U1>, and the first answer stands (approved)."
+            "Not recorded: this question was already answered by <@U1>, "
+            "and the first answer stands (approved)."
         )
     finally:
         assert local.stop() == 0, "\n".join(local.lines)

@@ -125,6 +125,27 @@ def test_local_options_and_defaults() -> None:
 
     assert (args.port, args.moto_port, args.graph, args.project) == (0, 0, DEFAULT_GRAPH, ".")
     assert args.hmac_key == [("k1", "s"), ("k2", "t")]
+    assert (args.slack_api, args.slack_signing_secret, args.slack_channel) == (None, None, None)
+
+
+def test_local_slack_options() -> None:
+    args = build_parser({}).parse_args(
+        [
+            "local",
+            "--slack-api",
+            "http://127.0.0.1:9/api/",
+            "--slack-signing-secret",
+            "s",
+            "--slack-channel",
+            "C1",
+        ]
+    )
+
+    assert (args.slack_api, args.slack_signing_secret, args.slack_channel) == (
+        "http://127.0.0.1:9/api/",
+        "s",
+        "C1",
+    )
 
 
 # -- answers -------------------------------------------------------------------------------

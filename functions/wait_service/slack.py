@@ -51,6 +51,7 @@ from wait_service.observability import logger
 from wait_service.signing import SECRET_CACHE_SECONDS, SignatureRejectedError, raw_body
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from pydantic import JsonValue
 
     from wait_service.ledger import QuestionRecord
@@ -578,6 +579,62 @@ def answer_from_modal(
     return {"action": "approve", "args": edited}, reason, {}
 
 
+# -- where each question's message is ------------------------------------------------------
+
+
+class LedgerSlackMessages:
+    """Each question's Slack message, on the ledger: item ``slack-message:<question id>``.
+
+    Holds ``channel`` and ``ts`` (``kind = slack_message``, ``expires_ttl`` like a finished
+    question's), so that any runner instance skips a question already posted and any function can
+    reply in the message's thread (expiry, escalation, reminders). A separate item, not an
+    attribute of the question: the ledger announcer writes the question with a conditional put at
+    the same moment. No ``status`` or ``created_at``: never in the question indexes.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        client: DynamoDBClient | None = None,
+        *,
+        ttl_days: int = 90,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        import boto3
+
+        self.table = table
+        self._client = client or boto3.client("dynamodb")
+        self.ttl_days = ttl_days
+        self._clock = clock
+
+    @staticmethod
+    def key(question_id: str) -> dict[str, Any]:
+        return {"dedupe_key": {"S": f"slack-message:{question_id}"}}
+
+    def get(self, question_id: str, /) -> tuple[str, str] | None:
+        item = self._client.get_item(
+            TableName=self.table, Key=self.key(question_id), ConsistentRead=True
+        ).get("Item")
+        if not item:
+            return None
+        return item["channel"]["S"], item["ts"]["S"]
+
+    def __setitem__(self, question_id: str, where: tuple[str, str], /) -> None:
+        channel, ts = where
+        expires = int(self._clock()) + self.ttl_days * 86400
+        self._client.put_item(
+            TableName=self.table,
+            Item={
+                **self.key(question_id),
+                "kind": {"S": "slack_message"},
+                "question_id": {"S": question_id},
+                "channel": {"S": channel},
+                "ts": {"S": ts},
+                "expires_ttl": {"N": str(expires)},
+            },
+        )
+
+
 # -- wiring --------------------------------------------------------------------------------
 
 
@@ -614,12 +671,20 @@ def build_slack_interactions(
     )
 
 
-def build_slack_announce(settings: Settings, *, secretsmanager: Any = None) -> SlackAnnounce | None:
-    """The Slack announcer when the settings name a channel and a bot token secret; ``None`` otherwise."""
+def build_slack_announce(
+    settings: Settings, *, secretsmanager: Any = None, dynamodb: DynamoDBClient | None = None
+) -> SlackAnnounce | None:
+    """The Slack announcer when the settings name a channel and a bot token secret; ``None`` otherwise.
+
+    Its messages are remembered on the ledger (:class:`LedgerSlackMessages`).
+    """
     if not settings.slack_channel or not settings.slack_bot_token_secret:
         return None
     return SlackAnnounce(
         settings.slack_channel,
         secret_reader(settings.slack_bot_token_secret, client=secretsmanager),
         api_url=settings.slack_api_url or DEFAULT_API_URL,
+        posted=LedgerSlackMessages(
+            settings.require("ledger_table"), dynamodb, ttl_days=settings.ledger_ttl_days
+        ),
     )

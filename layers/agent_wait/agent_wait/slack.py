@@ -35,9 +35,9 @@ import logging
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.envelope import EVENT_TYPE, Envelope
@@ -54,6 +54,7 @@ __all__ = [
     "CHOOSE_ACTION",
     "METADATA_EVENT_TYPE",
     "MODAL_ACTION",
+    "MessageStore",
     "REJECT_ACTION",
     "SlackAnnounce",
     "SlackClient",
@@ -73,6 +74,15 @@ METADATA_EVENT_TYPE = "agent_wait_question"
 # Block Kit limits: a section's text is at most 3000 characters, a button's value 2000.
 _SECTION_LIMIT = 2900
 _OPTION_BUTTONS = 5
+
+
+class MessageStore(Protocol):
+    """Where each question's Slack message is: question id → ``(channel, ts)``. A dict is one."""
+
+    def get(self, question_id: str, /) -> tuple[str, str] | None: ...
+
+    def __setitem__(self, question_id: str, where: tuple[str, str], /) -> None: ...
+
 
 Call = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
 """``call(method, body) -> Slack's JSON answer``: one Web API call (tests pass a fake)."""
@@ -240,6 +250,7 @@ def question_blocks(
 
     Examples
     --------
+    >>> from agent_wait import Policy
     >>> blocks = question_blocks(question_id="q1", thread_id="t1", digest="d", policy=Policy(),
     ...     question={"function": "issue_refund", "args": {"amount": 40}}, source=None, expires_at=None)
     >>> [b["type"] for b in blocks]
@@ -293,10 +304,10 @@ class SlackAnnounce(BaseAnnounce):
     api_url:
         Slack's Web API (default) or a stand-in.
     posted:
-        Question id → ``(channel, ts)`` of its message. A question already in it is not posted
-        again (a redelivered run republishes the same question), and lifecycle envelopes reply in
-        that message's thread. In memory by default: give a shared mapping to keep it across
-        processes.
+        Question id → ``(channel, ts)`` of its message (a :class:`MessageStore`). A question
+        already in it is not posted again (a redelivered run republishes the same question), and
+        lifecycle envelopes reply in that message's thread. A dict in memory by default; give a
+        shared store to keep it across processes (the deployment keeps it on its ledger).
     call:
         ``call(method, body)`` instead of :class:`SlackClient` (tests).
 
@@ -312,7 +323,7 @@ class SlackAnnounce(BaseAnnounce):
         token: str | Callable[[], str],
         *,
         api_url: str = DEFAULT_API_URL,
-        posted: MutableMapping[str, tuple[str, str]] | None = None,
+        posted: MessageStore | None = None,
         call: Call | None = None,
         timeout: float = 10.0,
         name: str = "slack",
@@ -320,7 +331,7 @@ class SlackAnnounce(BaseAnnounce):
         self.channel = channel
         self.client = SlackClient(token, api_url=api_url, timeout=timeout)
         self._call: Call = call or self.client.call
-        self.posted: MutableMapping[str, tuple[str, str]] = {} if posted is None else posted
+        self.posted: MessageStore = {} if posted is None else posted
         self._lock = threading.Lock()
         self.name = name
 
@@ -357,7 +368,7 @@ class SlackAnnounce(BaseAnnounce):
             self.follow_up(envelope.question_id, self.follow_up_text(envelope))
             return
         with self._lock:
-            if envelope.question_id in self.posted:
+            if self.posted.get(envelope.question_id) is not None:
                 return
         try:
             answer = self._call("chat.postMessage", self.message_for(envelope))
@@ -375,9 +386,17 @@ class SlackAnnounce(BaseAnnounce):
             )
 
     def follow_up_text(self, envelope: Envelope) -> str:
-        """The thread reply for an envelope that is not a new question (its type, and when)."""
+        """The thread reply for an envelope that is not a new question: its event, and when.
+
+        Examples
+        --------
+        >>> from agent_wait.testing import sample_envelope
+        >>> expired = sample_envelope().model_copy(update={"type": "wait.expired"})
+        >>> SlackAnnounce("C1", "t").follow_up_text(expired)
+        'Expired (2026-11-30T10:00:00Z).'
+        """
         kind = str(envelope.type).removeprefix("wait.").replace("_", " ")
-        return f"This question was {kind} at {envelope.created_at.isoformat().replace('+00:00', 'Z')}."
+        return f"{kind.capitalize()} ({envelope.created_at.isoformat().replace('+00:00', 'Z')})."
 
     def follow_up(self, question_id: str, text: str) -> None:
         """Reply ``text`` in the thread of the message this announcer posted for ``question_id``.

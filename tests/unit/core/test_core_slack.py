@@ -127,7 +127,7 @@ def test_an_envelope_of_another_type_replies_in_the_question_thread() -> None:
     assert body == {
         "channel": "C123",
         "thread_ts": ts,
-        "text": "This question was expired at 2026-11-30T10:00:00Z.",
+        "text": "Expired (2026-11-30T10:00:00Z).",
     }
 
 

@@ -10,7 +10,7 @@ import pytest
 from service_events import api_event, body_of
 
 from agent_wait import Policy, decision
-from agent_wait.slack import APPROVE_ACTION, MODAL_ACTION, REJECT_ACTION, button_value
+from agent_wait.slack import APPROVE_ACTION, MODAL_ACTION, REJECT_ACTION, SlackAnnounce, button_value
 from wait_service.slack import (
     SlackInteractions,
     answer_from_modal,
@@ -299,3 +299,34 @@ def test_a_body_without_a_payload_is_a_400(call: Call, slack: FakeSlackClient) -
     event["headers"]["X-Slack-Signature"] = slack_signature(SIGNING_SECRET, NOW, body.encode())
 
     assert call(event)["statusCode"] == 400
+
+
+def test_messages_on_the_ledger_are_shared_by_every_runner_and_the_lifecycle(aws: Aws) -> None:
+    from wait_service.slack import LedgerSlackMessages
+
+    posts: list[tuple[str, dict[str, Any]]] = []
+
+    def fake(method: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        posts.append((method, dict(body)))
+        return {"ok": True, "channel": "C123", "ts": f"1800000000.{len(posts):06d}"}
+
+    def announcer() -> SlackAnnounce:
+        store = LedgerSlackMessages(aws.resources.ledger_table, aws.dynamodb, clock=lambda: NOW)
+        return SlackAnnounce("C123", "xoxb-test", call=fake, posted=store)
+
+    envelope = aws.raise_question("t-1", "q-1")
+    # Given one runner instance posted the question
+    assert announcer().announce(envelope)
+    # When another instance republishes it, and a third process follows up on it
+    assert announcer().announce(envelope)
+    assert announcer().announce(envelope.model_copy(update={"type": "wait.reminder"}))
+
+    # Then there is one message, and the follow-up is in its thread
+    assert [body.get("thread_ts") for _, body in posts] == [None, "1800000000.000001"]
+    # And the question itself is untouched (no attribute added to its item)
+    assert (
+        "ts"
+        not in aws.dynamodb.get_item(
+            TableName=aws.resources.ledger_table, Key={"dedupe_key": {"S": "wait.created:q-1"}}
+        )["Item"]
+    )

@@ -3,45 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tests.infra.conftest import SIGNED_CONTEXT
-from tests.infra.test_template import logical_id, role_actions
+from tests.infra.test_template import _methods, logical_id, role_actions
 from wait_service.signing import SIGNED_PREFIX, SIGNED_ROUTES
 
 if TYPE_CHECKING:
     from tests.infra.conftest import Synth
 
 SECRET_READ = ("secretsmanager:GetSecretValue",)
-
-
-def _paths(synth: Synth) -> dict[str, str]:
-    """Resource logical id → its full path, rebuilt from the template's PathPart/ParentId chain."""
-    resources = synth.resources("AWS::ApiGateway::Resource")
-    paths: dict[str, str] = {}
-
-    def path_of(resource_id: str) -> str:
-        if resource_id not in paths:
-            props = resources[resource_id]["Properties"]
-            parent = props["ParentId"]
-            prefix = path_of(parent["Ref"]) if "Ref" in parent else ""
-            paths[resource_id] = f"{prefix}/{props['PathPart']}"
-        return paths[resource_id]
-
-    for resource_id in resources:
-        path_of(resource_id)
-    return paths
-
-
-def _methods(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
-    paths = _paths(synth)
-    methods: dict[tuple[str, str], dict[str, Any]] = {}
-    for method in synth.resources("AWS::ApiGateway::Method").values():
-        props = method["Properties"]
-        resource = props["ResourceId"]
-        path = paths.get(resource.get("Ref", ""), "/") if isinstance(resource, dict) else "/"
-        methods[(props["HttpMethod"], path)] = props
-    return methods
 
 
 def test_signed_routes_and_slack_have_no_gateway_authorizer_and_no_body_validation(

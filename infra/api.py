@@ -12,6 +12,8 @@ from constructs import Construct
 
 from infra import constants
 from infra.nag import acknowledge
+from wait_service.signing import SIGNED_PREFIX, SIGNED_ROUTES
+from wait_service.slack import SLACK_INTERACTIONS_PATH
 
 if TYPE_CHECKING:
     from aws_cdk import aws_lambda as lambda_
@@ -30,6 +32,14 @@ ROUTES: tuple[tuple[str, str, bool], ...] = (
 )
 # The gateway only checks that a POST body is a JSON object; the handler validates the fields and
 # answers with its own status codes (422, 412, ...) in the one error shape.
+# Routes with no authorizer at the gateway: the api Lambda verifies them over the raw body (an HMAC
+# signature, or Slack's), so the gateway must pass them through untouched, body unvalidated.
+UNAUTHENTICATED_AT_GATEWAY_REASON = (
+    "No API Gateway authorizer on purpose: every request to this route is authenticated in the api "
+    "Lambda, over the raw body, before anything else reads it ({how}); an unsigned or badly signed "
+    "request gets 401 there. The callers (systems holding a shared secret, Slack) cannot sign with "
+    "SigV4 or present a Cognito token."
+)
 JSON_OBJECT_SCHEMA = apigw.JsonSchema(schema=apigw.JsonSchemaVersion.DRAFT4, type=apigw.JsonSchemaType.OBJECT)
 _ERROR_TEMPLATE = '{"error": "%s", "message": $context.error.messageString}'
 
@@ -104,6 +114,21 @@ class RestApi(Construct):
         integration = apigw.LambdaIntegration(handler, proxy=True)
         for method, path, json_body in ROUTES:
             self._add_route(method, path, json_body, integration)
+        self.unauthenticated_methods: list[apigw.Method] = []
+        for method, path in SIGNED_ROUTES:
+            self._add_unauthenticated(
+                method,
+                SIGNED_PREFIX + path,
+                integration,
+                "X-Wait-Signature HMAC-SHA256, keys in Secrets Manager",
+            )
+        if config.slack_enabled:
+            self._add_unauthenticated(
+                "POST",
+                SLACK_INTERACTIONS_PATH,
+                integration,
+                "Slack's X-Slack-Signature with the app's signing secret",
+            )
         self._acknowledge(config)
 
     def _acknowledge(self, config: StackConfig) -> None:
@@ -124,7 +149,8 @@ class RestApi(Construct):
         acknowledge(
             self.api.deployment_stage,
             "AwsSolutions-APIG3",
-            "Every method is authenticated (SigV4 or Cognito) and the stage is throttled; a WAF web ACL "
+            "Every method is authenticated (SigV4 or Cognito at the gateway; the /signed routes and Slack's "
+            "interactions by their signatures in the api Lambda) and the stage is throttled; a WAF web ACL "
             "is an account-level cost decision left to the operator (attach one to the stage, no code).",
         )
 
@@ -147,6 +173,15 @@ class RestApi(Construct):
             request_validator=self.body_validator if json_body else None,
             request_models={"application/json": self.json_object} if json_body else None,
         )
+
+    def _add_unauthenticated(self, method: str, path: str, integration: apigw.Integration, how: str) -> None:
+        added = self.api.root.resource_for_path(path).add_method(
+            method, integration, authorization_type=apigw.AuthorizationType.NONE
+        )
+        self.unauthenticated_methods.append(added)
+        reason = UNAUTHENTICATED_AT_GATEWAY_REASON.format(how=how)
+        acknowledge(added, "AwsSolutions-APIG4", reason)
+        acknowledge(added, "AwsSolutions-COG4", reason)
 
     def _build_cognito_authorizer(self, config: StackConfig) -> apigw.IAuthorizer:
         pool_arn = config.cognito_user_pool_arn or cdk.Stack.of(self).format_arn(

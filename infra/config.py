@@ -9,8 +9,9 @@ Examples
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from infra.constants import DEFAULT_STACK_NAME
@@ -27,10 +28,35 @@ _GRAPH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # https://cognito-idp.<region>.amazonaws.com/<pool id>: the issuer of every token a user pool signs.
 _COGNITO_ISSUER = re.compile(r"^https://cognito-idp\.([a-z0-9-]+)\.amazonaws\.com/([\w-]+_[0-9A-Za-z]+)/?$")
 _TRUE = {"1", "true", "yes", "on"}
+_SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
+_KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 class ConfigError(ValueError):
     """A context value the stack cannot be built from; the message names the key."""
+
+
+def _signing_keys(value: Any) -> dict[str, str]:
+    """``signing_keys`` context: a mapping (``cdk.json``) or its JSON text (``-c signing_keys=...``)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"context signing_keys: not JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise ConfigError('context signing_keys: expected {"key id": "<secret ARN>"}')
+    keys: dict[str, str] = {}
+    for key_id, arn in value.items():
+        if not isinstance(key_id, str) or not _KEY_ID.match(key_id):
+            raise ConfigError(f"context signing_keys: key id {key_id!r} must be 1-64 of A-Z a-z 0-9 . _ -")
+        if not isinstance(arn, str) or not _SECRET_ARN.match(arn):
+            raise ConfigError(
+                f"context signing_keys[{key_id!r}]={arn!r}: expected the full ARN of a Secrets Manager secret"
+            )
+        keys[key_id] = arn
+    return keys
 
 
 @dataclass(frozen=True)
@@ -51,6 +77,12 @@ class StackConfig:
         ``aws`` (langgraph-checkpoint-aws ``DynamoDBSaver``) or ``dynamodb`` (langgraph-checkpoint-dynamodb).
     checkpoint_bucket
         Create an S3 bucket that ``DynamoDBSaver`` offloads large checkpoints to (``aws`` only).
+    signing_keys
+        ``{"key id": "<secret ARN>"}``: the keys the ``/signed`` routes accept (none: every signed
+        request is refused with ``unknown_key``).
+    slack_channel, slack_bot_token_secret, slack_signing_secret
+        Slack: the channel questions are posted to and the secrets (full ARNs) holding the bot
+        token and the app's signing secret; the signing secret turns on ``POST /slack/interactions``.
     cognito_user_pool_arn, jwt_issuer, jwt_audience
         ``jwt`` mode: the user pool (its ARN, or a Cognito issuer URL it is derived from) and the
         resource-server scope an access token must carry (optional).
@@ -73,6 +105,12 @@ class StackConfig:
     jwt_audience: str | None = None
     # An existing SNS topic (e.g. the on-call one) every alarm notifies; none: console only.
     alarm_topic_arn: str | None = None
+    # Signed requests: key id -> ARN of the Secrets Manager secret holding its shared secret.
+    signing_keys: dict[str, str] = field(default_factory=dict)
+    # Slack: the channel questions go to, and the secrets holding the bot token and signing secret.
+    slack_channel: str | None = None
+    slack_bot_token_secret: str | None = None
+    slack_signing_secret: str | None = None
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -110,7 +148,22 @@ class StackConfig:
             jwt_issuer=text("jwt_issuer"),
             jwt_audience=text("jwt_audience"),
             alarm_topic_arn=text("alarm_topic_arn"),
+            signing_keys=_signing_keys(get("signing_keys")),
+            slack_channel=text("slack_channel"),
+            slack_bot_token_secret=text("slack_bot_token_secret"),
+            slack_signing_secret=text("slack_signing_secret"),
         )
+        for key in ("slack_bot_token_secret", "slack_signing_secret"):
+            value = getattr(config, key)
+            if value is not None and not _SECRET_ARN.match(value):
+                raise ConfigError(
+                    f"context {key}={value!r}: expected the full ARN of a Secrets Manager secret "
+                    "(arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>)"
+                )
+        if (config.slack_channel is None) != (config.slack_bot_token_secret is None):
+            raise ConfigError(
+                "context slack_channel and slack_bot_token_secret go together: set both or neither"
+            )
         if config.auth == "jwt" and config.user_pool_id is None:
             raise ConfigError(
                 "context auth=jwt needs cognito_user_pool_arn, or jwt_issuer set to a Cognito user pool "
@@ -128,6 +181,11 @@ class StackConfig:
                 "context checkpoint_bucket needs checkpointer=aws (only DynamoDBSaver offloads)"
             )
         return config
+
+    @property
+    def slack_enabled(self) -> bool:
+        """Whether Slack interactions are served (``POST /slack/interactions``)."""
+        return self.slack_signing_secret is not None
 
     @property
     def user_pool_id(self) -> str | None:

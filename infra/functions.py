@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
@@ -61,6 +62,8 @@ INBOX_CONSUME_ACTIONS = (
 TOPIC_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 XRAY_ACTIONS = ("xray:PutTelemetryRecords", "xray:PutTraceSegments")
+# Powertools Parameters reads a secret (AWSCURRENT, and AWSPREVIOUS for a signing key in rotation).
+SECRET_READ_ACTIONS = ("secretsmanager:GetSecretValue",)
 
 
 class ServiceFunction(Construct):
@@ -182,12 +185,33 @@ class ApiFunction(ServiceFunction):
         self.allow(LEDGER_API_ACTIONS, [ledger.table.table_arn])
         self.allow(LEDGER_API_INDEX_ACTIONS, ledger.index_arns)
         self.allow(["sqs:SendMessage"], [inbox.queue.queue_arn])
+        self._configure_signed_requests(config)
         acknowledge(
             self.function,
             "Serverless-LambdaDLQ",
             "API Gateway invokes the api synchronously and gets every error as the HTTP response; a Lambda "
             "dead-letter queue only ever receives failed asynchronous invocations.",
         )
+
+    def _configure_signed_requests(self, config: StackConfig) -> None:
+        """Signing keys for the /signed routes, and Slack's secrets for its interactions."""
+        secrets: list[str] = list(config.signing_keys.values())
+        if config.signing_keys:
+            self.function.add_environment(
+                "AGENT_WAIT_SIGNING_KEYS",
+                json.dumps(config.signing_keys, sort_keys=True, separators=(",", ":")),
+            )
+        if config.slack_signing_secret:
+            self.function.add_environment("AGENT_WAIT_SLACK_SIGNING_SECRET", config.slack_signing_secret)
+            secrets.append(config.slack_signing_secret)
+            if config.slack_bot_token_secret:
+                # The modal to edit arguments is opened with the bot token (views.open).
+                self.function.add_environment(
+                    "AGENT_WAIT_SLACK_BOT_TOKEN_SECRET", config.slack_bot_token_secret
+                )
+                secrets.append(config.slack_bot_token_secret)
+        if secrets:
+            self.allow(SECRET_READ_ACTIONS, sorted(set(secrets)))
 
 
 class RunnerFunction(ServiceFunction):
@@ -230,6 +254,9 @@ class RunnerFunction(ServiceFunction):
             environment["AGENT_WAIT_CHECKPOINT_BUCKET"] = checkpoints.bucket.bucket_name
         if config.default_ttl is not None:
             environment["AGENT_WAIT_DEFAULT_TTL"] = str(config.default_ttl)
+        if config.slack_channel and config.slack_bot_token_secret:
+            environment["AGENT_WAIT_SLACK_CHANNEL"] = config.slack_channel
+            environment["AGENT_WAIT_SLACK_BOT_TOKEN_SECRET"] = config.slack_bot_token_secret
         super().__init__(
             scope,
             construct_id,
@@ -260,6 +287,8 @@ class RunnerFunction(ServiceFunction):
         self.allow(TOPIC_KEY_ACTIONS, [fanout.key.key_arn])
         self.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn, inbox.queue.queue_arn])
         self.allow(INBOX_CONSUME_ACTIONS, [inbox.queue.queue_arn])
+        if config.slack_channel and config.slack_bot_token_secret:
+            self.allow(SECRET_READ_ACTIONS, [config.slack_bot_token_secret])
         # A FIFO source takes no batching window; a failed message is retried alone, the rest of the
         # batch is deleted (ReportBatchItemFailures), and after maxReceiveCount it lands in the DLQ.
         self.inbox_mapping = lambda_.EventSourceMapping(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.specs import fifo_queue_from_spec
 from wait_service.resources import INBOX
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from aws_cdk import aws_sqs as sqs
 
 
@@ -29,3 +32,20 @@ class Inbox(Construct):
         self.queue: sqs.Queue
         self.dlq: sqs.Queue
         self.queue, self.dlq = fifo_queue_from_spec(self, INBOX, prefix=prefix)
+
+    def only_senders(self, roles: Sequence[iam.IRole]) -> None:
+        """Deny ``sqs:SendMessage`` on the inbox to every principal but ``roles``.
+
+        The runner resumes only with answers the ledger holds, whoever sends the message; this
+        keeps anyone else who holds ``sqs:SendMessage`` from putting runs on the queue at all.
+        """
+        self.queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheStackSends",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["sqs:SendMessage"],
+                resources=[self.queue.queue_arn],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}},
+            )
+        )

@@ -41,6 +41,7 @@ Target = Literal["lambda", "host"]
 
 CORE_PACKAGES: tuple[str, ...] = (
     "aws-lambda-powertools[tracer,validation]",
+    "jsonpatch",
     "pydantic",
     "python-ulid",
     "boto3",

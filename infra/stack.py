@@ -73,6 +73,7 @@ class AgentWaitStack(cdk.Stack):
             prefix=prefix,
         )
         self.timers.allow_scheduling(self.runner)
+        self.inbox.only_senders([self.api_function.role, self.runner.role, self.timers.lifecycle.role])
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
         self.runner.set_reply_url(self.api.url)
 

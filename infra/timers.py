@@ -19,7 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants
-from infra.functions import TOPIC_KEY_ACTIONS, ServiceFunction
+from infra.functions import SECRET_READ_ACTIONS, TOPIC_KEY_ACTIONS, ServiceFunction
 from infra.nag import acknowledge
 from wait_service.resources import LIFECYCLE_TIMEOUT_SECONDS, TIMERS
 
@@ -96,6 +96,11 @@ class Timers(Construct):
         }
         if config.default_ttl is not None:
             environment["AGENT_WAIT_DEFAULT_TTL"] = str(config.default_ttl)
+        slack = bool(config.slack_channel and config.slack_bot_token_secret)
+        if slack:
+            # Escalations and reminders are posted in the thread of the question's Slack message.
+            environment["AGENT_WAIT_SLACK_CHANNEL"] = str(config.slack_channel)
+            environment["AGENT_WAIT_SLACK_BOT_TOKEN_SECRET"] = str(config.slack_bot_token_secret)
         self.lifecycle = ServiceFunction(
             self,
             "Lifecycle",
@@ -114,6 +119,8 @@ class Timers(Construct):
         fn.allow(["sns:Publish"], [fanout.topic.topic_arn])
         fn.allow(TOPIC_KEY_ACTIONS, [fanout.key.key_arn])
         self.allow_scheduling(fn, creates_only=True)
+        if slack:
+            fn.allow(SECRET_READ_ACTIONS, [str(config.slack_bot_token_secret)])
 
         self.dlq = sqs.Queue(
             self,

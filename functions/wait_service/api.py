@@ -20,10 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent_wait.errors import PayloadTooLargeError, ResponderNotAllowedError
 from wait_service import errors_http
+from wait_service.audit import audit_of
 from wait_service.inbox import Inbox
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
+from wait_service.observability import logger
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
 from wait_service.runs import RunService
+from wait_service.signing import SignatureRejectedError, is_signed_path, is_signed_route
+from wait_service.slack import SLACK_INTERACTIONS_PATH
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from wait_service.settings import Settings
+    from wait_service.signing import SignedRequests
+    from wait_service.slack import SlackInteractions
 
 MAX_BODY_BYTES = 256 * 1024
 # Powertools' resolvers keep the request being resolved in a class attribute shared by every
@@ -106,6 +112,33 @@ class LifecycleStage(BaseModel):
     )
 
 
+class CallView(BaseModel):
+    function: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class ReceiptView(BaseModel):
+    ran: bool = Field(description="whether the function's body ran")
+    args: dict[str, JsonValue] | None = Field(default=None, description="the arguments it ran with")
+    outcome: Literal["returned", "raised"] | None = None
+    error: str | None = None
+    at: str
+
+
+class AuditView(BaseModel):
+    """What was proposed, what was authorized (and the JSON Patch between them), by whom, and what ran."""
+
+    proposed: CallView | None = None
+    authorized: CallView | None = None
+    diff: list[dict[str, JsonValue]] = Field(
+        default_factory=list, description="RFC 6902 JSON Patch from proposed to authorized args"
+    )
+    answered_by: str | None = None
+    if_match: str | None = Field(default=None, description="the tag the responder sent")
+    answered_at: str | None = None
+    receipt: ReceiptView | None = None
+
+
 class QuestionView(BaseModel):
     question_id: str
     thread_id: str
@@ -125,11 +158,14 @@ class QuestionView(BaseModel):
     escalation: int = Field(default=0, description="the escalation rung the question is on (0: none)")
     resumed_at: str | None = None
     error: str | None = Field(default=None, description="why the resume failed (resume_failed)")
+    audit: AuditView | None = None
 
     @classmethod
     def of(cls, record: QuestionRecord) -> QuestionView:
-        # The view's fields are the record's public ones, by name.
-        return cls.model_validate(record, from_attributes=True)
+        # The view's fields are the record's public ones, by name; the audit is assembled.
+        view = cls.model_validate(record, from_attributes=True)
+        view.audit = AuditView.model_validate(audit_of(record))
+        return view
 
 
 class QuestionPage(BaseModel):
@@ -238,10 +274,14 @@ class WaitApi:
         *,
         title: str = "agent-wait",
         version: str = "0.1.0",
+        signed: SignedRequests | None = None,
+        slack: SlackInteractions | None = None,
     ) -> None:
         self.ledger = ledger
         self.replies = replies
         self.runs = runs
+        self.signed = signed
+        self.slack = slack
         self.title = title
         self.version = version
         self._openapi: str | None = None
@@ -250,13 +290,37 @@ class WaitApi:
         self._routes()
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        """Handle one API Gateway REST proxy event; refuse an oversized body before parsing it."""
+        """Handle one API Gateway REST proxy event; refuse an oversized body before parsing it.
+
+        Signed routes (``/signed/...``) and Slack's interactions are verified first, over the raw
+        body, before anything else reads the request.
+        """
+        path = str(event.get("path") or "")
+        if is_signed_path(path):
+            return self._resolve_signed(event, context)
+        if path == SLACK_INTERACTIONS_PATH and self.slack is not None:
+            return self.slack.handle(event)
         if body_size(event) > MAX_BODY_BYTES:
             return errors_http.proxy_error(
                 PayloadTooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
             )
         with _ONE_REQUEST_AT_A_TIME:
             return self.app.resolve(event, context)
+
+    def _resolve_signed(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if self.signed is None:
+            return errors_http.proxy_error(
+                SignatureRejectedError("unknown_key", "this api has no signing keys configured")
+            )
+        try:
+            key_id = self.signed.authenticate(event)
+        except SignatureRejectedError as exc:
+            logger.info("signed request refused", extra={"error": exc.code})
+            return errors_http.proxy_error(exc)
+        inner = self.signed.unsigned_event(event, key_id)
+        if not is_signed_route(str(inner.get("httpMethod") or ""), str(inner["path"])):
+            return errors_http.not_found_proxy()
+        return self.resolve(inner, context)
 
     def openapi_json(self) -> str:
         # The routes never change once built: generate the document once per instance.
@@ -415,6 +479,7 @@ def build_api(
     *,
     dynamodb: DynamoDBClient | None = None,
     sqs: SQSClient | None = None,
+    secretsmanager: Any = None,
     clock: Clock = utcnow,
 ) -> WaitApi:
     """The api wired to the resources named by ``settings`` (clients injectable for tests).
@@ -423,8 +488,19 @@ def build_api(
     --------
     >>> api = build_api(Settings.from_env(os.environ))  # doctest: +SKIP
     """
+    from wait_service.signing import build_signed_requests
+    from wait_service.slack import build_slack_interactions
+
     ledger = Ledger(
         settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
     )
     inbox = Inbox(settings.require("inbox_url"), sqs)
-    return WaitApi(ledger, ReplyService(ledger, inbox, clock=clock), RunService(ledger, inbox))
+    replies = ReplyService(ledger, inbox, clock=clock)
+    signed = build_signed_requests(
+        settings.signing_keys,
+        settings.require("ledger_table"),
+        secretsmanager=secretsmanager,
+        dynamodb=dynamodb,
+    )
+    slack = build_slack_interactions(settings, replies, secretsmanager=secretsmanager)
+    return WaitApi(ledger, replies, RunService(ledger, inbox), signed=signed, slack=slack)

@@ -28,6 +28,7 @@ from agent_wait.errors import (
     ThreadNotFoundError,
 )
 from wait_service.observability import logger
+from wait_service.signing import SignatureRejectedError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -48,6 +49,7 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     ResponderNotAllowedError: 403,
     PayloadTooLargeError: 413,
     InvalidRequestError: 400,
+    SignatureRejectedError: 401,
 }
 
 
@@ -101,6 +103,17 @@ def proxy_error(error: AgentWaitError) -> dict[str, Any]:
         "headers": {"Content-Type": JSON},
         "multiValueHeaders": {},
         "body": json.dumps(error_body(error)),
+        "isBase64Encoded": False,
+    }
+
+
+def not_found_proxy() -> dict[str, Any]:
+    """The api's 404 for a route it does not have, as a proxy response."""
+    return {
+        "statusCode": 404,
+        "headers": {"Content-Type": JSON},
+        "multiValueHeaders": {},
+        "body": json.dumps({"error": "not_found", "message": "no such route"}),
         "isBase64Encoded": False,
     }
 

@@ -312,6 +312,7 @@ def build_lifecycle(
     from agent_wait import CompositeAnnounce
     from agent_wait.aws import SnsAnnounce, SqsAnnounce
     from wait_service.inbox import Inbox
+    from wait_service.slack import build_slack_announce
     from wait_service.timers import build_timers
 
     ledger = Ledger(
@@ -321,11 +322,13 @@ def build_lifecycle(
     return LifecycleService(
         ledger,
         Inbox(settings.require("inbox_url"), sqs),
-        # The ledger records each step itself; the events go to the topic and the outbox.
+        # The ledger records each step itself; the events go to the topic and the outbox (and to
+        # the Slack thread of the question's message, when the deployment posts to Slack).
         CompositeAnnounce(
             [
                 SnsAnnounce(settings.require("topic_arn"), client=sns),
                 SqsAnnounce(settings.require("outbox_url"), client=sqs),
+                *filter(None, [build_slack_announce(settings, dynamodb=dynamodb)]),
             ]
         ),
         timers,

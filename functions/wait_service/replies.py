@@ -141,7 +141,9 @@ class ReplyService:
         question = self.decisions.close_if_due(question)
         if not question.is_open:
             return self._repeat(question, answer)
-        current = self.ledger.record_answer(question_id, answer, answered_by=principal, reason=reason)
+        current = self.ledger.record_answer(
+            question_id, answer, answered_by=principal, reason=reason, if_match=if_match
+        )
         if current is None:
             self.decisions.enqueue_resume(question)
             self._count_answer(question)

@@ -21,7 +21,7 @@ This is the only module of the receive path that imports LangGraph.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -578,14 +578,19 @@ def build_announce(
     sns: SNSClient | None = None,
     sqs: SQSClient | None = None,
 ) -> BaseAnnounce:
-    """The deployment's fan-out: ledger item, ``wait-created`` topic, outbox FIFO queue."""
+    """The deployment's fan-out: ledger item, ``wait-created`` topic, outbox FIFO queue, and a Slack
+    channel when the settings name one."""
     from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
+    from wait_service.slack import build_slack_announce
 
-    children: Sequence[BaseAnnounce] = [
+    children: list[BaseAnnounce] = [
         DynamoDbAnnounce(settings.require("ledger_table"), client=dynamodb),
         SnsAnnounce(settings.require("topic_arn"), client=sns),
         SqsAnnounce(settings.require("outbox_url"), client=sqs),
     ]
+    slack = build_slack_announce(settings, dynamodb=dynamodb)
+    if slack is not None:
+        children.append(slack)
     return CompositeAnnounce(children)
 
 

@@ -7,6 +7,7 @@ variables).
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -36,6 +37,11 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_SCHEDULE_GROUP": "schedule_group",
     "AGENT_WAIT_LIFECYCLE_ARN": "lifecycle_arn",
     "AGENT_WAIT_SCHEDULER_ROLE_ARN": "scheduler_role_arn",
+    "AGENT_WAIT_SIGNING_KEYS": "signing_keys",
+    "AGENT_WAIT_SLACK_CHANNEL": "slack_channel",
+    "AGENT_WAIT_SLACK_BOT_TOKEN_SECRET": "slack_bot_token_secret",
+    "AGENT_WAIT_SLACK_SIGNING_SECRET": "slack_signing_secret",
+    "AGENT_WAIT_SLACK_API_URL": "slack_api_url",
 }
 
 
@@ -79,6 +85,21 @@ class Settings(BaseModel):
     schedule_group: str | None = None
     lifecycle_arn: str | None = None
     scheduler_role_arn: str | None = None
+    # Signed requests: key id -> ARN of the Secrets Manager secret holding its shared secret.
+    signing_keys: dict[str, str] = Field(default_factory=dict)
+    # Slack: the channel questions go to, the secrets (ARNs) of the bot token and the signing
+    # secret, and the Web API's base URL (a stand-in locally).
+    slack_channel: str | None = None
+    slack_bot_token_secret: str | None = None
+    slack_signing_secret: str | None = None
+    slack_api_url: str | None = None
+
+    @field_validator("signing_keys", mode="before")
+    @classmethod
+    def _signing_keys_from_json(cls, value: object) -> object:
+        if isinstance(value, str):
+            return json.loads(value)
+        return value
 
     @field_validator("reply_url")
     @classmethod

@@ -190,6 +190,6 @@ def test_with_hmac_keys_only_signed_requests_pass_and_the_key_id_answers() -> No
         question_id = eventually(pending, what="the question")
         run_cli("reply", question_id, "--approve", *signed, check=True)
         question = json.loads(run_cli("questions", "show", question_id, "--json", *signed, check=True).stdout)
-        assert question["answered_by"] == "ops-key"
+        assert question["answered_by"] == "hmac:ops-key"
     finally:
         assert local.stop() == 0

@@ -37,6 +37,16 @@ BUCKET_CONTEXT = {
     "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:on-call",
 }
 
+# Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret.
+_SECRETS = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:agent-wait/"
+SIGNED_CONTEXT = {
+    "stack_name": "aw-signed",
+    "signing_keys": json.dumps({"ops": _SECRETS + "ops-AbCdEf", "pager": _SECRETS + "pager-GhIjKl"}),
+    "slack_channel": "C0123456789",
+    "slack_bot_token_secret": _SECRETS + "slack-bot-MnOpQr",
+    "slack_signing_secret": _SECRETS + "slack-signing-StUvWx",
+}
+
 
 @dataclass
 class Synth:
@@ -96,6 +106,11 @@ def bucket_synth(synth_factory: Callable[[dict[str, str]], Synth]) -> Synth:
     return synth_factory(BUCKET_CONTEXT)
 
 
-@pytest.fixture(params=["default", "jwt", "bucket"])
+@pytest.fixture(scope="session")
+def signed_synth(synth_factory: Callable[[dict[str, str]], Synth]) -> Synth:
+    return synth_factory(SIGNED_CONTEXT)
+
+
+@pytest.fixture(params=["default", "jwt", "bucket", "signed"])
 def any_synth(request: pytest.FixtureRequest) -> Synth:
     return request.getfixturevalue(f"{request.param}_synth")

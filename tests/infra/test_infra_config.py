@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import re
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -84,3 +86,35 @@ def test_remove_distributions_in_drops_only_shared_versions(tmp_path: Path) -> N
             (info / "RECORD").write_text(f"{name}/__init__.py,,\n{dist}.dist-info/RECORD,,\n")
     assert remove_distributions_in(site, other) == ["a-1.0"]
     assert sorted(p.name for p in site.iterdir()) == ["b", "b-2.0.dist-info"]
+
+
+OPS_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:agent-wait/ops-AbCdEf"
+
+
+def test_signing_keys_come_as_a_mapping_or_its_json() -> None:
+    as_json = StackConfig.from_context({"signing_keys": json.dumps({"ops": OPS_ARN})}.get)
+    mapping: dict[str, Any] = {"signing_keys": {"ops": OPS_ARN}}
+    as_mapping = StackConfig.from_context(mapping.get)
+    assert as_json.signing_keys == as_mapping.signing_keys == {"ops": OPS_ARN}
+    assert StackConfig.from_context({}.get).signing_keys == {}
+
+
+@pytest.mark.parametrize(
+    ("context", "named"),
+    [
+        ({"signing_keys": "{not json"}, "signing_keys"),
+        ({"signing_keys": '["ops"]'}, "signing_keys"),
+        ({"signing_keys": json.dumps({"ops": "agent-wait/ops"})}, "signing_keys['ops']"),
+        ({"signing_keys": json.dumps({"bad id!": OPS_ARN})}, "key id"),
+        ({"slack_signing_secret": "slack-signing"}, "slack_signing_secret"),
+        ({"slack_channel": "C1"}, "slack_channel and slack_bot_token_secret"),
+    ],
+)
+def test_signing_and_slack_context_is_checked(context: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        StackConfig.from_context(context.get)
+
+
+def test_slack_interactions_are_on_with_a_signing_secret() -> None:
+    assert not StackConfig.from_context({}.get).slack_enabled
+    assert StackConfig.from_context({"slack_signing_secret": OPS_ARN}.get).slack_enabled

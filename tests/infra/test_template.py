@@ -22,6 +22,7 @@ from wait_service.resources import (
     TableSpec,
 )
 from wait_service.settings import DEFAULT_GRAPH
+from wait_service.signing import SIGNED_PREFIX, SIGNED_ROUTES
 
 if TYPE_CHECKING:
     from constructs import IConstruct
@@ -524,12 +525,16 @@ def _methods(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
     }
 
 
+# Authenticated in the api Lambda by their HMAC signature, not at the gateway (test_signed_template.py).
+SIGNED = {(method, SIGNED_PREFIX + path) for method, path in SIGNED_ROUTES}
+
+
 def test_routes_are_proxied_to_the_api_function_with_iam_auth(default_synth: Synth) -> None:
     methods = _methods(default_synth)
-    assert set(methods) == {(method, path) for method, path, _ in ROUTES}
+    assert set(methods) == {(method, path) for method, path, _ in ROUTES} | SIGNED
     function_id = logical_id(default_synth, default_synth.stack.api_function.function)
-    for (_, _), props in methods.items():
-        assert props["AuthorizationType"] == "AWS_IAM"
+    for key, props in methods.items():
+        assert props["AuthorizationType"] == ("NONE" if key in SIGNED else "AWS_IAM")
         assert props["Integration"]["Type"] == "AWS_PROXY"
         assert function_id in json.dumps(props["Integration"]["Uri"])
 
@@ -554,7 +559,9 @@ def test_jwt_mode_uses_a_cognito_authorizer_on_every_route(jwt_synth: Synth) -> 
     assert props["IdentitySource"] == "method.request.header.Authorization"
     assert "userpool/eu-west-1_Abc123" in json.dumps(props["ProviderARNs"])
     assert ":eu-west-1:" in json.dumps(props["ProviderARNs"])
-    for props in _methods(jwt_synth).values():
+    for key, props in _methods(jwt_synth).items():
+        if key in SIGNED:
+            continue
         assert props["AuthorizationType"] == "COGNITO_USER_POOLS"
         assert props["AuthorizationScopes"] == ["agent-wait/reply"]
 
@@ -668,3 +675,23 @@ def test_stack_name_comes_from_context(jwt_synth: Synth) -> None:
     assert names == {
         f"aw-jwt-{n}" for n in (INBOX.name, INBOX.dlq_name, OUTBOX.name, OUTBOX.dlq_name, "lifecycle-dlq")
     }
+
+
+def test_only_the_stacks_roles_may_send_to_the_inbox(default_synth: Synth) -> None:
+    """The runner trusts no message, but nobody else may put one on the inbox either."""
+    stack = default_synth.stack
+    inbox = {"Ref": logical_id(default_synth, stack.inbox.queue)}
+    [policy] = [
+        p
+        for p in default_synth.resources("AWS::SQS::QueuePolicy").values()
+        if inbox in p["Properties"]["Queues"]
+    ]
+    [deny] = [
+        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "OnlyTheStackSends"
+    ]
+    assert (deny["Effect"], deny["Action"], deny["Principal"]) == ("Deny", "sqs:SendMessage", {"AWS": "*"})
+    senders = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert sorted(map(json.dumps, senders)) == sorted(
+        json.dumps(arn_of(default_synth, role))
+        for role in (stack.api_function.role, stack.runner.role, stack.timers.lifecycle.role)
+    )

@@ -189,4 +189,5 @@ def test_webhook_default_opener_posts_signed_and_retries_a_5xx(receiver: tuple[s
     headers, body = handler.received[-1]
     assert json.loads(body)["dedupe_key"] == "wait.created:q-hook"
     assert headers["X-Wait-Dedupe-Key"] == "wait.created:q-hook"
-    assert verify("s3cret", body, headers["X-Wait-Request-Timestamp"], headers["X-Wait-Signature"])
+    stamp, signature = headers["X-Wait-Request-Timestamp"], headers["X-Wait-Signature"]
+    assert verify("s3cret", stamp, signature, "POST", "/hook", body)

@@ -77,6 +77,10 @@ class QuestionRecord:
     error: str | None = None
     # The envelope JSON as first published: the base of its `wait.escalated`/`wait.reminder` events.
     envelope: str | None = None
+    # The If-Match the responder sent with the answer (the tag they bound it to).
+    if_match: str | None = None
+    # What the resumed call reported: {"ran", "args", "outcome", "error"?, "at"}.
+    receipt: dict[str, Any] | None = None
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> QuestionRecord:
@@ -103,6 +107,8 @@ class QuestionRecord:
             reminders_sent=tuple(sorted(int(n) for n in data.get("reminders_sent") or ())),
             error=data.get("error"),
             envelope=data.get("envelope"),
+            if_match=data.get("if_match"),
+            receipt=data.get("receipt"),
         )
 
     @property
@@ -134,7 +140,13 @@ class QuestionStore(LedgerTable):
     # -- deciding a question: exactly one of these wins -----------------------------------------
 
     def record_answer(
-        self, question_id: str, answer: JsonValue, *, answered_by: str, reason: str | None = None
+        self,
+        question_id: str,
+        answer: JsonValue,
+        *,
+        answered_by: str,
+        reason: str | None = None,
+        if_match: str | None = None,
     ) -> QuestionRecord | None:
         """Move an open question to ``answered`` with a person's answer.
 
@@ -145,6 +157,8 @@ class QuestionStore(LedgerTable):
         extra: dict[str, Any] = {"answer": answer, "answered_by": answered_by}
         if reason is not None:
             extra["reason"] = reason
+        if if_match is not None:
+            extra["if_match"] = if_match
         return self._decide(question_id, "answered", actor=answered_by, extra=extra)
 
     def record_expiry(self, question_id: str, answer: JsonValue, *, rung: int) -> QuestionRecord | None:
@@ -250,6 +264,22 @@ class QuestionStore(LedgerTable):
         return self._move(question_id, "delivered", actor=actor, details=details)
 
     # -- after it was decided ----------------------------------------------------------------
+
+    def record_receipt(self, question_id: str, receipt: Mapping[str, Any]) -> bool:
+        """Keep what the resumed call reported; the first receipt stands (``False`` if one does)."""
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": question_key(question_id)}},
+                UpdateExpression="SET receipt = :receipt",
+                ConditionExpression="attribute_exists(dedupe_key) AND attribute_not_exists(receipt)",
+                ExpressionAttributeValues={":receipt": to_attribute(dict(receipt))},
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
 
     def mark_resume_enqueued(self, question_id: str) -> None:
         """Note that the resume message for the recorded answer reached the inbox."""

@@ -29,6 +29,7 @@ __all__ = [
     "QuestionClosedError",
     "QuestionNotFoundError",
     "ResponderNotAllowedError",
+    "SlackApiError",
     "ThreadBusyError",
     "ThreadNotFoundError",
     "WebhookDeliveryError",
@@ -220,6 +221,27 @@ class AnnounceError(AgentWaitError):
     """An announcer could not deliver an envelope."""
 
     code = "announce_failed"
+
+
+class SlackApiError(AnnounceError):
+    """Slack's Web API refused a call (``"ok": false``) or could not be reached.
+
+    ``slack_error`` is Slack's own error string (``channel_not_found``, ``invalid_auth``, ...) or
+    the HTTP/network failure.
+    """
+
+    code = "slack_api_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        slack_error: str,
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.slack_error = slack_error
 
 
 class WebhookDeliveryError(AnnounceError):

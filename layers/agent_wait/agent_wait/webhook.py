@@ -1,38 +1,40 @@
-"""A signed, retried webhook announcer, and the helpers to sign and verify its requests.
+"""A signed, retried webhook announcer.
 
 The request is ``POST <url>`` with the envelope JSON as body and these headers:
 
-- ``X-Wait-Signature: v0=<hex>``: HMAC-SHA256 of ``v0:{timestamp}:{raw_body}`` with the secret;
-- ``X-Wait-Request-Timestamp: <unix seconds>``;
+- ``X-Wait-Signature: v0=<hex>`` and ``X-Wait-Request-Timestamp: <unix seconds>``: the scheme of
+  :mod:`agent_wait.signing`, the same every signed request to agent-wait uses. The signed string
+  is ``v0:{timestamp}:POST:{path}::{raw_body}``, where ``path`` is the webhook URL's path (with its
+  query string, if any) and the ``If-Match`` slot is empty;
 - ``X-Wait-Dedupe-Key: wait.created:<question_id>``: consumers deduplicate on it;
 - ``X-Wait-Key-Id: <key id>`` when a key id is configured (lets a receiver rotate secrets).
 
-A receiver verifies with :func:`verify` over the exact raw body bytes, rejecting timestamps
-more than five minutes from its clock. Stdlib only.
+A receiver verifies with :func:`verify` over the exact raw body bytes and the path it was called
+on, rejecting timestamps more than five minutes from its clock. Stdlib only.
 
 Examples
 --------
 >>> body = b'{"type":"wait.created"}'
->>> signature = sign("s3cret", 1700000000, body)
->>> verify("s3cret", body, "1700000000", signature, now=1700000100)
+>>> signature = sign("s3cret", 1700000000, "POST", "/hooks/agent-wait", body)
+>>> verify("s3cret", "1700000000", signature, "POST", "/hooks/agent-wait", body, now=1700000100)
 True
->>> verify("s3cret", body, "1700000000", signature, now=1700000400)
+>>> verify("s3cret", "1700000000", signature, "POST", "/hooks/agent-wait", body, now=1700000400)
 False
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.errors import WebhookDeliveryError
+from agent_wait.signing import KEY_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, verify
 
 if TYPE_CHECKING:
     from agent_wait.envelope import Envelope
@@ -49,11 +51,7 @@ __all__ = [
 
 logger = logging.getLogger("agent_wait")
 
-SIGNATURE_HEADER = "X-Wait-Signature"
-TIMESTAMP_HEADER = "X-Wait-Request-Timestamp"
 DEDUPE_HEADER = "X-Wait-Dedupe-Key"
-KEY_ID_HEADER = "X-Wait-Key-Id"
-TOLERANCE_SECONDS = 300
 
 Opener = Callable[[urllib.request.Request, float], int]
 """Sends a request and returns its HTTP status; raises on network errors."""
@@ -71,56 +69,6 @@ def is_permanent(status: int) -> bool:
     [True, True, False, False, False, False]
     """
     return 400 <= status < 500 and status not in RETRYABLE_4XX
-
-
-def _key(secret: str | bytes) -> bytes:
-    return secret.encode("utf-8") if isinstance(secret, str) else secret
-
-
-def sign(secret: str | bytes, timestamp: int | str, body: bytes) -> str:
-    """``v0=`` + hex HMAC-SHA256 of ``v0:{timestamp}:{body}``.
-
-    Examples
-    --------
-    >>> sign("k", 1, b"{}").startswith("v0=")
-    True
-    """
-    base = b"v0:" + str(timestamp).encode("ascii") + b":" + body
-    return "v0=" + hmac.new(_key(secret), base, hashlib.sha256).hexdigest()
-
-
-def verify(
-    secret: str | bytes,
-    body: bytes,
-    timestamp: str | int | None,
-    signature: str | None,
-    *,
-    now: float | None = None,
-    tolerance: int = TOLERANCE_SECONDS,
-) -> bool:
-    """Whether ``signature`` signs ``body`` at ``timestamp`` with ``secret``.
-
-    Rejects a missing or malformed timestamp, one more than ``tolerance`` seconds from ``now``
-    (replay protection), and a signature that differs (compared in constant time). ``body`` must
-    be the raw request bytes, not a re-serialized copy.
-
-    Examples
-    --------
-    >>> verify("k", b"{}", "1", sign("k", 1, b"{}"), now=1)
-    True
-    >>> verify("k", b"{ }", "1", sign("k", 1, b"{}"), now=1)
-    False
-    """
-    if timestamp is None or signature is None:
-        return False
-    try:
-        sent_at = int(timestamp)
-    except (TypeError, ValueError):
-        return False
-    current = time.time() if now is None else now
-    if abs(current - sent_at) > tolerance:
-        return False
-    return hmac.compare_digest(sign(secret, sent_at, body), signature)
 
 
 def _urlopen_status(request: urllib.request.Request, timeout: float) -> int:
@@ -190,7 +138,7 @@ class WebhookAnnounce(BaseAnnounce):
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self.url = url
-        self._secret = _key(secret)
+        self._secret = secret.encode("utf-8") if isinstance(secret, str) else secret
         self.key_id = key_id
         self.max_attempts = max_attempts
         self.base_delay = base_delay
@@ -211,12 +159,24 @@ class WebhookAnnounce(BaseAnnounce):
         """
         return float(min(self.base_delay * 2 ** (attempt - 2), self.max_delay))
 
+    @property
+    def signed_path(self) -> str:
+        """The path the signature covers: the URL's path, plus ``?query`` when it has one.
+
+        Examples
+        --------
+        >>> WebhookAnnounce("https://example.invalid/hooks/a?team=1", "k").signed_path
+        '/hooks/a?team=1'
+        """
+        parts = urllib.parse.urlsplit(self.url)
+        return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
     def request_for(self, envelope: Envelope, body: bytes) -> urllib.request.Request:
         """The signed request for one attempt, stamped with the current clock."""
         timestamp = int(self._clock())
         headers = {
             "Content-Type": "application/json",
-            SIGNATURE_HEADER: sign(self._secret, timestamp, body),
+            SIGNATURE_HEADER: sign(self._secret, timestamp, "POST", self.signed_path, body),
             TIMESTAMP_HEADER: str(timestamp),
             DEDUPE_HEADER: envelope.dedupe_key,
         }

@@ -65,37 +65,14 @@ def _header(request: urllib.request.Request, name: str) -> str | None:
     return {k.lower(): v for k, v in request.header_items()}.get(name.lower())
 
 
-def test_sign_is_hmac_sha256_over_v0_timestamp_body() -> None:
-    """ "HMAC-SHA256 signature v0=<hex> over v0:{timestamp}:{raw_body}" (issue 2)."""
+def test_webhook_signs_post_and_its_url_path_with_an_empty_if_match() -> None:
+    """The announcer signs ``v0:{timestamp}:POST:{path}::{raw_body}`` (agent_wait.signing)."""
     body = b'{"a":1}'
-    expected = hmac.new(SECRET.encode(), b"v0:1700000000:" + body, hashlib.sha256).hexdigest()
-    assert sign(SECRET, 1700000000, body) == f"v0={expected}"
-    assert sign(SECRET.encode(), "1700000000", body) == f"v0={expected}"
-
-
-@pytest.mark.parametrize(
-    ("secret", "body", "timestamp", "now", "ok"),
-    [
-        (SECRET, b"{}", "1000", 1000, True),
-        (SECRET, b"{}", "1000", 1300, True),
-        (SECRET, b"{}", "1000", 700, True),
-        (SECRET, b"{}", "1000", 1301, False),  # "more than 5 minutes from your clock"
-        (SECRET, b"{}", "1000", 699, False),
-        ("other", b"{}", "1000", 1000, False),
-        (SECRET, b"{ }", "1000", 1000, False),  # a re-serialized body does not verify
-        (SECRET, b"{}", "1001", 1000, False),  # the timestamp is signed
-        (SECRET, b"{}", "soon", 1000, False),
-        (SECRET, b"{}", None, 1000, False),
-    ],
-)
-def test_verify(secret: str, body: bytes, timestamp: str | None, now: float, ok: bool) -> None:
-    signature = sign(SECRET, 1000, b"{}")
-    assert verify(secret, body, timestamp, signature, now=now) is ok
-
-
-def test_verify_rejects_missing_or_malformed_signatures() -> None:
-    assert verify(SECRET, b"{}", "1000", None, now=1000) is False
-    assert verify(SECRET, b"{}", "1000", "v0=deadbeef", now=1000) is False
+    base = b"v0:1700000000:POST:/hook::" + body
+    expected = hmac.new(SECRET.encode(), base, hashlib.sha256).hexdigest()
+    assert sign(SECRET, 1700000000, "POST", "/hook", body) == f"v0={expected}"
+    assert sign(SECRET.encode(), "1700000000", "post", "/hook", body) == f"v0={expected}"
+    assert WebhookAnnounce("https://receiver.example/hook", SECRET).signed_path == "/hook"
 
 
 def test_request_is_signed_with_dedupe_key_and_key_id() -> None:
@@ -112,7 +89,8 @@ def test_request_is_signed_with_dedupe_key_and_key_id() -> None:
     assert _header(request, "Content-Type") == "application/json"
     timestamp = _header(request, "X-Wait-Request-Timestamp")
     assert timestamp == "1700000000"
-    assert verify(SECRET, body, timestamp, _header(request, "X-Wait-Signature"), now=clock.now)
+    signature = _header(request, "X-Wait-Signature")
+    assert verify(SECRET, timestamp, signature, "POST", "/hook", body, now=clock.now)
 
 
 def test_no_key_id_header_without_a_key_id() -> None:
@@ -135,7 +113,7 @@ def test_retries_non_2xx_and_network_errors_with_exponential_backoff() -> None:
         body = request.data
         assert isinstance(body, bytes)
         stamp, signature = _header(request, "X-Wait-Request-Timestamp"), _header(request, "X-Wait-Signature")
-        assert verify(SECRET, body, stamp, signature, now=clock.now)
+        assert verify(SECRET, stamp, signature, "POST", "/hook", body, now=clock.now)
 
 
 def test_gives_up_after_five_attempts_and_reports(caplog: pytest.LogCaptureFixture) -> None:

@@ -44,7 +44,7 @@ def test_core_imports_without_any_extra() -> None:
     result = _run(
         EXTRAS,
         """
-        import agent_wait, agent_wait.webhook, agent_wait.announce
+        import agent_wait, agent_wait.webhook, agent_wait.announce, agent_wait.signing, agent_wait.slack
         from agent_wait import InMemoryAnnounce, Policy, build_envelope, Question
         env = build_envelope("t", Question(question_id="q", question="hi"))
         assert InMemoryAnnounce().announce(env)

@@ -14,7 +14,7 @@ from agent_wait.cli import main
 from agent_wait.cli.client import ApiClient, UsageError, is_loopback, region_from_url
 from agent_wait.cli.commands import build_answer, build_parser
 from agent_wait.cli.tail import endpoint_for, follow, unwrap
-from agent_wait.local.gateway import HttpRequest, verify_signature
+from agent_wait.local.gateway import HttpRequest, SignatureError, verify_signature
 from wait_service.settings import DEFAULT_GRAPH
 
 QUESTION = {
@@ -125,6 +125,27 @@ def test_local_options_and_defaults() -> None:
 
     assert (args.port, args.moto_port, args.graph, args.project) == (0, 0, DEFAULT_GRAPH, ".")
     assert args.hmac_key == [("k1", "s"), ("k2", "t")]
+    assert (args.slack_api, args.slack_signing_secret, args.slack_channel) == (None, None, None)
+
+
+def test_local_slack_options() -> None:
+    args = build_parser({}).parse_args(
+        [
+            "local",
+            "--slack-api",
+            "http://127.0.0.1:9/api/",
+            "--slack-signing-secret",
+            "s",
+            "--slack-channel",
+            "C1",
+        ]
+    )
+
+    assert (args.slack_api, args.slack_signing_secret, args.slack_channel) == (
+        "http://127.0.0.1:9/api/",
+        "s",
+        "C1",
+    )
 
 
 # -- answers -------------------------------------------------------------------------------
@@ -312,11 +333,33 @@ def test_jwt_is_a_bearer_token_and_loopback_is_not_signed() -> None:
 def test_hmac_signed_request_verifies_at_the_gateway() -> None:
     client = ApiClient("http://127.0.0.1:8787", hmac_key=("k1", "s3cret"), clock=lambda: 1_800_000_000)
     body = b'{"answer": {"action": "approve"}}'
-    headers = client.headers_for("POST", "http://127.0.0.1:8787/questions/q-1/reply?x=1", body, {})
+    headers = client.headers_for(
+        "POST", "http://127.0.0.1:8787/questions/q-1/reply?x=1", body, {"If-Match": '"d"'}
+    )
 
     request = HttpRequest("POST", "/questions/q-1/reply?x=1", list(headers.items()), body=body)
 
     assert verify_signature(request, {"k1": "s3cret"}, 1_800_000_000) == "k1"
+    swapped = HttpRequest(
+        "POST",
+        "/questions/q-1/reply?x=1",
+        [(k, '"e"' if k == "If-Match" else v) for k, v in headers.items()],
+        body,
+    )
+    with pytest.raises(SignatureError):
+        verify_signature(swapped, {"k1": "s3cret"}, 1_800_000_000)
+
+
+def test_hmac_writes_to_a_deployed_api_go_to_its_signed_routes() -> None:
+    url = "https://abc.execute-api.eu-west-1.amazonaws.com/prod"
+    client = ApiClient(url, hmac_key=("k1", "s3cret"), clock=lambda: 1_800_000_000)
+    path = client.route_for("POST", "/questions/q-1/reply")
+    headers = client.headers_for("POST", client.url_for(path), b"{}", {})
+
+    assert path == "/signed/questions/q-1/reply"
+    request = HttpRequest("POST", path, list(headers.items()), body=b"{}")
+    assert verify_signature(request, {"k1": "s3cret"}, 1_800_000_000) == "k1"
+    assert client.route_for("GET", "/questions") == "/questions"
 
 
 def test_deployed_api_is_signed_with_sigv4_for_execute_api(monkeypatch: pytest.MonkeyPatch) -> None:

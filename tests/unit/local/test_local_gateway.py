@@ -19,10 +19,10 @@ from agent_wait.local.gateway import (
     SignatureError,
     from_proxy_response,
     header_value,
-    sign_request,
     to_proxy_event,
     verify_signature,
 )
+from agent_wait.signing import signed_headers
 
 NOW = 1_800_000_000.0
 
@@ -136,12 +136,18 @@ def test_crashing_handler_gives_502_and_exchange_is_reported() -> None:
     assert len(exchanges) == 1 and exchanges[0].response.status == 502
 
 
-def _signed(method: str, target: str, body: bytes, key: str = "k1", secret: str = "s3cret", at: float = NOW):
-    headers = [
-        ("X-Wait-Key-Id", key),
-        ("X-Wait-Timestamp", str(int(at))),
-        ("X-Wait-Signature", sign_request(secret, method, target, body, int(at))),
-    ]
+def _signed(
+    method: str,
+    target: str,
+    body: bytes,
+    key: str = "k1",
+    secret: str = "s3cret",
+    at: float = NOW,
+    if_match: str | None = None,
+) -> HttpRequest:
+    headers = list(signed_headers(key, secret, method, target, body, if_match=if_match, now=at).items())
+    if if_match is not None:
+        headers.append(("If-Match", if_match))
     return HttpRequest(method, target, headers, body=body)
 
 
@@ -169,13 +175,43 @@ def test_bad_signatures_are_refused(request_: HttpRequest, message: str) -> None
 
 
 def test_signature_is_the_documented_wire_format() -> None:
-    # docs/internals.md: HMAC-SHA256(SECRET, "v0:{timestamp}:{METHOD}:{path?query}:{raw body}").
+    # HMAC-SHA256(SECRET, "v0:{timestamp}:{METHOD}:{path?query}:{If-Match or ''}:{raw body}").
     body = b'{"answer": {"action": "approve"}}'
     expected = hmac.new(
-        b"s3cret", b"v0:1800000000:POST:/questions/q-1/reply?x=1:" + body, hashlib.sha256
+        b"s3cret", b'v0:1800000000:POST:/questions/q-1/reply?x=1:"d1":' + body, hashlib.sha256
     ).hexdigest()
+    request = HttpRequest(
+        "POST",
+        "/questions/q-1/reply?x=1",
+        [
+            ("X-Wait-Key-Id", "k1"),
+            ("X-Wait-Request-Timestamp", "1800000000"),
+            ("X-Wait-Signature", f"v0={expected}"),
+            ("If-Match", '"d1"'),
+        ],
+        body=body,
+    )
 
-    assert sign_request("s3cret", "post", "/questions/q-1/reply?x=1", body, 1_800_000_000) == f"v0={expected}"
+    assert verify_signature(request, {"k1": "s3cret"}, 1_800_000_000) == "k1"
+
+
+def test_signature_binds_if_match() -> None:
+    signed = _signed("POST", "/questions/q-1/reply", b"{}", if_match='"d1"')
+    swapped = HttpRequest("POST", "/questions/q-1/reply", [*signed.headers[:3], ("If-Match", '"d2"')], b"{}")
+
+    with pytest.raises(SignatureError):
+        verify_signature(swapped, {"k1": "s3cret"}, NOW)
+
+
+def test_slack_interactions_pass_unsigned_for_the_api_to_verify_slack_signature() -> None:
+    seen: list[dict[str, Any]] = []
+    gateway = Gateway(_capture_handler(seen), hmac_keys={"k1": "s3cret"}, clock=lambda: NOW)
+
+    response = gateway.handle(HttpRequest("POST", "/slack/interactions", [], body=b"payload=%7B%7D"))
+
+    assert response.status == 200
+    assert seen[0]["requestContext"]["authorizer"] is None
+    assert gateway.handle(HttpRequest("POST", "/slack/other", [], body=b"")).status == 401
 
 
 def test_header_lookup_ignores_case_and_takes_the_first() -> None:
@@ -205,5 +241,5 @@ def test_gateway_with_keys_refuses_unsigned_and_ignores_principal_header() -> No
     assert refused.status == 401
     assert accepted.status == 200
     assert len(seen) == 1
-    assert seen[0]["requestContext"]["authorizer"] == {"principalId": "k1"}
+    assert seen[0]["requestContext"]["authorizer"] == {"principalId": "hmac:k1"}
     assert seen[0]["requestContext"]["identity"]["userArn"] is None

@@ -43,6 +43,11 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_SCHEDULE_GROUP": "agent-wait",
             "AGENT_WAIT_LIFECYCLE_ARN": "arn:aws:lambda:us-east-1:1:function:lifecycle",
             "AGENT_WAIT_SCHEDULER_ROLE_ARN": "arn:aws:iam::1:role/scheduler",
+            "AGENT_WAIT_SIGNING_KEYS": '{"ops": "arn:aws:secretsmanager:us-east-1:1:secret:ops-AbCdEf"}',
+            "AGENT_WAIT_SLACK_CHANNEL": "C123",
+            "AGENT_WAIT_SLACK_BOT_TOKEN_SECRET": "arn:bot",
+            "AGENT_WAIT_SLACK_SIGNING_SECRET": "arn:signing",
+            "AGENT_WAIT_SLACK_API_URL": "http://127.0.0.1:9/api/",
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -67,6 +72,11 @@ def test_settings_from_env_maps_every_variable() -> None:
         "schedule_group": "agent-wait",
         "lifecycle_arn": "arn:aws:lambda:us-east-1:1:function:lifecycle",
         "scheduler_role_arn": "arn:aws:iam::1:role/scheduler",
+        "signing_keys": {"ops": "arn:aws:secretsmanager:us-east-1:1:secret:ops-AbCdEf"},
+        "slack_channel": "C123",
+        "slack_bot_token_secret": "arn:bot",
+        "slack_signing_secret": "arn:signing",
+        "slack_api_url": "http://127.0.0.1:9/api/",
     }
 
 

@@ -3,7 +3,8 @@
 Auth, in order:
 
 - ``jwt``: ``Authorization: Bearer <token>`` (a Cognito or OIDC authorizer in front of the api);
-- ``hmac_key``: the local gateway's signed requests (``agent_wait.local.gateway``);
+- ``hmac_key``: signed requests (``agent_wait.signing``), which the local gateway started with
+  ``--hmac-key`` and the deployed api's ``/signed/...`` routes verify;
 - otherwise, for an api that is not on loopback: SigV4 for service ``execute-api`` with botocore's
   standard credential chain (environment, profile, SSO, instance role, ...);
 - ``principal``: ``X-Wait-Principal``, honoured by the local gateway only.
@@ -22,14 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_wait.local.gateway import (
-    KEY_ID_HEADER,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    header_value,
-    sign_request,
-)
+from agent_wait.local.gateway import header_value
+from agent_wait.signing import signed_headers
 
+# The deployed api's HMAC-verified write routes (no SigV4 or Cognito at the gateway) live under it.
+SIGNED_PREFIX = "/signed"
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain"}
 EXECUTE_API_HOST = re.compile(r"\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com$")
 
@@ -110,21 +108,22 @@ def region_from_url(url: str) -> str | None:
 
 
 def hmac_headers(
-    key_id: str, secret: str, method: str, target: str, body: bytes, now: float
+    key_id: str,
+    secret: str,
+    method: str,
+    target: str,
+    body: bytes,
+    now: float,
+    if_match: str | None = None,
 ) -> dict[str, str]:
-    """Headers that sign a request for the local gateway (the scheme of ``agent_wait.local.gateway``).
+    """Headers that sign a request (the scheme of ``agent_wait.signing``).
 
     Examples
     --------
     >>> sorted(hmac_headers("k1", "s", "GET", "/questions", b"", 1700000000))
-    ['X-Wait-Key-Id', 'X-Wait-Signature', 'X-Wait-Timestamp']
+    ['X-Wait-Key-Id', 'X-Wait-Request-Timestamp', 'X-Wait-Signature']
     """
-    stamp = int(now)
-    return {
-        KEY_ID_HEADER: key_id,
-        TIMESTAMP_HEADER: str(stamp),
-        SIGNATURE_HEADER: sign_request(secret, method, target, body, stamp),
-    }
+    return signed_headers(key_id, secret, method, target, body, if_match=if_match, now=now)
 
 
 Opener = Callable[[urllib.request.Request, float], Any]
@@ -155,6 +154,21 @@ class ApiClient:
     opener: Opener = field(default=_default_opener)
     clock: Callable[[], float] = time.time
 
+    def route_for(self, method: str, path: str) -> str:
+        """The path to call: a deployed api takes HMAC-signed writes only under ``/signed``.
+
+        Examples
+        --------
+        >>> ApiClient("https://abc.execute-api.eu-west-1.amazonaws.com/prod", hmac_key=("k", "s")).route_for(
+        ...     "POST", "/questions/q1/reply")
+        '/signed/questions/q1/reply'
+        >>> ApiClient("http://127.0.0.1:8787", hmac_key=("k", "s")).route_for("POST", "/questions/q1/reply")
+        '/questions/q1/reply'
+        """
+        if self.hmac_key is not None and method.upper() == "POST" and not is_loopback(self.base_url):
+            return SIGNED_PREFIX + "/" + path.lstrip("/")
+        return path
+
     def url_for(self, path: str, query: Mapping[str, Any] | None = None) -> str:
         base = self.base_url.rstrip("/")
         url = base + "/" + path.lstrip("/")
@@ -180,7 +194,8 @@ class ApiClient:
                 parts.path[len(base_path) :] if base_path and parts.path.startswith(base_path) else parts.path
             )
             target = path + (f"?{parts.query}" if parts.query else "")
-            headers.update(hmac_headers(*self.hmac_key, method, target, body, self.clock()))
+            if_match = header_value(headers.items(), "If-Match")
+            headers.update(hmac_headers(*self.hmac_key, method, target, body, self.clock(), if_match))
         elif self.sigv4 if self.sigv4 is not None else not is_loopback(self.base_url):
             headers = self._sigv4_headers(method, url, body, headers)
         return headers
@@ -221,7 +236,7 @@ class ApiClient:
 
         Raises :class:`ApiError` on 4xx/5xx and :class:`ApiConnectionError` when unreachable.
         """
-        url = self.url_for(path, query)
+        url = self.url_for(self.route_for(method, path), query)
         data = b"" if body is None else json.dumps(body).encode()
         all_headers = self.headers_for(method, url, data, headers or {})
         request = urllib.request.Request(url, data=data or None, method=method, headers=all_headers)

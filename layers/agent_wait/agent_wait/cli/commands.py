@@ -76,7 +76,8 @@ def _global_options(
         type=_key_arg,
         default=default(None),
         metavar="ID=SECRET",
-        help="sign requests for a local stack run with --hmac-key",
+        help="sign requests with this key (a local stack run with --hmac-key, or a deployed api's "
+        "/signed routes, which POSTs then use)",
     )
     parser.add_argument(
         "--json", action="store_true", default=default(False), help="print JSON for scripts instead of tables"
@@ -122,9 +123,21 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         action="append",
         default=[],
         metavar="ID=SECRET",
-        help="require requests signed with this key (repeatable); the key id becomes the principal",
+        help="require requests signed with this key (repeatable); the principal is hmac:<key id>",
     )
     local.add_argument("--log-level", default="WARNING", help="the handlers' LOG_LEVEL (default WARNING)")
+    local.add_argument(
+        "--slack-api",
+        metavar="URL",
+        help="post questions to this Slack Web API stand-in (e.g. http://127.0.0.1:9000/api/); "
+        "a fake bot token is used",
+    )
+    local.add_argument(
+        "--slack-signing-secret",
+        metavar="SECRET",
+        help="verify POST /slack/interactions with this Slack signing secret",
+    )
+    local.add_argument("--slack-channel", metavar="C", help="the Slack channel questions are posted to")
 
     questions = sub.add_parser("questions", help="list and show questions")
     qsub = questions.add_subparsers(dest="action", required=True, metavar="ACTION")

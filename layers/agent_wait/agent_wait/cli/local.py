@@ -54,6 +54,9 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             moto_port=args.moto_port,
             hmac_keys=dict(args.hmac_key),
             log_level=args.log_level,
+            slack_api=args.slack_api,
+            slack_signing_secret=args.slack_signing_secret,
+            slack_channel=args.slack_channel,
         ),
         write=write,
     )

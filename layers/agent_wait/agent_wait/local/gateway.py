@@ -12,14 +12,15 @@ The responder principal lands in ``requestContext`` where the api reads it (``do
   ``X-Wait-Principal`` header, or ``local:anonymous`` without it. Anyone on this machine can claim any
   principal; that is the point of a local stack, not a security boundary.
 - HMAC keys configured (``agent-wait local --hmac-key ID=SECRET``, repeatable): every request must be
-  signed and ``X-Wait-Principal`` is ignored. The caller sends ``X-Wait-Key-Id: ID``,
-  ``X-Wait-Timestamp: <unix seconds>`` and ``X-Wait-Signature: v0=<hex>`` where ``<hex>`` is
-  HMAC-SHA256(SECRET, ``v0:{timestamp}:{METHOD}:{path?query}:{raw body}``). The timestamp must be
+  signed with the scheme of :mod:`agent_wait.signing` and ``X-Wait-Principal`` is ignored. The
+  caller sends ``X-Wait-Key-Id: ID``, ``X-Wait-Request-Timestamp: <unix seconds>`` and
+  ``X-Wait-Signature: v0=<hex>`` where ``<hex>`` is HMAC-SHA256(SECRET,
+  ``v0:{timestamp}:{METHOD}:{path?query}:{If-Match or ''}:{raw body}``). The timestamp must be
   within 5 minutes of the gateway's clock. A verified request carries
-  ``requestContext.authorizer.principalId = ID`` (the signing key id, as a Lambda authorizer would
-  set it) and no ``userArn``. A missing or bad signature gets 401 without reaching the handler.
-  Method and path are signed too, unlike a webhook's body-only signature, because a request's
-  meaning is in its path: a signed ``GET`` would otherwise be replayable against any route.
+  ``requestContext.authorizer.principalId = hmac:ID`` (the principal the deployed api gives a
+  signed request) and no ``userArn``. A missing or bad signature gets 401 without reaching the
+  handler. ``POST /slack/interactions`` is the exception: Slack cannot sign with our keys, so the
+  api verifies Slack's own signature on it.
 """
 
 from __future__ import annotations
@@ -37,13 +38,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from agent_wait import webhook
+from agent_wait import signing
 
 DEFAULT_PRINCIPAL = "local:anonymous"
 PRINCIPAL_HEADER = "X-Wait-Principal"
-KEY_ID_HEADER = "X-Wait-Key-Id"
-TIMESTAMP_HEADER = "X-Wait-Timestamp"
-SIGNATURE_HEADER = "X-Wait-Signature"
+KEY_ID_HEADER = signing.KEY_ID_HEADER
+TIMESTAMP_HEADER = signing.TIMESTAMP_HEADER
+SIGNATURE_HEADER = signing.SIGNATURE_HEADER
+HMAC_PRINCIPAL_PREFIX = "hmac:"
+# Routes whose caller proves itself another way (Slack signs with its own secret); never HMAC-checked here.
+UNSIGNED_PATHS = frozenset({"/slack/interactions"})
 STAGE = "local"
 logger = logging.getLogger(__name__)
 SIGNATURE_TOLERANCE_SECONDS = 300
@@ -95,31 +99,12 @@ class SignatureError(Exception):
     """A request that must be signed is not, or its signature does not verify."""
 
 
-def _signed_payload(method: str, target: str, body: bytes) -> bytes:
-    # The webhook signs ``v0:{timestamp}:{payload}``; with this payload the gateway's signed string is
-    # ``v0:{timestamp}:{METHOD}:{path?query}:{raw body}``, the wire format of docs/internals.md.
-    return f"{method.upper()}:{target}:".encode() + body
-
-
-def sign_request(secret: str, method: str, target: str, body: bytes, timestamp: int) -> str:
-    """The ``X-Wait-Signature`` value for a request to the local gateway.
-
-    :func:`agent_wait.webhook.sign` over method, target and body, so a request's meaning (its route)
-    is signed along with its body.
-
-    Examples
-    --------
-    >>> sign_request("s3cret", "GET", "/questions", b"", 1700000000)[:3]
-    'v0='
-    """
-    return webhook.sign(secret, timestamp, _signed_payload(method, target, body))
-
-
 def verify_signature(request: HttpRequest, keys: Mapping[str, str], now: float) -> str:
     """Return the key id that signed ``request``; raise :class:`SignatureError` otherwise.
 
-    The check itself is :func:`agent_wait.webhook.verify` (timestamp within
-    ``SIGNATURE_TOLERANCE_SECONDS``, constant-time comparison).
+    The check itself is :func:`agent_wait.signing.verify` over the request line's target (path and
+    query as sent) and ``If-Match`` (timestamp within ``SIGNATURE_TOLERANCE_SECONDS``,
+    constant-time comparison).
     """
     key_id = header_value(request.headers, KEY_ID_HEADER)
     timestamp = header_value(request.headers, TIMESTAMP_HEADER)
@@ -131,11 +116,25 @@ def verify_signature(request: HttpRequest, keys: Mapping[str, str], now: float) 
     secret = keys.get(key_id)
     if secret is None:
         raise SignatureError(f"unknown key id {key_id!r}")
-    payload = _signed_payload(request.method, request.target, request.body)
-    if webhook.verify(secret, payload, timestamp, signature, now=now, tolerance=SIGNATURE_TOLERANCE_SECONDS):
+    if_match = header_value(request.headers, "If-Match")
+
+    def verified(tolerance: int) -> bool:
+        return signing.verify(
+            secret,
+            timestamp,
+            signature,
+            request.method,
+            request.target,
+            request.body,
+            if_match=if_match,
+            now=now,
+            tolerance=tolerance,
+        )
+
+    if verified(SIGNATURE_TOLERANCE_SECONDS):
         return key_id
     # Only to say why: a right signature at a stale time is a clock problem, not a key problem.
-    if webhook.verify(secret, payload, timestamp, signature, now=now, tolerance=sys.maxsize):
+    if verified(sys.maxsize):
         raise SignatureError(f"{TIMESTAMP_HEADER} is more than 5 minutes from the gateway's clock")
     raise SignatureError(f"signature does not match (or {TIMESTAMP_HEADER} is not unix seconds)")
 
@@ -321,9 +320,11 @@ class Gateway:
         """Authenticate, translate, invoke and translate back one request (no sockets involved)."""
         principal: str | None
         authorizer: str | None = None
-        if self._keys:
+        if self._keys and urlsplit(request.target).path in UNSIGNED_PATHS:
+            principal = None
+        elif self._keys:
             try:
-                authorizer = verify_signature(request, self._keys, self._clock())
+                authorizer = HMAC_PRINCIPAL_PREFIX + verify_signature(request, self._keys, self._clock())
             except SignatureError as exc:
                 return error_response(401, "unauthorized", str(exc))
             principal = None

@@ -20,6 +20,7 @@ Everything lives in memory: stopping the stack forgets every thread, question an
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 8787
 REGION = "us-east-1"
+# The local stack never holds a real bot token: the Slack API it talks to is a stand-in.
+LOCAL_SLACK_TOKEN = "xoxb-local-fake-token"
+LOCAL_SLACK_CHANNEL = "C-LOCAL"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -65,9 +69,13 @@ class StackConfig:
     moto_port:
         moto's port on 127.0.0.1; 0 picks a free one.
     hmac_keys:
-        Key id → secret; when given the gateway requires signed requests.
+        Key id → secret; when given the gateway requires signed requests. Each is also stored in
+        (moto's) Secrets Manager for the api's ``/signed`` routes, as a deployment stores it.
     log_level:
         ``LOG_LEVEL`` for the handlers' Powertools loggers.
+    slack_api, slack_signing_secret, slack_channel:
+        Slack: the Web API the runner posts questions to (a stand-in; the bot token is a fake one),
+        the signing secret ``POST /slack/interactions`` verifies with, and the channel.
     prefix:
         Prefix of every resource name.
     """
@@ -80,6 +88,9 @@ class StackConfig:
     log_level: str = "WARNING"
     prefix: str = "agent-wait-"
     region: str = REGION
+    slack_api: str | None = None
+    slack_signing_secret: str | None = None
+    slack_channel: str | None = None
 
 
 class LocalStack:
@@ -185,6 +196,7 @@ class LocalStack:
                 "LOG_LEVEL": self.config.log_level,
             }
         )
+        self._set_env(self._secrets_env())
         self._load_handlers()
 
         self.poller = InboxPoller(
@@ -211,6 +223,31 @@ class LocalStack:
         self.poller.start()
         self.clock.start()
         self.gateway.start()
+
+    def _secrets_env(self) -> dict[str, str | None]:
+        """Signing keys and Slack's secrets in moto's Secrets Manager, named as the Lambdas read them."""
+        secrets = self.client("secretsmanager")
+        prefix = self.config.prefix
+
+        def store(name: str, value: str) -> str:
+            return str(secrets.create_secret(Name=prefix + name, SecretString=value)["ARN"])
+
+        env: dict[str, str | None] = {}
+        if self.config.hmac_keys:
+            arns = {
+                key_id: store(f"signing/{key_id}", secret) for key_id, secret in self.config.hmac_keys.items()
+            }
+            env["AGENT_WAIT_SIGNING_KEYS"] = json.dumps(arns)
+        if self.config.slack_signing_secret:
+            env["AGENT_WAIT_SLACK_SIGNING_SECRET"] = store(
+                "slack/signing-secret", self.config.slack_signing_secret
+            )
+        if self.config.slack_api or self.config.slack_channel:
+            env["AGENT_WAIT_SLACK_BOT_TOKEN_SECRET"] = store("slack/bot-token", LOCAL_SLACK_TOKEN)
+            env["AGENT_WAIT_SLACK_CHANNEL"] = self.config.slack_channel or LOCAL_SLACK_CHANNEL
+            if self.config.slack_api:
+                env["AGENT_WAIT_SLACK_API_URL"] = self.config.slack_api
+        return env
 
     def _load_handlers(self) -> None:
         project = self.config.project.resolve()

@@ -34,10 +34,11 @@ from ulid import ULID
 
 from agent_wait import BaseAnnounce, CompositeAnnounce
 from agent_wait.aws import DynamoDbAnnounce
-from agent_wait.errors import AnnounceError
+from agent_wait.errors import AnnounceError, QuestionCollisionError
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, QuestionRecord, utcnow
 from wait_service.metric_names import (
+    QUESTION_COLLISIONS,
     QUESTIONS_RAISED,
     QUESTIONS_RESUMED,
     RESUME_FAILURES,
@@ -154,6 +155,7 @@ class _Tracking(BaseAnnounce):
     def __init__(self, inner: BaseAnnounce) -> None:
         self.sinks: dict[str, dict[str, bool]] = {}
         self.recorded: dict[str, bool] = {}
+        self.collisions: dict[str, QuestionCollisionError] = {}
         children = inner.children if isinstance(inner, CompositeAnnounce) else [inner]
         # Sinks run concurrently; the lifecycle lists them in the announcers' order.
         self.order = [child.name for child in children]
@@ -188,7 +190,20 @@ class _Recorder(BaseAnnounce):
         self._tracking = tracking
 
     def deliver(self, envelope: Envelope) -> None:
-        ok = self.inner.announce(envelope)
+        if isinstance(self.inner, DynamoDbAnnounce):
+            # The ledger sink says when the id is taken by another question: a collision is not
+            # a failure to retry, it is reported on the thread.
+            try:
+                self.inner.deliver(envelope)
+            except QuestionCollisionError as exc:
+                self._tracking.collisions[envelope.question_id] = exc
+                ok = False
+            except Exception:
+                ok = self.inner.announce(envelope)
+            else:
+                ok = True
+        else:
+            ok = self.inner.announce(envelope)
         self._tracking.note(self.name, envelope, ok)
         if not ok:
             raise AnnounceError(f"{self.name} failed", question_id=envelope.question_id)
@@ -425,6 +440,8 @@ class RunnerService:
             default_ttl=self.default_ttl,
             now=self._clock(),
         )
+        if tracking.collisions:
+            return self._collided(thread_id, list(tracking.collisions.values()))
         delivered = [e.question_id for e in envelopes if tracking.delivered(e.question_id)]
         for envelope in envelopes:
             results = tracking.sinks.get(envelope.question_id, {})
@@ -433,10 +450,11 @@ class RunnerService:
                 self.ledger.mark_delivered(envelope.question_id, sinks)
         recorded = [e.question_id for e in envelopes if tracking.is_recorded(e.question_id)]
         if self.timers is not None:
-            for question_id in recorded:
-                record = self.ledger.find_question(question_id)
-                if record is not None and record.is_open:
-                    self.timers.set(self.timers.for_question(record))
+            # Armed on every publish, a redelivery's too (a create that failed is retried this
+            # way); creating a timer that exists changes nothing.
+            for envelope in envelopes:
+                if envelope.question_id in recorded:
+                    self.timers.set(self.timers.for_envelope(envelope))
         pending = [e.question_id for e in envelopes]
         if pending:
             if not republished:
@@ -517,6 +535,22 @@ class RunnerService:
         self.inbox.start(thread_id, run.input, run_id=run_id)
         self.ledger.drop_deferred(thread_id, run.run_id)
         logger.info("deferred run enqueued", extra={"run_id": run.run_id})
+
+    def _collided(self, thread_id: str, collisions: list[QuestionCollisionError]) -> RunOutcome:
+        """Questions published under ids the ledger holds for other questions: a `wait.collision`.
+
+        Answering the stored question would resume this one with an answer to something else, so
+        the run ends `failed` with the collision as its error, for a person to look at.
+        """
+        error = "; ".join(f"wait.collision: {exc.message}" for exc in collisions)
+        logger.error(
+            "wait.collision",
+            extra={"collisions": [exc.question_id for exc in collisions], "error": error},
+        )
+        metrics.add_metric(name=QUESTION_COLLISIONS, unit=MetricUnit.Count, value=len(collisions))
+        self.ledger.thread_failed(thread_id, error)
+        self._start_deferred(thread_id)
+        return RunOutcome(thread_id=thread_id, status="failed", error=error)
 
     def _graph_failed(
         self, thread_id: str, question: QuestionRecord | None, exc: BaseException | None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
 
+    from agent_wait import Envelope
     from wait_service.ledger import QuestionRecord
     from wait_service.settings import Settings
 
@@ -93,7 +94,7 @@ class Timers:
     Examples
     --------
     >>> timers = Timers("agent-wait", lifecycle_arn, scheduler_role_arn)  # doctest: +SKIP
-    >>> timers.set(timers.for_question(record))  # doctest: +SKIP
+    >>> timers.set(timers.for_envelope(envelope))  # doctest: +SKIP
     """
 
     def __init__(
@@ -113,30 +114,15 @@ class Timers:
         self._client = client
 
     @staticmethod
-    def for_question(question: QuestionRecord) -> list[Timer]:
+    def for_envelope(envelope: Envelope) -> list[Timer]:
         """The timers of a just-raised question: its first expiry and every reminder."""
-        from wait_service.ledger import parse_time
-
         timers: list[Timer] = []
-        if question.expires_at is not None:
-            timers.append(
-                Timer(
-                    TimerEvent(question_id=question.question_id, timer="expire", n=0),
-                    parse_time(question.expires_at),
-                )
-            )
-        if question.created_at is not None:
-            from datetime import timedelta
-
-            raised = parse_time(question.created_at)
-            reminders = question.policy.get("reminders") or []
-            for number, offset in enumerate(reminders, start=1):
-                timers.append(
-                    Timer(
-                        TimerEvent(question_id=question.question_id, timer="remind", n=number),
-                        raised + timedelta(seconds=int(offset)),
-                    )
-                )
+        if envelope.expires_at is not None:
+            expire = TimerEvent(question_id=envelope.question_id, timer="expire", n=0)
+            timers.append(Timer(expire, envelope.expires_at))
+        for number, offset in enumerate(envelope.policy.reminders, start=1):
+            remind = TimerEvent(question_id=envelope.question_id, timer="remind", n=number)
+            timers.append(Timer(remind, envelope.created_at + timedelta(seconds=offset)))
         return timers
 
     def set(self, timers: list[Timer]) -> None:

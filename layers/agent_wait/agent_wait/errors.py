@@ -27,6 +27,7 @@ __all__ = [
     "PreconditionFailedError",
     "PreconditionRequiredError",
     "QuestionClosedError",
+    "QuestionCollisionError",
     "QuestionNotFoundError",
     "ResponderNotAllowedError",
     "SlackApiError",
@@ -221,6 +222,28 @@ class AnnounceError(AgentWaitError):
     """An announcer could not deliver an envelope."""
 
     code = "announce_failed"
+
+
+class QuestionCollisionError(AnnounceError):
+    """A question was published under an id the ledger already holds for a different question.
+
+    The ledger keeps the first question under its ``dedupe_key``; a second one with the same id
+    but another digest would otherwise be swallowed silently (an answer to one would resume the
+    other). ``stored_digest`` is the digest the ledger holds.
+    """
+
+    code = "wait.collision"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stored_digest: str,
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.stored_digest = stored_digest
 
 
 class SlackApiError(AnnounceError):

@@ -12,6 +12,7 @@ from moto import mock_aws
 
 from agent_wait import Envelope, Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
+from agent_wait.errors import QuestionCollisionError
 from agent_wait.testing import AnnounceConformance, sample_envelope
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ def test_ledger_write_is_a_put_only_when_the_item_is_absent() -> None:
 
 
 def test_a_republish_with_another_digest_leaves_the_first_item_untouched() -> None:
-    """The first publish's item stands whole: no attribute of the republish is mixed into it."""
+    """The first publish's item stands whole, and the other question is not swallowed: a collision."""
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     ddb.create_table(
         TableName="ledger",
@@ -229,7 +230,12 @@ def test_a_republish_with_another_digest_leaves_the_first_item_untouched() -> No
         "q-same", question={"function": "issue_refund", "args": {"amount": 99}}, policy=approval(ttl=600)
     )
     assert other.digest != first.digest
-    assert announce.announce(other) is True  # recorded already: that counts as delivered
+    assert announce.announce(other) is False
+    with pytest.raises(QuestionCollisionError) as collided:
+        announce.deliver(other)
+    assert collided.value.stored_digest == first.digest
+    # The same question again is recorded already: that counts as delivered
+    assert announce.announce(first) is True
 
     assert ddb.get_item(TableName="ledger", Key=key)["Item"] == stored
     assert stored["digest"] == {"S": first.digest}

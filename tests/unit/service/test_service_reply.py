@@ -433,3 +433,41 @@ def test_an_edit_naming_an_argument_the_question_lacks_is_422_and_never_enqueued
     assert body_of(response)["field"] == "answer.args.amonut"
     assert stored(aws, "q-1")["status"] == "raised"
     assert aws.inbox_messages() == []
+
+
+def test_the_audit_record_shows_proposed_authorized_diff_and_the_tag_sent(aws: Aws, call: Call) -> None:
+    """Seed 003: "an activity view needs to distinguish proposal from authorized replacement"."""
+    from service_events import get_event
+
+    envelope = aws.raise_question()
+    call(reply_event("q-1", {"action": "approve", "args": {"amount": 25}}, if_match=quoted(envelope.digest)))
+
+    audit = body_of(call(get_event("/questions/q-1", "/questions/{question_id}", {"question_id": "q-1"})))[
+        "audit"
+    ]
+
+    assert audit["proposed"] == {"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}}
+    assert audit["authorized"] == {"function": "issue_refund", "args": {"customer": "c-17", "amount": 25}}
+    assert audit["diff"] == [{"op": "replace", "path": "/amount", "value": 25}]
+    assert audit["answered_by"] == "arn:aws:iam::123456789012:user/ann"
+    assert audit["if_match"] == quoted(envelope.digest)
+    assert audit["answered_at"] is not None
+    assert audit["receipt"] is None  # nothing ran yet
+
+
+@pytest.mark.parametrize(
+    "answer", [{"action": "reject", "reason": "no receipt"}, None], ids=["rejected", "still-open"]
+)
+def test_the_audit_record_authorizes_nothing_but_an_approval(aws: Aws, call: Call, answer: Any) -> None:
+    from service_events import get_event
+
+    envelope = aws.raise_question()
+    if answer is not None:
+        call(reply_event("q-1", answer, if_match=quoted(envelope.digest)))
+
+    audit = body_of(call(get_event("/questions/q-1", "/questions/{question_id}", {"question_id": "q-1"})))[
+        "audit"
+    ]
+
+    assert audit["proposed"]["args"] == {"customer": "c-17", "amount": 40}
+    assert (audit["authorized"], audit["diff"]) == (None, [])

@@ -586,3 +586,31 @@ def test_the_question_is_resumed_before_the_thread_records_its_end(
     runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
 
     assert writes == ["mark_resumed", "thread_done"]
+
+
+def test_a_question_published_under_an_id_the_ledger_holds_for_another_is_a_collision(
+    aws: Aws, runner: RunnerService, ledger: Ledger
+) -> None:
+    """LangGraph 1.2.11 gave two interrupts one id (#6626); nothing guarantees it stays fixed."""
+    from agent_wait.langgraph import publish_interrupts
+
+    # Given a ledger that already holds another question under the id the run will raise
+    def colliding(result: Any, thread_id: str, announce: Any, **kwargs: Any) -> Any:
+        for interrupt in result.get("__interrupt__", ()):
+            aws.raise_question("t-other", interrupt.id, question={"function": "other", "args": {}})
+        return publish_interrupts(result, thread_id, announce, **kwargs)
+
+    runner.publish = colliding
+
+    # When the run parks
+    outcome = runner.run(StartMessage(thread_id="t-1", input=REFUND))
+
+    # Then the collision is not swallowed: the run ends failed with it, counted, message consumed
+    assert outcome.status == "failed"
+    thread = ledger.get_thread("t-1")
+    assert thread.run_status == "failed"
+    assert thread.error is not None and thread.error.startswith("wait.collision: ")
+    assert metric("QuestionCollisions") == 1
+    # and the question that stood first is untouched
+    [other] = ledger.list_questions(thread_id="t-other").items
+    assert (other.status, other.question) == ("raised", {"function": "other", "args": {}})

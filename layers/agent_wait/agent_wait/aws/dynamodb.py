@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.envelope import isoformat_z
+from agent_wait.errors import QuestionCollisionError
 
 if TYPE_CHECKING:
     from agent_wait.envelope import Envelope
@@ -76,6 +77,8 @@ def ledger_put(table_name: str, envelope: Envelope) -> dict[str, Any]:
         "TableName": table_name,
         "Item": {key: to_attribute(value) for key, value in item.items()},
         "ConditionExpression": _CONDITION,
+        # A refused write returns the item that stands, so a collision costs no second read.
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
 
 
@@ -110,3 +113,13 @@ class DynamoDbAnnounce(BaseAnnounce):
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
+            item: dict[str, Any] = dict(exc.response.get("Item") or {})  # type: ignore[call-overload]
+            stored = (item.get("digest") or {}).get("S")
+            if stored is not None and stored != envelope.digest:
+                raise QuestionCollisionError(
+                    f"question {envelope.question_id} is already in the ledger as a different question "
+                    f"(digest {stored[:12]}…, not {envelope.digest[:12]}…)",
+                    stored_digest=stored,
+                    question_id=envelope.question_id,
+                    thread_id=envelope.thread_id,
+                ) from exc

@@ -206,9 +206,11 @@ class ReplyService:
                 )
             return
         if not if_match_matches(if_match, question.digest, strict=policy.bind):
+            # The current tag is not in the message: a client must read the question (and show it
+            # to the person) again, not retry blindly with a tag it never displayed.
             raise PreconditionFailedError(
-                "If-Match must be the question's ETag exactly as GET /questions/{id} returned it "
-                f"({etag_for(question.digest)}): the question changed, or the tag is not that one",
+                "If-Match must be the question's ETag exactly as GET /questions/{id} returned it: "
+                "the question changed since it was read, or the tag is not in that form",
                 question_id=question.question_id,
             )
 

@@ -14,14 +14,24 @@ import ipaddress
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agent_wait.errors import PayloadTooLargeError, ResponderNotAllowedError
-from wait_service import errors_http
+from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
+from wait_service import errors_http, openapi_doc
 from wait_service.inbox import Inbox
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
+from wait_service.limits import (
+    MAX_BODY_BYTES,
+    THREAD_ID_MAX,
+    THREAD_ID_PATTERN,
+    check_numbers,
+    number_problem,
+)
+from wait_service.openapi_doc import ErrorBody, responses
+from wait_service.page_tokens import list_page
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
+from wait_service.request_gate import body_size, gate, route_shapes
 from wait_service.runs import RunService
 
 if TYPE_CHECKING:
@@ -32,8 +42,8 @@ if TYPE_CHECKING:
 
     from wait_service.settings import Settings
 
-MAX_BODY_BYTES = 256 * 1024
 JSON = "application/json"
+__all__ = ["MAX_BODY_BYTES", "ErrorBody", "WaitApi", "body_size", "build_api"]
 # `pending` lists every question still waiting for an answer (raised, delivered or escalated).
 QuestionStatus = Literal[
     "pending",
@@ -47,6 +57,16 @@ QuestionStatus = Literal[
     "resume_failed",
 ]
 
+
+ThreadIdPath = Annotated[
+    str,
+    Path(
+        pattern=THREAD_ID_PATTERN,
+        min_length=1,
+        max_length=THREAD_ID_MAX,
+        description="letters, digits and . _ : - (1 to 80), after percent-decoding",
+    ),
+]
 
 # -- request and response models -----------------------------------------------------------
 
@@ -132,13 +152,6 @@ class ReplyAccepted(BaseModel):
     status: Literal["answered"] = "answered"
 
 
-class ErrorBody(BaseModel):
-    error: str
-    message: str
-    question_id: str | None = None
-    thread_id: str | None = None
-
-
 # -- principal -----------------------------------------------------------------------------
 
 
@@ -180,13 +193,6 @@ def is_local(event: Mapping[str, Any]) -> bool:
         return False
 
 
-def body_size(event: Mapping[str, Any]) -> int:
-    body = event.get("body") or ""
-    size = len(body.encode()) if isinstance(body, str) else len(body)
-    # A base64 body decodes to three quarters of its length.
-    return size * 3 // 4 if event.get("isBase64Encoded") else size
-
-
 # -- the app -------------------------------------------------------------------------------
 
 
@@ -225,19 +231,26 @@ class WaitApi:
         self.app = APIGatewayRestResolver(enable_validation=True)
         errors_http.register(self.app)
         self._routes()
+        self._shapes = route_shapes(self.app)
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        """Handle one API Gateway REST proxy event; refuse an oversized body before parsing it."""
-        if body_size(event) > MAX_BODY_BYTES:
-            return errors_http.proxy_error(
-                PayloadTooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
-            )
+        """Handle one API Gateway REST proxy event.
+
+        The request gate (method, thread id, size, content type, JSON) runs first, so the
+        resolver only ever parses a body it can read.
+        """
+        try:
+            gate(self._shapes, event)
+        except AgentWaitError as error:
+            return errors_http.proxy_error(error)
         return self.app.resolve(event, context)
 
     def openapi_json(self) -> str:
         # The routes never change once built: generate the document once per instance.
         if self._openapi is None:
-            self._openapi = self.app.get_openapi_json_schema(title=self.title, version=self.version)
+            self._openapi = openapi_doc.finish(
+                self.app.get_openapi_schema(title=self.title, version=self.version)
+            )
         return self._openapi
 
     def _principal(self) -> str:
@@ -255,51 +268,74 @@ class WaitApi:
         @app.post(
             "/threads/<thread_id>/runs",
             summary="Queue a run of the graph on a thread",
-            responses={
-                202: {"description": "queued", "content": {JSON: {"model": RunAccepted}}},
-                409: {
-                    "description": "the thread waits on questions",
-                    "content": {JSON: {"model": ErrorBody}},
+            responses=responses(
+                {202: {"description": "queued", "content": {JSON: {"model": RunAccepted}}}},
+                {
+                    400: None,
+                    409: "thread_waiting: the thread waits on questions (`pending` lists them)",
+                    413: None,
+                    415: None,
                 },
-            },
+            ),
         )
         def start_run(
-            thread_id: Annotated[str, Path(min_length=1, max_length=100)],
+            thread_id: ThreadIdPath,
             request: Annotated[RunRequest, Body()],
         ) -> Response[RunAccepted]:
+            check_numbers(request.input, "input")
             queued = self.runs.start(thread_id, request.input)
             return Response(status_code=202, content_type=JSON, body=RunAccepted(thread_id=queued.thread_id))
 
         @app.get(
             "/threads/<thread_id>",
             summary="The status of a thread's last run",
-            responses={
-                200: {"description": "the thread", "content": {JSON: {"model": ThreadView}}},
-                404: {"description": "unknown thread", "content": {JSON: {"model": ErrorBody}}},
-            },
+            responses=responses(
+                {200: {"description": "the thread", "content": {JSON: {"model": ThreadView}}}},
+                {400: None, 404: "thread_not_found: unknown thread"},
+            ),
         )
-        def get_thread(thread_id: Annotated[str, Path(min_length=1)]) -> ThreadView:
+        def get_thread(thread_id: ThreadIdPath) -> ThreadView:
             return ThreadView.of(self.ledger.get_thread(thread_id))
 
-        @app.get("/questions", summary="List questions by status and/or thread, newest first")
+        @app.get(
+            "/questions",
+            summary="List questions by status and/or thread, newest first",
+            responses=responses(
+                {200: {"description": "one page", "content": {JSON: {"model": QuestionPage}}}},
+                {400: None},
+            ),
+        )
         def list_questions(
             status: Annotated[QuestionStatus | None, Query()] = None,
-            thread_id: Annotated[str | None, Query()] = None,
+            thread_id: Annotated[
+                str | None, Query(pattern=THREAD_ID_PATTERN, min_length=1, max_length=THREAD_ID_MAX)
+            ] = None,
             limit: Annotated[int, Query(ge=1, le=100)] = 50,
-            next_token: Annotated[str | None, Query(alias="next")] = None,
+            next_token: Annotated[str | None, Query(alias="next", min_length=1, max_length=4096)] = None,
         ) -> QuestionPage:
-            page = self.ledger.list_questions(
-                status=status, thread_id=thread_id, limit=limit, next_token=next_token
+            page = list_page(
+                self.ledger, status=status, thread_id=thread_id, limit=limit, next_token=next_token
             )
             return QuestionPage(items=[QuestionView.of(q) for q in page.items], next=page.next)
 
         @app.get(
             "/questions/<question_id>",
             summary="A question, its policy, digest (also the ETag), status and lifecycle",
-            responses={
-                200: {"description": "the question", "content": {JSON: {"model": QuestionView}}},
-                404: {"description": "unknown question", "content": {JSON: {"model": ErrorBody}}},
-            },
+            responses=responses(
+                {
+                    200: {
+                        "description": "the question",
+                        "headers": {
+                            "ETag": {
+                                "description": "the question's digest; send it back as If-Match",
+                                "schema": {"type": "string"},
+                            }
+                        },
+                        "content": {JSON: {"model": QuestionView}},
+                    }
+                },
+                {404: "question_not_found: unknown question"},
+            ),
         )
         def get_question(question_id: Annotated[str, Path(min_length=1)]) -> Response[QuestionView]:
             record = self.ledger.get_question(question_id)
@@ -313,38 +349,53 @@ class WaitApi:
         @app.post(
             "/questions/<question_id>/reply",
             summary="Answer a question; the first answer stands",
-            responses={
-                200: {"description": "the same answer again", "content": {JSON: {"model": ReplyAccepted}}},
-                202: {
-                    "description": "recorded, resume enqueued",
-                    "content": {JSON: {"model": ReplyAccepted}},
+            responses=responses(
+                {
+                    200: {
+                        "description": "the same answer again",
+                        "content": {JSON: {"model": ReplyAccepted}},
+                    },
+                    202: {
+                        "description": "recorded, resume enqueued",
+                        "content": {JSON: {"model": ReplyAccepted}},
+                    },
                 },
-                400: {"description": "body is not JSON", "content": {JSON: {"model": ErrorBody}}},
-                403: {"description": "responder not allowed", "content": {JSON: {"model": ErrorBody}}},
-                404: {"description": "unknown question", "content": {JSON: {"model": ErrorBody}}},
-                409: {"description": "a different answer stands", "content": {JSON: {"model": ErrorBody}}},
-                410: {"description": "expired or revoked", "content": {JSON: {"model": ErrorBody}}},
-                412: {
-                    "description": "If-Match differs from the digest",
-                    "content": {JSON: {"model": ErrorBody}},
+                {
+                    400: None,
+                    403: None,
+                    404: "question_not_found: unknown question",
+                    409: "answer_conflict: a different answer stands (`standing_answer`)",
+                    410: None,
+                    412: None,
+                    413: None,
+                    415: None,
+                    422: "invalid_answer: the answer does not fit the policy, or holds a number "
+                    "DynamoDB cannot store; `field` names it",
+                    428: None,
                 },
-                413: {"description": "body over 256 KiB", "content": {JSON: {"model": ErrorBody}}},
-                422: {
-                    "description": "answer does not fit the policy",
-                    "content": {JSON: {"model": ErrorBody}},
-                },
-                428: {"description": "If-Match required", "content": {JSON: {"model": ErrorBody}}},
-            },
+            ),
         )
         def reply(
             question_id: Annotated[str, Path(min_length=1)],
             request: Annotated[ReplyRequest, Body()],
+            if_match: Annotated[
+                str | None,
+                Header(
+                    alias="If-Match",
+                    description="the question's digest (its ETag), when the policy binds answers to it",
+                ),
+            ] = None,
         ) -> Response[ReplyAccepted]:
+            problem = number_problem(request.answer, "answer")
+            if problem is not None:
+                raise AnswerInvalidError(
+                    f"{problem[0]}: {problem[1]}", field=problem[0], question_id=question_id
+                )
             outcome = self.replies.reply(
                 question_id,
                 request.answer,
                 principal=self._principal(),
-                if_match=app.current_event.headers.get("If-Match"),
+                if_match=if_match,
                 reason=request.reason,
             )
             return Response(

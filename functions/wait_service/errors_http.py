@@ -17,7 +17,9 @@ from agent_wait.errors import (
     AgentWaitError,
     AnswerConflictError,
     AnswerInvalidError,
+    IdempotencyConflictError,
     InvalidRequestError,
+    MethodNotAllowedError,
     PayloadTooLargeError,
     PreconditionFailedError,
     PreconditionRequiredError,
@@ -26,6 +28,7 @@ from agent_wait.errors import (
     ResponderNotAllowedError,
     ThreadBusyError,
     ThreadNotFoundError,
+    UnsupportedMediaTypeError,
 )
 from wait_service.observability import logger
 
@@ -48,6 +51,9 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     ResponderNotAllowedError: 403,
     PayloadTooLargeError: 413,
     InvalidRequestError: 400,
+    UnsupportedMediaTypeError: 415,
+    MethodNotAllowedError: 405,
+    IdempotencyConflictError: 422,
 }
 
 
@@ -84,19 +90,39 @@ def error_body(error: AgentWaitError) -> dict[str, Any]:
         body["field"] = error.field
     elif isinstance(error, ResponderNotAllowedError):
         body["principal"] = error.principal
+    elif isinstance(error, MethodNotAllowedError):
+        body["allow"] = error.allow
     return body
+
+
+def error_headers(error: AgentWaitError) -> dict[str, str]:
+    """Headers an error response carries besides its content type (``Allow`` on a 405).
+
+    Examples
+    --------
+    >>> error_headers(MethodNotAllowedError("no", allow=["GET", "POST"]))
+    {'Allow': 'GET, POST'}
+    """
+    if isinstance(error, MethodNotAllowedError):
+        return {"Allow": ", ".join(error.allow)}
+    return {}
 
 
 def error_response(error: AgentWaitError) -> Response[str]:
     """A resolver ``Response`` for ``error``."""
-    return Response(status_code=status_for(error), content_type=JSON, body=json.dumps(error_body(error)))
+    return Response(
+        status_code=status_for(error),
+        content_type=JSON,
+        body=json.dumps(error_body(error)),
+        headers=error_headers(error),
+    )
 
 
 def proxy_error(error: AgentWaitError) -> dict[str, Any]:
     """An API Gateway proxy response for ``error``, for refusals made before the resolver runs."""
     return {
         "statusCode": status_for(error),
-        "headers": {"Content-Type": JSON},
+        "headers": {"Content-Type": JSON} | error_headers(error),
         "multiValueHeaders": {},
         "body": json.dumps(error_body(error)),
         "isBase64Encoded": False,

@@ -21,7 +21,9 @@ __all__ = [
     "AnnounceError",
     "AnswerConflictError",
     "AnswerInvalidError",
+    "IdempotencyConflictError",
     "InvalidRequestError",
+    "MethodNotAllowedError",
     "MissingExtraError",
     "PayloadTooLargeError",
     "PreconditionFailedError",
@@ -31,6 +33,7 @@ __all__ = [
     "ResponderNotAllowedError",
     "ThreadBusyError",
     "ThreadNotFoundError",
+    "UnsupportedMediaTypeError",
     "WebhookDeliveryError",
 ]
 
@@ -208,6 +211,28 @@ class InvalidRequestError(AgentWaitError):
     ) -> None:
         super().__init__(message, question_id=question_id, thread_id=thread_id)
         self.field = field
+
+
+class UnsupportedMediaTypeError(InvalidRequestError):
+    """The request body is not ``application/json`` (UTF-8), the only type the api reads."""
+
+    code = "unsupported_media_type"
+
+
+class MethodNotAllowedError(AgentWaitError):
+    """The route exists but not for this method; ``allow`` lists the methods it takes."""
+
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, *, allow: list[str]) -> None:
+        super().__init__(message)
+        self.allow = list(allow)
+
+
+class IdempotencyConflictError(AgentWaitError):
+    """An ``Idempotency-Key`` was used before with a different request body."""
+
+    code = "idempotency_conflict"
 
 
 class AnnounceError(AgentWaitError):

@@ -240,10 +240,10 @@ class WaitApi:
         resolver only ever parses a body it can read.
         """
         try:
-            gate(self._shapes, event)
+            checked = gate(self._shapes, event)
         except AgentWaitError as error:
             return errors_http.proxy_error(error)
-        return self.app.resolve(event, context)
+        return self.app.resolve(checked, context)
 
     def openapi_json(self) -> str:
         # The routes never change once built: generate the document once per instance.

@@ -11,7 +11,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 
 from agent_wait.errors import (
     AgentWaitError,
@@ -159,6 +162,13 @@ def register(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(RequestValidationError)
     def _validation_error(error: RequestValidationError) -> Response[str]:
         return error_response(validation_error(error.errors()))
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _unsupported_content_type(_: RequestUnsupportedContentType) -> Response[str]:
+        # The request gate refuses these first; this keeps a route it does not know of at 415 too.
+        return error_response(
+            UnsupportedMediaTypeError("Content-Type must be application/json", field="Content-Type")
+        )
 
     @app.not_found
     def _not_found(_: Exception) -> Response[str]:

@@ -66,7 +66,7 @@ def media_type_problem(content_type: str | None) -> str | None:
     >>> media_type_problem("text/plain")
     "Content-Type must be application/json, not 'text/plain'"
     >>> media_type_problem("application/json; charset=utf-16")
-    'the body must be UTF-8 JSON, not charset utf-16'
+    'Content-Type must be application/json in UTF-8, not charset utf-16'
     """
     if not content_type:
         return "Content-Type must be application/json (the request has none)"
@@ -77,7 +77,7 @@ def media_type_problem(content_type: str | None) -> str | None:
         name, _, value = param.partition("=")
         charset = value.strip().strip('"').lower()
         if name.strip().lower() == "charset" and charset not in {"utf-8", "utf8"}:
-            return f"the body must be UTF-8 JSON, not charset {charset}"
+            return f"Content-Type must be application/json in UTF-8, not charset {charset}"
     return None
 
 
@@ -88,6 +88,13 @@ def header(headers: Mapping[str, Any] | None, name: str) -> str | None:
         if key.lower() == wanted:
             return str(value)
     return None
+
+
+def check_media_type(event: Mapping[str, Any]) -> None:
+    """Raise :class:`UnsupportedMediaTypeError` unless the event's body is declared UTF-8 JSON."""
+    problem = media_type_problem(header(event.get("headers"), "Content-Type"))
+    if problem is not None:
+        raise UnsupportedMediaTypeError(problem, field="Content-Type")
 
 
 def read_json_body(event: Mapping[str, Any]) -> Any:
@@ -105,9 +112,7 @@ def read_json_body(event: Mapping[str, Any]) -> Any:
     >>> read_json_body({"headers": {"content-type": "application/json"}, "body": '{"a": [1]}'})
     {'a': [1]}
     """
-    problem = media_type_problem(header(event.get("headers"), "Content-Type"))
-    if problem is not None:
-        raise UnsupportedMediaTypeError(problem, field="Content-Type")
+    check_media_type(event)
     raw = event.get("body") or ""
     try:
         text = (

@@ -111,7 +111,7 @@ def finish(schema: OpenAPI) -> str:
             operation["security"] = SECURITY
     components = doc.setdefault("components", {})
     schemas = components.get("schemas", {})
-    for name in ("HTTPValidationError", "ValidationError"):
+    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)
     components["securitySchemes"] = SECURITY_SCHEMES
     return json.dumps(doc)

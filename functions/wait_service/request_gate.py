@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_wait.errors import MethodNotAllowedError, PayloadTooLargeError
-from wait_service.limits import MAX_BODY_BYTES, check_thread_id, read_json_body
+from wait_service.limits import (
+    JSON_MEDIA_TYPE,
+    MAX_BODY_BYTES,
+    check_media_type,
+    check_thread_id,
+    header,
+    read_json_body,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -87,16 +94,18 @@ def matching(shapes: Sequence[RouteShape], path: str) -> list[tuple[RouteShape, 
     return []
 
 
-def gate(shapes: Sequence[RouteShape], event: Mapping[str, Any]) -> None:
-    """Raise the ``agent_wait`` error a request must be refused with; return if it may proceed.
+def gate(shapes: Sequence[RouteShape], event: Mapping[str, Any]) -> dict[str, Any]:
+    """Raise the ``agent_wait`` error a request must be refused with, or return the event to resolve.
 
-    A path no route matches passes: the resolver answers it 404.
+    A path no route matches passes: the resolver answers it 404. An accepted JSON body's
+    ``Content-Type`` is passed on as plain ``application/json``: the resolver compares it
+    case-sensitively, while media types are case-insensitive.
     """
     path = str(event.get("path") or "/")
     method = str(event.get("httpMethod") or "").upper()
     found = matching(shapes, path)
     if not found:
-        return
+        return dict(event)
     match = next((m for s, m in found if s.method == method), None)
     if match is None:
         allow = sorted({s.method for s, _ in found})
@@ -105,10 +114,28 @@ def gate(shapes: Sequence[RouteShape], event: Mapping[str, Any]) -> None:
         check = PARAM_CHECKS.get(name)
         if check is not None:
             check(value)
-    if method in METHODS_WITH_BODY and event.get("body"):
-        if body_size(event) > MAX_BODY_BYTES:
-            raise PayloadTooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
-        read_json_body(event)
+    if method not in METHODS_WITH_BODY:
+        return dict(event)
+    if not event.get("body"):
+        # No body to read, but a declared type other than JSON is still refused.
+        if header(event.get("headers"), "Content-Type") is not None:
+            check_media_type(event)
+            return with_json_content_type(event)
+        return dict(event)
+    if body_size(event) > MAX_BODY_BYTES:
+        raise PayloadTooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    read_json_body(event)
+    return with_json_content_type(event)
+
+
+def with_json_content_type(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``event`` whose ``Content-Type`` header (any case) is ``application/json``."""
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"}
+    multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if k.lower() != "content-type"}
+    return dict(event) | {
+        "headers": headers | {"Content-Type": JSON_MEDIA_TYPE},
+        "multiValueHeaders": multi | {"Content-Type": [JSON_MEDIA_TYPE]},
+    }
 
 
 def body_size(event: Mapping[str, Any]) -> int:

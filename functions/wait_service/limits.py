@@ -6,9 +6,10 @@ Every limit here is one a downstream service would otherwise enforce later and l
   deduplication ids (at most 128 characters), so they are ASCII from a small alphabet and at most
   80 characters;
 - JSON values end up in DynamoDB items, which nest at most 32 levels and hold numbers of at most
-  38 significant digits between 1e-130 and 1e126: NaN, infinities (Python's ``json`` reads
-  ``NaN``, ``Infinity`` and ``1e309``) and numbers out of that range are refused, never stored
-  as ``null``;
+  38 significant digits down to 1e-130 in magnitude. The api takes numbers that are 0 or between
+  1e-130 and 1e38 in magnitude (below 1e38 every integer has at most 38 digits, so the rule fits in
+  a JSON Schema the OpenAPI document can state): NaN, infinities (Python's ``json`` reads ``NaN``,
+  ``Infinity`` and ``1e309``) and numbers out of that range are refused, never stored as ``null``;
 - the body is UTF-8 JSON (``application/json``) of at most 256 KiB.
 
 The README's limits table lists the same numbers.
@@ -35,6 +36,25 @@ MAX_BODY_BYTES = 256 * 1024
 # DynamoDB nests documents at most 32 levels deep; the request body wraps the value in one more.
 MAX_DEPTH = 32
 JSON_MEDIA_TYPE = "application/json"
+# Numbers are 0 or MIN_MAGNITUDE <= |x| < MAX_MAGNITUDE.
+MIN_MAGNITUDE = 1e-130
+# An int, so that comparisons are exact: 10**38 - 1 passes, the float 1e38 (just below) too.
+MAX_MAGNITUDE = 10**38
+NUMBER_RULE = "numbers must be 0 or between 1e-130 and 1e38 in magnitude"
+# The same rule as a JSON Schema, for the OpenAPI document's request bodies.
+STORABLE_JSON_SCHEMA: dict[str, Any] = {
+    "description": f"any JSON value DynamoDB can store: nested at most {MAX_DEPTH} levels; {NUMBER_RULE}",
+    "anyOf": [
+        {"type": "null"},
+        {"type": "boolean"},
+        {"type": "string"},
+        {"type": "number", "minimum": MIN_MAGNITUDE, "exclusiveMaximum": MAX_MAGNITUDE},
+        {"type": "number", "exclusiveMinimum": -MAX_MAGNITUDE, "maximum": -MIN_MAGNITUDE},
+        {"const": 0},
+        {"type": "array", "items": {"$ref": "#/components/schemas/StorableJson"}},
+        {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/StorableJson"}},
+    ],
+}
 
 _THREAD_ID = re.compile(THREAD_ID_PATTERN)
 
@@ -168,7 +188,7 @@ def number_problem(value: Any, path: str) -> tuple[str, str] | None:
     >>> number_problem({"ids": [1, float("inf")]}, "input")
     ('input.ids.1', 'inf is not a finite number')
     >>> number_problem({"x": 1e300}, "answer")
-    ('answer.x', '1e+300 is outside the numbers DynamoDB stores (38 digits, 1e-130 to 1e126)')
+    ('answer.x', '1e+300 is out of range: numbers must be 0 or between 1e-130 and 1e38 in magnitude')
     """
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
@@ -180,11 +200,13 @@ def number_problem(value: Any, path: str) -> tuple[str, str] | None:
         elif isinstance(item, float) and not math.isfinite(item):
             return where, f"{item} is not a finite number"
         elif isinstance(item, int | float) and not isinstance(item, bool):
+            if item != 0 and not MIN_MAGNITUDE <= abs(item) < MAX_MAGNITUDE:
+                return where, f"{item} is out of range: {NUMBER_RULE}"
             try:
                 # The serializer the ledger writes with: what it refuses, DynamoDB cannot store.
                 to_attribute(item)
             except (ArithmeticError, TypeError, ValueError):
-                return where, f"{item} is outside the numbers DynamoDB stores (38 digits, 1e-130 to 1e126)"
+                return where, f"{item} cannot be stored: {NUMBER_RULE}, with at most 38 digits"
     return None
 
 

@@ -19,11 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, JsonValue
 
+from wait_service.limits import STORABLE_JSON_SCHEMA
+
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.models import OpenAPI
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 JSON = "application/json"
+JSON_VALUE_REF = "#/components/schemas/JsonValue"
+STORABLE_REF = "#/components/schemas/StorableJson"
 
 
 class ErrorBody(BaseModel):
@@ -96,6 +100,10 @@ def responses(ok: dict[int, OpenAPIResponse], errors: dict[int, str | None]) -> 
 def finish(schema: OpenAPI) -> str:
     """The document as JSON: Powertools' 422 replaced by what routes declare, security added.
 
+    Request bodies' JSON values are :data:`wait_service.limits.STORABLE_JSON_SCHEMA`: the
+    numbers and nesting the api takes, so a generated request the document calls valid is one
+    the api accepts.
+
     A route that declares 422 itself keeps it (as an :class:`ErrorBody`); on every other route the
     generated ``HTTPValidationError`` 422 is dropped, and so are its schemas.
     """
@@ -110,8 +118,15 @@ def finish(schema: OpenAPI) -> str:
                 del answered["422"]
             operation["security"] = SECURITY
     components = doc.setdefault("components", {})
-    schemas = components.get("schemas", {})
+    schemas = components.setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)
+    # What a request may carry is narrower than any JSON: what the ledger can store.
+    for name, definition in schemas.items():
+        if name.endswith("Request"):
+            schemas[name] = json.loads(
+                json.dumps(definition).replace(f'"{JSON_VALUE_REF}"', f'"{STORABLE_REF}"')
+            )
+    schemas["StorableJson"] = STORABLE_JSON_SCHEMA
     components["securitySchemes"] = SECURITY_SCHEMES
     return json.dumps(doc)

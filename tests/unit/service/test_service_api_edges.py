@@ -231,6 +231,9 @@ def test_a_real_page_token_still_pages(aws: Aws, call: Call) -> None:
         ('{"input": {"amount": 5e-324}}', "input.amount"),
         ('{"input": {"amount": 10000000000000000000000000000000000000001}}', "input.amount"),
         ('{"input": 1e309}', "input"),
+        ('{"input": {"amount": 100000000000000000000000000000000000000}}', "input.amount"),
+        ('{"input": {"amount": -1e39}}', "input.amount"),
+        ('{"input": {"amount": -1e-131}}', "input.amount"),
     ],
 )
 def test_numbers_dynamodb_cannot_store_are_400_in_run_input(
@@ -241,7 +244,8 @@ def test_numbers_dynamodb_cannot_store_are_400_in_run_input(
 
 
 def test_numbers_dynamodb_stores_are_accepted(call: Call) -> None:
-    raw = '{"input": {"a": 1e125, "b": -1e-129, "c": 0.1, "d": 12345678901234567890, "e": 0}}'
+    largest = "9" * 38
+    raw = '{"input": {"a": 9.9e37, "b": -1e-130, "c": 0.1, "d": LARGEST, "e": 0}}'.replace("LARGEST", largest)
 
     assert call(start_event("t-1", body=raw))["statusCode"] == 202
 

@@ -403,6 +403,13 @@ class Gateway:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
 
+            def __getattr__(self, name: str) -> Any:
+                # Any other method (TRACE, QUERY, ...) reaches the api too, which answers 405 with
+                # Allow, instead of http.server's HTML 501.
+                if name.startswith("do_"):
+                    return self._serve
+                raise AttributeError(name)
+
             def log_message(self, format: str, *args: Any) -> None:
                 # The stack prints one line per event; access logs would drown them.
                 return

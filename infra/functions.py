@@ -31,7 +31,9 @@ HANDLER = "handler.handler"
 # Exactly what the code calls (tests/infra/test_roles_match_calls.py records the calls): the api
 # reads and moves items, and lists through the indexes (Scan when GET /questions has no filter);
 # DynamoDbAnnounce creates question items, the runner moves them and reads a thread's deferred runs.
-LEDGER_API_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+LEDGER_API_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+# Idempotent starts: Powertools puts, completes and (when the start is refused) deletes its record.
+LEDGER_API_ACTIONS += ("dynamodb:PutItem", "dynamodb:DeleteItem")
 LEDGER_API_INDEX_ACTIONS = ("dynamodb:Query", "dynamodb:Scan")
 LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 # What langgraph-checkpoint-aws DynamoDBSaver calls (get_item, put_item, query, batch_get_item,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
 from wait_service import errors_http, openapi_doc
+from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.inbox import Inbox
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
 from wait_service.limits import (
@@ -32,6 +33,7 @@ from wait_service.openapi_doc import ErrorBody, responses
 from wait_service.page_tokens import list_page
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
 from wait_service.request_gate import body_size, gate, route_shapes
+from wait_service.resources import LEDGER
 from wait_service.runs import RunService
 
 if TYPE_CHECKING:
@@ -203,6 +205,8 @@ class WaitApi:
     ----------
     ledger, replies, runs:
         The services the routes call.
+    starts:
+        Idempotent starts (``Idempotency-Key``) over ``runs``.
     title, version:
         Shown in ``GET /openapi.json``.
 
@@ -221,10 +225,13 @@ class WaitApi:
         *,
         title: str = "agent-wait",
         version: str = "0.1.0",
+        starts: IdempotentStarts | None = None,
     ) -> None:
         self.ledger = ledger
         self.replies = replies
         self.runs = runs
+        # Without it (tests of other routes) an Idempotency-Key is not honoured.
+        self.starts = starts
         self.title = title
         self.version = version
         self._openapi: str | None = None
@@ -272,18 +279,33 @@ class WaitApi:
                 {202: {"description": "queued", "content": {JSON: {"model": RunAccepted}}}},
                 {
                     400: None,
-                    409: "thread_waiting: the thread waits on questions (`pending` lists them)",
+                    409: "thread_waiting: the thread waits on questions (`pending` lists them); "
+                    "idempotency_in_progress: a request with this Idempotency-Key is being handled",
                     413: None,
                     415: None,
+                    422: "idempotency_conflict: this Idempotency-Key was used with a different body",
                 },
             ),
         )
         def start_run(
             thread_id: ThreadIdPath,
             request: Annotated[RunRequest, Body()],
+            idempotency_key: Annotated[
+                str | None,
+                Header(
+                    alias=IDEMPOTENCY_HEADER,
+                    pattern=IDEMPOTENCY_KEY_PATTERN,
+                    description="repeat within 24 h with the same body: the first response, no new run",
+                ),
+            ] = None,
         ) -> Response[RunAccepted]:
             check_numbers(request.input, "input")
-            queued = self.runs.start(thread_id, request.input)
+            if self.starts is None:
+                queued = self.runs.start(thread_id, request.input)
+            else:
+                queued = self.starts.start(
+                    thread_id, request.input, key=idempotency_key, context=app.lambda_context
+                )
             return Response(status_code=202, content_type=JSON, body=RunAccepted(thread_id=queued.thread_id))
 
         @app.get(
@@ -426,4 +448,6 @@ def build_api(
         settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
     )
     inbox = Inbox(settings.require("inbox_url"), sqs)
-    return WaitApi(ledger, ReplyService(ledger, inbox, clock=clock), RunService(ledger, inbox))
+    runs = RunService(ledger, inbox)
+    starts = IdempotentStarts(runs, ledger.table_name, LEDGER, dynamodb)
+    return WaitApi(ledger, ReplyService(ledger, inbox, clock=clock), runs, starts=starts)

@@ -21,6 +21,7 @@ from agent_wait.errors import (
     AnswerConflictError,
     AnswerInvalidError,
     IdempotencyConflictError,
+    IdempotencyInProgressError,
     InvalidRequestError,
     MethodNotAllowedError,
     PayloadTooLargeError,
@@ -57,6 +58,7 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     UnsupportedMediaTypeError: 415,
     MethodNotAllowedError: 405,
     IdempotencyConflictError: 422,
+    IdempotencyInProgressError: 409,
 }
 
 

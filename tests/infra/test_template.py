@@ -357,7 +357,10 @@ def test_api_role_has_exactly_its_actions(default_synth: Synth) -> None:
             json.dumps,
             [
                 _logs(default_synth, stack.api_function),
-                (("dynamodb:GetItem", "dynamodb:UpdateItem"), ledger),
+                (
+                    ("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+                    ledger,
+                ),
                 (("dynamodb:Query", "dynamodb:Scan"), indexes),
                 (("sqs:SendMessage",), arn_of(default_synth, stack.inbox.queue)),
                 XRAY,

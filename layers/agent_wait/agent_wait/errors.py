@@ -22,6 +22,7 @@ __all__ = [
     "AnswerConflictError",
     "AnswerInvalidError",
     "IdempotencyConflictError",
+    "IdempotencyInProgressError",
     "InvalidRequestError",
     "MethodNotAllowedError",
     "MissingExtraError",
@@ -233,6 +234,12 @@ class IdempotencyConflictError(AgentWaitError):
     """An ``Idempotency-Key`` was used before with a different request body."""
 
     code = "idempotency_conflict"
+
+
+class IdempotencyInProgressError(AgentWaitError):
+    """A request with the same ``Idempotency-Key`` is still being handled."""
+
+    code = "idempotency_in_progress"
 
 
 class AnnounceError(AgentWaitError):

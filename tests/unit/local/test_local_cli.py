@@ -295,6 +295,18 @@ def test_threads_start_posts_the_input() -> None:
 
     assert code == 0 and out.strip() == "202 thread t-1 queued"
     assert json.loads(api.requests[0].data) == {"input": {"customer": "c-17", "amount": 40}}
+    assert api.requests[0].get_header("Idempotency-key")
+
+
+def test_threads_start_sends_a_new_idempotency_key_each_time_or_the_one_given() -> None:
+    api = FakeApi({("POST", "/threads/t-1/runs"): (202, {"thread_id": "t-1", "status": "queued"}, {})})
+
+    _run(["threads", "start", "t-1"], api)
+    _run(["threads", "start", "t-1"], api)
+    _run(["threads", "start", "t-1", "--idempotency-key", "order-17"], api)
+
+    keys = [r.get_header("Idempotency-key") for r in api.requests]
+    assert keys[0] != keys[1] and keys[2] == "order-17"
 
 
 # -- auth ----------------------------------------------------------------------------------

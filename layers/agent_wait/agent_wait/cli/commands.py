@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import urllib.parse
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
@@ -168,6 +169,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     tstart = tsub.add_parser("start", parents=[common], help="start a run of the graph on a thread")
     tstart.add_argument("thread_id")
     tstart.add_argument("--input", type=_json_arg, default={}, metavar="JSON", help="the run's input")
+    tstart.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="sent as Idempotency-Key (default: a new one per command); repeat a start with the same "
+        "KEY and input within 24 h and the api returns the first response without starting another run",
+    )
 
     tail = sub.add_parser(
         "tail",
@@ -341,8 +348,12 @@ class Cli:
         return 0
 
     def threads_start(self) -> int:
+        key = self.args.idempotency_key or str(uuid.uuid4())
         result = self.client.request(
-            "POST", f"/threads/{_quote(self.args.thread_id)}/runs", body={"input": self.args.input}
+            "POST",
+            f"/threads/{_quote(self.args.thread_id)}/runs",
+            body={"input": self.args.input},
+            headers={"Idempotency-Key": key},
         )
         if self.args.json:
             self.dump({"status_code": result.status, "body": result.body})

@@ -21,6 +21,7 @@ from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAl
 from wait_service import errors_http, openapi_doc
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.inbox import Inbox
+from wait_service.input_schema import check_input, read_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
 from wait_service.limits import (
     MAX_BODY_BYTES,
@@ -207,6 +208,8 @@ class WaitApi:
         The services the routes call.
     starts:
         Idempotent starts (``Idempotency-Key``) over ``runs``.
+    input_schema:
+        The graph's input JSON schema (``wait_service.input_schema``); ``None`` takes any input.
     title, version:
         Shown in ``GET /openapi.json``.
 
@@ -226,12 +229,14 @@ class WaitApi:
         title: str = "agent-wait",
         version: str = "0.1.0",
         starts: IdempotentStarts | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> None:
         self.ledger = ledger
         self.replies = replies
         self.runs = runs
         # Without it (tests of other routes) an Idempotency-Key is not honoured.
         self.starts = starts
+        self.input_schema = input_schema
         self.title = title
         self.version = version
         self._openapi: str | None = None
@@ -256,7 +261,8 @@ class WaitApi:
         # The routes never change once built: generate the document once per instance.
         if self._openapi is None:
             self._openapi = openapi_doc.finish(
-                self.app.get_openapi_schema(title=self.title, version=self.version)
+                self.app.get_openapi_schema(title=self.title, version=self.version),
+                input_schema=self.input_schema,
             )
         return self._openapi
 
@@ -283,7 +289,8 @@ class WaitApi:
                     "idempotency_in_progress: a request with this Idempotency-Key is being handled",
                     413: None,
                     415: None,
-                    422: "idempotency_conflict: this Idempotency-Key was used with a different body",
+                    422: "invalid_input: the input does not fit the graph's input schema (`field` names "
+                    "where); idempotency_conflict: this Idempotency-Key was used with a different body",
                 },
             ),
         )
@@ -300,6 +307,7 @@ class WaitApi:
             ] = None,
         ) -> Response[RunAccepted]:
             check_numbers(request.input, "input")
+            check_input(request.input, self.input_schema)
             if self.starts is None:
                 queued = self.runs.start(thread_id, request.input)
             else:
@@ -450,4 +458,10 @@ def build_api(
     inbox = Inbox(settings.require("inbox_url"), sqs)
     runs = RunService(ledger, inbox)
     starts = IdempotentStarts(runs, ledger.table_name, LEDGER, dynamodb)
-    return WaitApi(ledger, ReplyService(ledger, inbox, clock=clock), runs, starts=starts)
+    return WaitApi(
+        ledger,
+        ReplyService(ledger, inbox, clock=clock),
+        runs,
+        starts=starts,
+        input_schema=read_input_schema(settings.input_schema),
+    )

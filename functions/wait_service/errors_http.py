@@ -22,6 +22,7 @@ from agent_wait.errors import (
     AnswerInvalidError,
     IdempotencyConflictError,
     IdempotencyInProgressError,
+    InputInvalidError,
     InvalidRequestError,
     MethodNotAllowedError,
     PayloadTooLargeError,
@@ -59,6 +60,7 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     MethodNotAllowedError: 405,
     IdempotencyConflictError: 422,
     IdempotencyInProgressError: 409,
+    InputInvalidError: 422,
 }
 
 
@@ -91,7 +93,7 @@ def error_body(error: AgentWaitError) -> dict[str, Any]:
         body["pending"] = error.pending
     elif isinstance(error, QuestionClosedError):
         body["status"] = error.status
-    elif isinstance(error, AnswerInvalidError | InvalidRequestError) and error.field is not None:
+    elif isinstance(error, AnswerInvalidError | InvalidRequestError | InputInvalidError) and error.field:
         body["field"] = error.field
     elif isinstance(error, ResponderNotAllowedError):
         body["principal"] = error.principal

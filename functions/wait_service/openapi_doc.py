@@ -77,6 +77,21 @@ SECURITY_SCHEMES: dict[str, Any] = {
 SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"jwt": []}]
 
 
+def _as_component(input_schema: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
+    """The graph's schema as a component: its ``$defs`` become components of their own."""
+    defs: dict[str, Any] = input_schema.get("$defs", {})
+
+    def rewrite(value: Any) -> Any:
+        text = json.dumps(value)
+        for name in defs:
+            text = text.replace(f'"#/$defs/{name}"', f'"#/components/schemas/GraphInput_{name}"')
+        return json.loads(text)
+
+    for name, definition in defs.items():
+        schemas[f"GraphInput_{name}"] = rewrite(definition)
+    return dict(rewrite({k: v for k, v in input_schema.items() if k != "$defs"}))
+
+
 def responses(ok: dict[int, OpenAPIResponse], errors: dict[int, str | None]) -> dict[int, OpenAPIResponse]:
     """A route's ``responses``: its successes as given, each error status with the error shape.
 
@@ -97,12 +112,12 @@ def responses(ok: dict[int, OpenAPIResponse], errors: dict[int, str | None]) -> 
     return documented
 
 
-def finish(schema: OpenAPI) -> str:
+def finish(schema: OpenAPI, *, input_schema: dict[str, Any] | None = None) -> str:
     """The document as JSON: Powertools' 422 replaced by what routes declare, security added.
 
     Request bodies' JSON values are :data:`wait_service.limits.STORABLE_JSON_SCHEMA`: the
     numbers and nesting the api takes, so a generated request the document calls valid is one
-    the api accepts.
+    the api accepts. With the graph's ``input_schema``, a run's ``input`` must fit it as well.
 
     A route that declares 422 itself keeps it (as an :class:`ErrorBody`); on every other route the
     generated ``HTTPValidationError`` 422 is dropped, and so are its schemas.
@@ -128,5 +143,10 @@ def finish(schema: OpenAPI) -> str:
                 json.dumps(definition).replace(f'"{JSON_VALUE_REF}"', f'"{STORABLE_REF}"')
             )
     schemas["StorableJson"] = STORABLE_JSON_SCHEMA
+    run_input = schemas.get("RunRequest", {}).get("properties", {}).get("input")
+    if input_schema is not None and run_input is not None:
+        schemas["GraphInput"] = _as_component(input_schema, schemas)
+        run_input.pop("$ref", None)
+        run_input["allOf"] = [{"$ref": "#/components/schemas/GraphInput"}, {"$ref": STORABLE_REF}]
     components["securitySchemes"] = SECURITY_SCHEMES
     return json.dumps(doc)

@@ -33,6 +33,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_REPLY_URL": "reply_url",
     "AGENT_WAIT_DEFAULT_TTL": "default_ttl",
     "AGENT_WAIT_LEDGER_TTL_DAYS": "ledger_ttl_days",
+    "AGENT_WAIT_INPUT_SCHEMA": "input_schema",
 }
 
 
@@ -71,6 +72,8 @@ class Settings(BaseModel):
     reply_url: str | None = None
     default_ttl: int | None = Field(default=None, ge=1)
     ledger_ttl_days: int = Field(default=90, ge=1)
+    # Path of the graph's input JSON schema (wait_service.input_schema); unset: any input is taken.
+    input_schema: str | None = None
 
     @field_validator("reply_url")
     @classmethod

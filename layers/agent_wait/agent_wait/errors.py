@@ -23,6 +23,7 @@ __all__ = [
     "AnswerInvalidError",
     "IdempotencyConflictError",
     "IdempotencyInProgressError",
+    "InputInvalidError",
     "InvalidRequestError",
     "MethodNotAllowedError",
     "MissingExtraError",
@@ -228,6 +229,16 @@ class MethodNotAllowedError(AgentWaitError):
     def __init__(self, message: str, *, allow: list[str]) -> None:
         super().__init__(message)
         self.allow = list(allow)
+
+
+class InputInvalidError(AgentWaitError):
+    """A run's input does not fit the graph's input schema; ``field`` names where, e.g. ``input.amount``."""
+
+    code = "invalid_input"
+
+    def __init__(self, message: str, field: str, *, thread_id: str | None = None) -> None:
+        super().__init__(message, thread_id=thread_id)
+        self.field = field
 
 
 class IdempotencyConflictError(AgentWaitError):

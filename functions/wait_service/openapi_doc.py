@@ -148,5 +148,8 @@ def finish(schema: OpenAPI, *, input_schema: dict[str, Any] | None = None) -> st
         schemas["GraphInput"] = _as_component(input_schema, schemas)
         run_input.pop("$ref", None)
         run_input["allOf"] = [{"$ref": "#/components/schemas/GraphInput"}, {"$ref": STORABLE_REF}]
+        # The default input, {}, is only valid if the graph's schema takes it: send one.
+        run_input.pop("default", None)
+        schemas["RunRequest"]["required"] = sorted({*schemas["RunRequest"].get("required", []), "input"})
     components["securitySchemes"] = SECURITY_SCHEMES
     return json.dumps(doc)

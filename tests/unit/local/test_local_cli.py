@@ -405,3 +405,41 @@ def test_tail_helpers() -> None:
     assert unwrap("not json") == "not json"
     assert endpoint_for("http://localhost:5000/1/q", None) == "http://localhost:5000"
     assert endpoint_for("https://sqs.eu-west-1.amazonaws.com/1/q", "http://x") == "http://x"
+
+
+# -- first contact: one-line errors that say what to type ----------------------------------------
+
+
+def test_api_without_a_scheme_is_one_line_saying_what_to_type() -> None:
+    api = FakeApi({})
+
+    code, _, err = _run(["questions", "list", "--api", "127.0.0.1:8787"], api)
+
+    assert code == 2 and api.requests == []
+    assert err.strip().splitlines() == [
+        "agent-wait: --api '127.0.0.1:8787' has no scheme: use --api http://127.0.0.1:8787 "
+        "(or https://... for a deployed api)"
+    ]
+
+
+@pytest.mark.parametrize("url", ["agent-wait-outbox.fifo", "127.0.0.1:5000/1/q", "http://127.0.0.1:5000/"])
+def test_tail_with_a_bad_queue_url_is_one_line_without_traceback(url: str) -> None:
+    code, _, err = _run(["tail", "--queue-url", url, "--once"], FakeApi({}))
+
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert (
+        line.startswith(f"agent-wait: --queue-url {url!r} is not a queue URL")
+        and "http://127.0.0.1:PORT/" in line
+    )
+
+
+def test_answer_with_bare_text_is_one_line_showing_the_json_string(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["reply", "q-1", "--answer", "yes"], environ={})
+
+    assert exc.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "--answer '\"yes\"'" in line and "Traceback" not in line

@@ -14,7 +14,7 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from agent_wait.cli import render
 from agent_wait.cli.client import ApiClient, ApiError, CliError, Opener, UsageError
@@ -29,6 +29,23 @@ def _json_arg(text: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+
+
+def _answer_arg(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        quoted = json.dumps(text)
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not JSON: to answer with text, send a JSON string: --answer '{quoted}'"
+        ) from None
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line saying what is wrong, not the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _key_arg(text: str) -> tuple[str, str]:
@@ -98,9 +115,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     ('reply', 'q1', True, 'http://127.0.0.1:8787')
     """
     env = os.environ if environ is None else environ
-    common = _global_options(argparse.ArgumentParser(add_help=False), env, suppress=True)
+    common = _global_options(OneLineParser(add_help=False), env, suppress=True)
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="agent-wait",
         description="Human-in-the-loop waits for agents: the local stack, and a client for its api.",
         epilog="exit codes: 0 ok, 1 api error, 2 usage error, 3 connection error",
@@ -157,7 +174,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help='approve with edited arguments: {"action": "approve", "args": JSON} '
         '(edit questions: {"action": "edit", "value": JSON})',
     )
-    how.add_argument("--answer", type=_json_arg, metavar="JSON", help="send JSON as the answer as is")
+    how.add_argument(
+        "--answer",
+        type=_answer_arg,
+        metavar="JSON",
+        help="send JSON as the answer as is (text is a JSON string: --answer '\"yes\"')",
+    )
     reply.add_argument("--reason", help="why (recorded with the answer)")
 
     threads = sub.add_parser("threads", help="start and show threads")

@@ -115,7 +115,8 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     ('reply', 'q1', True, 'http://127.0.0.1:8787')
     """
     env = os.environ if environ is None else environ
-    common = _global_options(OneLineParser(add_help=False), env, suppress=True)
+    common = OneLineParser(add_help=False)
+    _global_options(common, env, suppress=True)
 
     parser = OneLineParser(
         prog="agent-wait",

@@ -94,5 +94,7 @@ clean: ## Remove build outputs (keeps .venv)
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
 
 .PHONY: help
-help: ## Show this help
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+help: ## Show this help (colours only on a terminal)
+	@if [ -t 1 ]; then on=$$'\033[36m'; off=$$'\033[0m'; else on=; off=; fi; \
+	grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) \
+		| awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*?## "}; {printf "  %s%-12s%s %s\n", on, $$1, off, $$2}'

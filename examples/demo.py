@@ -45,6 +45,7 @@ class Demo:
     stack: LocalStack
     out: TextIO = sys.stdout
     failures: list[str] = field(default_factory=list)
+    shown: dict[str, Any] = field(default_factory=dict)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
 
@@ -75,6 +76,23 @@ class Demo:
         self.say(f"-- {label}:")
         for line in text.splitlines():
             self.say(f"   {line}")
+
+    def show_changes(self, label: str, value: Any) -> None:
+        """Show ``value`` in full the first time ``label`` is shown; afterwards only what changed.
+
+        Each thread's envelope and ledger item look alike but for ids, digests and times: printing
+        them again in full would bury the few lines that differ.
+        """
+        previous = self.shown.get(label)
+        self.shown[label] = value
+        if not isinstance(previous, dict) or not isinstance(value, dict):
+            self.show(label, value)
+            return
+        changed = {key: item for key, item in value.items() if previous.get(key) != item}
+        removed = sorted(key for key in previous if key not in value)
+        if removed:
+            changed["(no longer present)"] = removed
+        self.show(f"{label}: only what differs from the one shown above", changed or "(nothing)")
 
     def check(self, ok: bool, what: str) -> bool:
         self.say(f"   [{'ok' if ok else 'FAIL'}] {what}")
@@ -160,7 +178,7 @@ class Demo:
         message = self.receive_for(self.stack.resources.subscriber_url, thread_id)
         envelope = json.loads(message["Body"]) if message else {}
         if verbose:
-            self.show("envelope, as a subscriber of the wait-created topic sees it", envelope)
+            self.show_changes("envelope, as a subscriber of the wait-created topic sees it", envelope)
         self.check(
             envelope.get("question_id") == pending[0] and envelope.get("type") == "wait.created",
             "the topic delivered the envelope of the pending question",
@@ -170,7 +188,7 @@ class Demo:
         outbox_body = json.loads(outbox["Body"]) if outbox else None
         same = outbox_body == envelope
         if verbose:
-            self.show(
+            self.show_changes(
                 "outbox.fifo message",
                 {
                     "MessageGroupId": attributes.get("MessageGroupId"),
@@ -186,7 +204,7 @@ class Demo:
         )
         item = self.ledger_item(pending[0])
         if verbose:
-            self.show("ledger item", item)
+            self.show_changes("ledger item", item)
         self.check(
             item.get("status") in {"raised", "delivered"}, "the ledger holds the question, not yet answered"
         )

@@ -25,12 +25,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel, Field
 
 from agent_wait.langgraph import wait
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
+
+
+class RefundInput(BaseModel):
+    """What a run needs: the api checks a run's input against this schema before queueing it."""
+
+    customer: str = Field(min_length=1, description="the customer to refund")
+    amount: float = Field(gt=0, description="the amount to refund")
 
 
 class RefundState(TypedDict, total=False):
@@ -84,9 +92,9 @@ def respond(state: RefundState) -> RefundState:
     return {"reply": MODEL.summarize(state)}
 
 
-def builder() -> StateGraph[RefundState]:
+def builder() -> StateGraph[RefundState, None, RefundInput, RefundState]:
     """The uncompiled graph: plan → act (asks) → respond."""
-    graph = StateGraph(RefundState)
+    graph = StateGraph(RefundState, input_schema=RefundInput)
     graph.add_node("plan", plan)
     graph.add_node("act", act)
     graph.add_node("respond", respond)

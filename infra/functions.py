@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from constructs import Construct
 from infra import constants
 from infra.layers import architecture, code_asset, runtime
 from infra.nag import acknowledge
+from wait_service.input_schema import INPUT_SCHEMA_FILE, write_input_schema
 from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
@@ -29,10 +31,27 @@ API_SOURCES = {"": "functions/api", "wait_service": "functions/wait_service"}
 RUNNER_SOURCES = {"": "functions/runner", "wait_service": "functions/wait_service", "examples": "examples"}
 HANDLER = "handler.handler"
 
+
+# -- the graph's input schema, shipped with the api -------------------------------------------
+# Lambda's working directory is the asset root, so the api reads it at a relative path.
+GRAPH_INPUT_ASSET_DIR = "graph_input"
+
+
+def graph_input_dir(graph: str) -> str:
+    """Write the input schema of ``graph`` under cdk.out; the folder, relative to the repository."""
+    relative = f"cdk.out/.graph-input/{hashlib.sha256(graph.encode()).hexdigest()[:12]}"
+    write_input_schema(graph, constants.REPO_ROOT / relative / INPUT_SCHEMA_FILE)
+    return relative
+
+
+# ---------------------------------------------------------------------------------------------
+
 # Exactly what the code calls (tests/infra/test_roles_match_calls.py records the calls): the api
 # reads and moves items, and lists through the indexes (Scan when GET /questions has no filter);
 # DynamoDbAnnounce creates question items, the runner moves them and reads a thread's deferred runs.
-LEDGER_API_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+LEDGER_API_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+# Idempotent starts: Powertools puts, completes and (when the start is refused) deletes its record.
+LEDGER_API_ACTIONS += ("dynamodb:PutItem", "dynamodb:DeleteItem")
 LEDGER_API_INDEX_ACTIONS = ("dynamodb:Query", "dynamodb:Scan")
 LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 # What langgraph-checkpoint-aws DynamoDBSaver calls (get_item, put_item, query, batch_get_item,
@@ -167,15 +186,18 @@ class ApiFunction(ServiceFunction):
         ledger: Ledger,
         inbox: Inbox,
     ) -> None:
+        # The graph's input schema, generated now and shipped in the asset (wait_service.input_schema).
+        schema_dir = graph_input_dir(config.graph)
         super().__init__(
             scope,
             construct_id,
-            sources=API_SOURCES,
+            sources=API_SOURCES | {GRAPH_INPUT_ASSET_DIR: schema_dir},
             layers=layers.for_api,
             environment={
                 "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
                 "AGENT_WAIT_INBOX_URL": inbox.queue.queue_url,
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+                "AGENT_WAIT_INPUT_SCHEMA": f"{GRAPH_INPUT_ASSET_DIR}/{INPUT_SCHEMA_FILE}",
             },
             memory_mb=constants.API_MEMORY_MB,
             timeout_seconds=API_TIMEOUT_SECONDS,

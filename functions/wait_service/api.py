@@ -15,16 +15,29 @@ import threading
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agent_wait.errors import PayloadTooLargeError, ResponderNotAllowedError
-from wait_service import errors_http
+from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
+from wait_service import errors_http, openapi_doc
 from wait_service.audit import audit_of
+from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.inbox import Inbox
+from wait_service.input_schema import check_input, read_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
+from wait_service.limits import (
+    MAX_BODY_BYTES,
+    THREAD_ID_MAX,
+    THREAD_ID_PATTERN,
+    check_numbers,
+    number_problem,
+)
 from wait_service.observability import logger
+from wait_service.openapi_doc import ErrorBody, responses
+from wait_service.page_tokens import list_page
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
+from wait_service.request_gate import body_size, gate, route_shapes
+from wait_service.resources import LEDGER
 from wait_service.runs import RunService
 from wait_service.signing import SignatureRejectedError, is_signed_path, is_signed_route
 from wait_service.slack import SLACK_INTERACTIONS_PATH
@@ -39,13 +52,13 @@ if TYPE_CHECKING:
     from wait_service.signing import SignedRequests
     from wait_service.slack import SlackInteractions
 
-MAX_BODY_BYTES = 256 * 1024
+JSON = "application/json"
+__all__ = ["MAX_BODY_BYTES", "ErrorBody", "WaitApi", "body_size", "build_api"]
 # Powertools' resolvers keep the request being resolved in a class attribute shared by every
 # instance in the process, so two requests resolved at once would read each other's event.
 # Lambda never does that (one request per process at a time); anything that calls the api from
 # several threads (the local gateway, tests) is held to the same rule here.
 _ONE_REQUEST_AT_A_TIME = threading.Lock()
-JSON = "application/json"
 # `pending` lists every question still waiting for an answer (raised, delivered or escalated);
 # the others are the statuses of `wait_service.statuses` (a test holds the two together).
 QuestionStatus = Literal[
@@ -60,6 +73,16 @@ QuestionStatus = Literal[
     "resume_failed",
 ]
 
+
+ThreadIdPath = Annotated[
+    str,
+    Path(
+        pattern=THREAD_ID_PATTERN,
+        min_length=1,
+        max_length=THREAD_ID_MAX,
+        description="letters, digits and . _ : - (1 to 80), after percent-decoding",
+    ),
+]
 
 # -- request and response models -----------------------------------------------------------
 
@@ -191,13 +214,6 @@ class ReplyAccepted(BaseModel):
     status: Literal["answered"] = "answered"
 
 
-class ErrorBody(BaseModel):
-    error: str
-    message: str
-    question_id: str | None = None
-    thread_id: str | None = None
-
-
 # -- principal -----------------------------------------------------------------------------
 
 
@@ -239,13 +255,6 @@ def is_local(event: Mapping[str, Any]) -> bool:
         return False
 
 
-def body_size(event: Mapping[str, Any]) -> int:
-    body = event.get("body") or ""
-    size = len(body.encode()) if isinstance(body, str) else len(body)
-    # A base64 body decodes to three quarters of its length.
-    return size * 3 // 4 if event.get("isBase64Encoded") else size
-
-
 # -- the app -------------------------------------------------------------------------------
 
 
@@ -256,6 +265,10 @@ class WaitApi:
     ----------
     ledger, replies, runs:
         The services the routes call.
+    starts:
+        Idempotent starts (``Idempotency-Key``) over ``runs``.
+    input_schema:
+        The graph's input JSON schema (``wait_service.input_schema``); ``None`` takes any input.
     title, version:
         Shown in ``GET /openapi.json``.
 
@@ -276,36 +289,43 @@ class WaitApi:
         version: str = "0.1.0",
         signed: SignedRequests | None = None,
         slack: SlackInteractions | None = None,
+        starts: IdempotentStarts | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> None:
         self.ledger = ledger
         self.replies = replies
         self.runs = runs
         self.signed = signed
         self.slack = slack
+        # Without it (tests of other routes) an Idempotency-Key is not honoured.
+        self.starts = starts
+        self.input_schema = input_schema
         self.title = title
         self.version = version
         self._openapi: str | None = None
         self.app = APIGatewayRestResolver(enable_validation=True)
         errors_http.register(self.app)
         self._routes()
+        self._shapes = route_shapes(self.app)
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        """Handle one API Gateway REST proxy event; refuse an oversized body before parsing it.
+        """Handle one API Gateway REST proxy event.
 
         Signed routes (``/signed/...``) and Slack's interactions are verified first, over the raw
-        body, before anything else reads the request.
+        body, before anything else reads the request; then the request gate (method, thread id,
+        size, content type, JSON) runs, so the resolver only ever parses a body it can read.
         """
         path = str(event.get("path") or "")
         if is_signed_path(path):
             return self._resolve_signed(event, context)
         if path == SLACK_INTERACTIONS_PATH and self.slack is not None:
             return self.slack.handle(event)
-        if body_size(event) > MAX_BODY_BYTES:
-            return errors_http.proxy_error(
-                PayloadTooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
-            )
+        try:
+            checked = gate(self._shapes, event)
+        except AgentWaitError as error:
+            return errors_http.proxy_error(error)
         with _ONE_REQUEST_AT_A_TIME:
-            return self.app.resolve(event, context)
+            return self.app.resolve(checked, context)
 
     def _resolve_signed(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         if self.signed is None:
@@ -325,7 +345,10 @@ class WaitApi:
     def openapi_json(self) -> str:
         # The routes never change once built: generate the document once per instance.
         if self._openapi is None:
-            self._openapi = self.app.get_openapi_json_schema(title=self.title, version=self.version)
+            self._openapi = openapi_doc.finish(
+                self.app.get_openapi_schema(title=self.title, version=self.version),
+                input_schema=self.input_schema,
+            )
         return self._openapi
 
     def _principal(self) -> str:
@@ -343,51 +366,91 @@ class WaitApi:
         @app.post(
             "/threads/<thread_id>/runs",
             summary="Queue a run of the graph on a thread",
-            responses={
-                202: {"description": "queued", "content": {JSON: {"model": RunAccepted}}},
-                409: {
-                    "description": "the thread waits on questions",
-                    "content": {JSON: {"model": ErrorBody}},
+            responses=responses(
+                {202: {"description": "queued", "content": {JSON: {"model": RunAccepted}}}},
+                {
+                    400: None,
+                    409: "thread_waiting: the thread waits on questions (`pending` lists them); "
+                    "idempotency_in_progress: a request with this Idempotency-Key is being handled",
+                    413: None,
+                    415: None,
+                    422: "invalid_input: the input does not fit the graph's input schema (`field` names "
+                    "where); idempotency_conflict: this Idempotency-Key was used with a different body",
                 },
-            },
+            ),
         )
         def start_run(
-            thread_id: Annotated[str, Path(min_length=1, max_length=100)],
+            thread_id: ThreadIdPath,
             request: Annotated[RunRequest, Body()],
+            idempotency_key: Annotated[
+                str | None,
+                Header(
+                    alias=IDEMPOTENCY_HEADER,
+                    pattern=IDEMPOTENCY_KEY_PATTERN,
+                    description="repeat within 24 h with the same body: the first response, no new run",
+                ),
+            ] = None,
         ) -> Response[RunAccepted]:
-            queued = self.runs.start(thread_id, request.input)
+            check_numbers(request.input, "input")
+            check_input(request.input, self.input_schema)
+            if self.starts is None:
+                queued = self.runs.start(thread_id, request.input)
+            else:
+                queued = self.starts.start(
+                    thread_id, request.input, key=idempotency_key, context=app.lambda_context
+                )
             return Response(status_code=202, content_type=JSON, body=RunAccepted(thread_id=queued.thread_id))
 
         @app.get(
             "/threads/<thread_id>",
             summary="The status of a thread's last run",
-            responses={
-                200: {"description": "the thread", "content": {JSON: {"model": ThreadView}}},
-                404: {"description": "unknown thread", "content": {JSON: {"model": ErrorBody}}},
-            },
+            responses=responses(
+                {200: {"description": "the thread", "content": {JSON: {"model": ThreadView}}}},
+                {400: None, 404: "thread_not_found: unknown thread"},
+            ),
         )
-        def get_thread(thread_id: Annotated[str, Path(min_length=1)]) -> ThreadView:
+        def get_thread(thread_id: ThreadIdPath) -> ThreadView:
             return ThreadView.of(self.ledger.get_thread(thread_id))
 
-        @app.get("/questions", summary="List questions by status and/or thread, newest first")
+        @app.get(
+            "/questions",
+            summary="List questions by status and/or thread, newest first",
+            responses=responses(
+                {200: {"description": "one page", "content": {JSON: {"model": QuestionPage}}}},
+                {400: None},
+            ),
+        )
         def list_questions(
             status: Annotated[QuestionStatus | None, Query()] = None,
-            thread_id: Annotated[str | None, Query()] = None,
+            thread_id: Annotated[
+                str | None, Query(pattern=THREAD_ID_PATTERN, min_length=1, max_length=THREAD_ID_MAX)
+            ] = None,
             limit: Annotated[int, Query(ge=1, le=100)] = 50,
-            next_token: Annotated[str | None, Query(alias="next")] = None,
+            next_token: Annotated[str | None, Query(alias="next", min_length=1, max_length=4096)] = None,
         ) -> QuestionPage:
-            page = self.ledger.list_questions(
-                status=status, thread_id=thread_id, limit=limit, next_token=next_token
+            page = list_page(
+                self.ledger, status=status, thread_id=thread_id, limit=limit, next_token=next_token
             )
             return QuestionPage(items=[QuestionView.of(q) for q in page.items], next=page.next)
 
         @app.get(
             "/questions/<question_id>",
             summary="A question, its policy, digest (also the ETag), status and lifecycle",
-            responses={
-                200: {"description": "the question", "content": {JSON: {"model": QuestionView}}},
-                404: {"description": "unknown question", "content": {JSON: {"model": ErrorBody}}},
-            },
+            responses=responses(
+                {
+                    200: {
+                        "description": "the question",
+                        "headers": {
+                            "ETag": {
+                                "description": "the question's digest; send it back as If-Match",
+                                "schema": {"type": "string"},
+                            }
+                        },
+                        "content": {JSON: {"model": QuestionView}},
+                    }
+                },
+                {404: "question_not_found: unknown question"},
+            ),
         )
         def get_question(question_id: Annotated[str, Path(min_length=1)]) -> Response[QuestionView]:
             record = self.ledger.get_question(question_id)
@@ -401,38 +464,53 @@ class WaitApi:
         @app.post(
             "/questions/<question_id>/reply",
             summary="Answer a question; the first answer stands",
-            responses={
-                200: {"description": "the same answer again", "content": {JSON: {"model": ReplyAccepted}}},
-                202: {
-                    "description": "recorded, resume enqueued",
-                    "content": {JSON: {"model": ReplyAccepted}},
+            responses=responses(
+                {
+                    200: {
+                        "description": "the same answer again",
+                        "content": {JSON: {"model": ReplyAccepted}},
+                    },
+                    202: {
+                        "description": "recorded, resume enqueued",
+                        "content": {JSON: {"model": ReplyAccepted}},
+                    },
                 },
-                400: {"description": "body is not JSON", "content": {JSON: {"model": ErrorBody}}},
-                403: {"description": "responder not allowed", "content": {JSON: {"model": ErrorBody}}},
-                404: {"description": "unknown question", "content": {JSON: {"model": ErrorBody}}},
-                409: {"description": "a different answer stands", "content": {JSON: {"model": ErrorBody}}},
-                410: {"description": "expired or revoked", "content": {JSON: {"model": ErrorBody}}},
-                412: {
-                    "description": "If-Match differs from the digest",
-                    "content": {JSON: {"model": ErrorBody}},
+                {
+                    400: None,
+                    403: None,
+                    404: "question_not_found: unknown question",
+                    409: "answer_conflict: a different answer stands (`standing_answer`)",
+                    410: None,
+                    412: None,
+                    413: None,
+                    415: None,
+                    422: "invalid_answer: the answer does not fit the policy, or holds a number "
+                    "DynamoDB cannot store; `field` names it",
+                    428: None,
                 },
-                413: {"description": "body over 256 KiB", "content": {JSON: {"model": ErrorBody}}},
-                422: {
-                    "description": "answer does not fit the policy",
-                    "content": {JSON: {"model": ErrorBody}},
-                },
-                428: {"description": "If-Match required", "content": {JSON: {"model": ErrorBody}}},
-            },
+            ),
         )
         def reply(
             question_id: Annotated[str, Path(min_length=1)],
             request: Annotated[ReplyRequest, Body()],
+            if_match: Annotated[
+                str | None,
+                Header(
+                    alias="If-Match",
+                    description="the question's digest (its ETag), when the policy binds answers to it",
+                ),
+            ] = None,
         ) -> Response[ReplyAccepted]:
+            problem = number_problem(request.answer, "answer")
+            if problem is not None:
+                raise AnswerInvalidError(
+                    f"{problem[0]}: {problem[1]}", field=problem[0], question_id=question_id
+                )
             outcome = self.replies.reply(
                 question_id,
                 request.answer,
                 principal=self._principal(),
-                if_match=app.current_event.headers.get("If-Match"),
+                if_match=if_match,
                 reason=request.reason,
             )
             return Response(
@@ -444,18 +522,18 @@ class WaitApi:
         @app.post(
             "/questions/<question_id>/revoke",
             summary="Withdraw an open question; the thread is resumed with a rejection",
-            responses={
-                200: {"description": "revoked", "content": {JSON: {"model": QuestionView}}},
-                400: {"description": "body is not JSON", "content": {JSON: {"model": ErrorBody}}},
-                403: {"description": "responder not allowed", "content": {JSON: {"model": ErrorBody}}},
-                404: {"description": "unknown question", "content": {JSON: {"model": ErrorBody}}},
-                409: {
-                    "description": "already answered or expired (the standing answer is returned)",
-                    "content": {JSON: {"model": ErrorBody}},
+            responses=responses(
+                {200: {"description": "revoked", "content": {JSON: {"model": QuestionView}}}},
+                {
+                    400: None,
+                    403: None,
+                    404: "question_not_found: unknown question",
+                    409: "answer_conflict: already answered or expired (`standing_answer`)",
+                    410: "question_closed: already revoked (`standing_answer`)",
+                    413: None,
+                    415: None,
                 },
-                410: {"description": "already revoked", "content": {JSON: {"model": ErrorBody}}},
-                413: {"description": "body over 256 KiB", "content": {JSON: {"model": ErrorBody}}},
-            },
+            ),
         )
         def revoke(
             question_id: Annotated[str, Path(min_length=1)],
@@ -503,4 +581,14 @@ def build_api(
         dynamodb=dynamodb,
     )
     slack = build_slack_interactions(settings, replies, secretsmanager=secretsmanager)
-    return WaitApi(ledger, replies, RunService(ledger, inbox), signed=signed, slack=slack)
+    runs = RunService(ledger, inbox)
+    starts = IdempotentStarts(runs, ledger.table_name, LEDGER, dynamodb)
+    return WaitApi(
+        ledger,
+        replies,
+        runs,
+        starts=starts,
+        input_schema=read_input_schema(settings.input_schema),
+        signed=signed,
+        slack=slack,
+    )

@@ -11,13 +11,20 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 
 from agent_wait.errors import (
     AgentWaitError,
     AnswerConflictError,
     AnswerInvalidError,
+    IdempotencyConflictError,
+    IdempotencyInProgressError,
+    InputInvalidError,
     InvalidRequestError,
+    MethodNotAllowedError,
     PayloadTooLargeError,
     PreconditionFailedError,
     PreconditionRequiredError,
@@ -26,6 +33,7 @@ from agent_wait.errors import (
     ResponderNotAllowedError,
     ThreadBusyError,
     ThreadNotFoundError,
+    UnsupportedMediaTypeError,
 )
 from wait_service.observability import logger
 from wait_service.signing import SignatureRejectedError
@@ -50,6 +58,11 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     PayloadTooLargeError: 413,
     InvalidRequestError: 400,
     SignatureRejectedError: 401,
+    UnsupportedMediaTypeError: 415,
+    MethodNotAllowedError: 405,
+    IdempotencyConflictError: 422,
+    IdempotencyInProgressError: 409,
+    InputInvalidError: 422,
 }
 
 
@@ -84,23 +97,43 @@ def error_body(error: AgentWaitError) -> dict[str, Any]:
         body["status"] = error.status
         if error.standing_answer is not None:
             body["standing_answer"] = error.standing_answer
-    elif isinstance(error, AnswerInvalidError | InvalidRequestError) and error.field is not None:
+    elif isinstance(error, AnswerInvalidError | InvalidRequestError | InputInvalidError) and error.field:
         body["field"] = error.field
     elif isinstance(error, ResponderNotAllowedError):
         body["principal"] = error.principal
+    elif isinstance(error, MethodNotAllowedError):
+        body["allow"] = error.allow
     return body
+
+
+def error_headers(error: AgentWaitError) -> dict[str, str]:
+    """Headers an error response carries besides its content type (``Allow`` on a 405).
+
+    Examples
+    --------
+    >>> error_headers(MethodNotAllowedError("no", allow=["GET", "POST"]))
+    {'Allow': 'GET, POST'}
+    """
+    if isinstance(error, MethodNotAllowedError):
+        return {"Allow": ", ".join(error.allow)}
+    return {}
 
 
 def error_response(error: AgentWaitError) -> Response[str]:
     """A resolver ``Response`` for ``error``."""
-    return Response(status_code=status_for(error), content_type=JSON, body=json.dumps(error_body(error)))
+    return Response(
+        status_code=status_for(error),
+        content_type=JSON,
+        body=json.dumps(error_body(error)),
+        headers=error_headers(error),
+    )
 
 
 def proxy_error(error: AgentWaitError) -> dict[str, Any]:
     """An API Gateway proxy response for ``error``, for refusals made before the resolver runs."""
     return {
         "statusCode": status_for(error),
-        "headers": {"Content-Type": JSON},
+        "headers": {"Content-Type": JSON} | error_headers(error),
         "multiValueHeaders": {},
         "body": json.dumps(error_body(error)),
         "isBase64Encoded": False,
@@ -148,6 +181,13 @@ def register(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(RequestValidationError)
     def _validation_error(error: RequestValidationError) -> Response[str]:
         return error_response(validation_error(error.errors()))
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _unsupported_content_type(_: RequestUnsupportedContentType) -> Response[str]:
+        # The request gate refuses these first; this keeps a route it does not know of at 415 too.
+        return error_response(
+            UnsupportedMediaTypeError("Content-Type must be application/json", field="Content-Type")
+        )
 
     @app.not_found
     def _not_found(_: Exception) -> Response[str]:

@@ -42,6 +42,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_SLACK_BOT_TOKEN_SECRET": "slack_bot_token_secret",
     "AGENT_WAIT_SLACK_SIGNING_SECRET": "slack_signing_secret",
     "AGENT_WAIT_SLACK_API_URL": "slack_api_url",
+    "AGENT_WAIT_INPUT_SCHEMA": "input_schema",
 }
 
 
@@ -100,6 +101,9 @@ class Settings(BaseModel):
         if isinstance(value, str):
             return json.loads(value)
         return value
+
+    # Path of the graph's input JSON schema (wait_service.input_schema); unset: any input is taken.
+    input_schema: str | None = None
 
     @field_validator("reply_url")
     @classmethod

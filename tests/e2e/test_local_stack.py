@@ -165,6 +165,9 @@ def test_demo_runs_end_to_end() -> None:
     ):
         assert line in out, f"{line!r} missing from the demo's output:\n{out[-4000:]}"
     assert "[FAIL]" not in out
+    # Each envelope and ledger item is shown in full once; the later threads show what changed.
+    assert out.count("-- ledger item:\n") == 1
+    assert out.count("-- ledger item: only what differs from the one shown above") == 2
 
 
 def test_with_hmac_keys_only_signed_requests_pass_and_the_key_id_answers() -> None:

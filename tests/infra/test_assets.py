@@ -11,6 +11,7 @@ separately against the Lambda platform.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pytest
@@ -65,6 +66,10 @@ def test_function_assets_hold_what_internals_md_says(report: AssemblyReport) -> 
     runner = next(f for f in report.functions if f.name == "Runner")
     assert (api.path / "handler.py").is_file() and (api.path / "wait_service" / "resources.py").is_file()
     assert not (api.path / "examples").exists()
+    assert json.loads((api.path / "graph_input" / "graph_input_schema.json").read_text())["required"] == [
+        "customer",
+        "amount",
+    ]
     assert (runner.path / "handler.py").is_file() and (runner.path / "wait_service").is_dir()
     assert (runner.path / "examples").is_dir()
     assert not list(api.path.rglob("__pycache__"))

@@ -16,6 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from moto import mock_aws
 from test_template import arn_of, logical_id, role_actions
 
+from agent_wait.errors import ThreadBusyError
 from infra.functions import INBOX_CONSUME_ACTIONS
 from wait_service.api import build_api
 from wait_service.inbox import parse_message
@@ -78,6 +79,14 @@ def calls() -> Iterator[dict[str, set[str]]]:
         api.runs.start("t-1", REFUND)
         api.runs.start("t-1", REFUND)
         run_next()
+        run_next()
+        # POST /runs with an Idempotency-Key: refused on the parked thread (its record deleted),
+        # then recorded and completed on another thread, then replayed
+        assert api.starts is not None
+        with pytest.raises(ThreadBusyError):
+            api.starts.start("t-1", REFUND, key="k-1")
+        api.starts.start("t-2", REFUND, key="k-1")
+        api.starts.start("t-2", REFUND, key="k-1")
         run_next()
         api.ledger.get_thread("t-1")
         queries: list[dict[str, Any]] = [

@@ -271,6 +271,7 @@ def test_api_environment_is_wired(default_synth: Synth) -> None:
         "AGENT_WAIT_LEDGER_TABLE": {"Ref": logical_id(default_synth, stack.ledger.table)},
         "AGENT_WAIT_INBOX_URL": {"Ref": logical_id(default_synth, stack.inbox.queue)},
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+        "AGENT_WAIT_INPUT_SCHEMA": "graph_input/graph_input_schema.json",
         "POWERTOOLS_SERVICE_NAME": "agent-wait",
         "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
         "LOG_LEVEL": constants.LOG_LEVEL,
@@ -360,7 +361,10 @@ def test_api_role_has_exactly_its_actions(default_synth: Synth) -> None:
             json.dumps,
             [
                 _logs(default_synth, stack.api_function),
-                (("dynamodb:GetItem", "dynamodb:UpdateItem"), ledger),
+                (
+                    ("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+                    ledger,
+                ),
                 (("dynamodb:Query", "dynamodb:Scan"), indexes),
                 (("sqs:SendMessage",), arn_of(default_synth, stack.inbox.queue)),
                 XRAY,

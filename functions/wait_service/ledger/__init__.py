@@ -18,7 +18,15 @@ from wait_service.ledger.attributes import (
     thread_key,
     utcnow,
 )
-from wait_service.ledger.paging import MAX_PAGE, PENDING, Page, QuestionPaging
+from wait_service.ledger.paging import (
+    MAX_PAGE,
+    PENDING,
+    Page,
+    QuestionPaging,
+    decode_pending_token,
+    decode_token,
+    encode_token,
+)
 from wait_service.ledger.questions import (
     EXPIRED_ANSWER,
     EXPIRY_ACTOR,
@@ -45,6 +53,9 @@ __all__ = [
     "QuestionRecord",
     "RunStatus",
     "ThreadRecord",
+    "decode_pending_token",
+    "decode_token",
+    "encode_token",
     "from_attribute",
     "from_item",
     "iso",

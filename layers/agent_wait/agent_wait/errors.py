@@ -21,7 +21,11 @@ __all__ = [
     "AnnounceError",
     "AnswerConflictError",
     "AnswerInvalidError",
+    "IdempotencyConflictError",
+    "IdempotencyInProgressError",
+    "InputInvalidError",
     "InvalidRequestError",
+    "MethodNotAllowedError",
     "MissingExtraError",
     "PayloadTooLargeError",
     "PreconditionFailedError",
@@ -33,6 +37,7 @@ __all__ = [
     "SlackApiError",
     "ThreadBusyError",
     "ThreadNotFoundError",
+    "UnsupportedMediaTypeError",
     "WebhookDeliveryError",
 ]
 
@@ -216,6 +221,44 @@ class InvalidRequestError(AgentWaitError):
     ) -> None:
         super().__init__(message, question_id=question_id, thread_id=thread_id)
         self.field = field
+
+
+class UnsupportedMediaTypeError(InvalidRequestError):
+    """The request body is not ``application/json`` (UTF-8), the only type the api reads."""
+
+    code = "unsupported_media_type"
+
+
+class MethodNotAllowedError(AgentWaitError):
+    """The route exists but not for this method; ``allow`` lists the methods it takes."""
+
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, *, allow: list[str]) -> None:
+        super().__init__(message)
+        self.allow = list(allow)
+
+
+class InputInvalidError(AgentWaitError):
+    """A run's input does not fit the graph's input schema; ``field`` names where, e.g. ``input.amount``."""
+
+    code = "invalid_input"
+
+    def __init__(self, message: str, field: str, *, thread_id: str | None = None) -> None:
+        super().__init__(message, thread_id=thread_id)
+        self.field = field
+
+
+class IdempotencyConflictError(AgentWaitError):
+    """An ``Idempotency-Key`` was used before with a different request body."""
+
+    code = "idempotency_conflict"
+
+
+class IdempotencyInProgressError(AgentWaitError):
+    """A request with the same ``Idempotency-Key`` is still being handled."""
+
+    code = "idempotency_in_progress"
 
 
 class AnnounceError(AgentWaitError):

@@ -316,6 +316,18 @@ def test_threads_start_posts_the_input() -> None:
 
     assert code == 0 and out.strip() == "202 thread t-1 queued"
     assert json.loads(api.requests[0].data) == {"input": {"customer": "c-17", "amount": 40}}
+    assert api.requests[0].get_header("Idempotency-key")
+
+
+def test_threads_start_sends_a_new_idempotency_key_each_time_or_the_one_given() -> None:
+    api = FakeApi({("POST", "/threads/t-1/runs"): (202, {"thread_id": "t-1", "status": "queued"}, {})})
+
+    _run(["threads", "start", "t-1"], api)
+    _run(["threads", "start", "t-1"], api)
+    _run(["threads", "start", "t-1", "--idempotency-key", "order-17"], api)
+
+    keys = [r.get_header("Idempotency-key") for r in api.requests]
+    assert keys[0] != keys[1] and keys[2] == "order-17"
 
 
 # -- auth ----------------------------------------------------------------------------------
@@ -436,3 +448,41 @@ def test_tail_helpers() -> None:
     assert unwrap("not json") == "not json"
     assert endpoint_for("http://localhost:5000/1/q", None) == "http://localhost:5000"
     assert endpoint_for("https://sqs.eu-west-1.amazonaws.com/1/q", "http://x") == "http://x"
+
+
+# -- first contact: one-line errors that say what to type ----------------------------------------
+
+
+def test_api_without_a_scheme_is_one_line_saying_what_to_type() -> None:
+    api = FakeApi({})
+
+    code, _, err = _run(["questions", "list", "--api", "127.0.0.1:8787"], api)
+
+    assert code == 2 and api.requests == []
+    assert err.strip().splitlines() == [
+        "agent-wait: --api '127.0.0.1:8787' has no scheme: use --api http://127.0.0.1:8787 "
+        "(or https://... for a deployed api)"
+    ]
+
+
+@pytest.mark.parametrize("url", ["agent-wait-outbox.fifo", "127.0.0.1:5000/1/q", "http://127.0.0.1:5000/"])
+def test_tail_with_a_bad_queue_url_is_one_line_without_traceback(url: str) -> None:
+    code, _, err = _run(["tail", "--queue-url", url, "--once"], FakeApi({}))
+
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert (
+        line.startswith(f"agent-wait: --queue-url {url!r} is not a queue URL")
+        and "http://127.0.0.1:PORT/" in line
+    )
+
+
+def test_answer_with_bare_text_is_one_line_showing_the_json_string(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["reply", "q-1", "--answer", "yes"], environ={})
+
+    assert exc.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "--answer '\"yes\"'" in line and "Traceback" not in line

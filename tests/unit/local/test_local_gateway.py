@@ -243,3 +243,20 @@ def test_gateway_with_keys_refuses_unsigned_and_ignores_principal_header() -> No
     assert len(seen) == 1
     assert seen[0]["requestContext"]["authorizer"] == {"principalId": "hmac:k1"}
     assert seen[0]["requestContext"]["identity"]["userArn"] is None
+
+
+@pytest.mark.parametrize(
+    ("target", "path"),
+    [
+        ("/threads/a%20b/runs", "/threads/a b/runs"),
+        ("/threads/t%3A1", "/threads/t:1"),
+        ("/threads/%C3%A9", "/threads/\u00e9"),
+        ("/threads/a%2Fb", "/threads/a/b"),
+        ("/threads/%FF", "/threads/\ufffd"),
+    ],
+)
+def test_path_and_path_parameters_are_percent_decoded_like_api_gateway(target: str, path: str) -> None:
+    event = to_proxy_event(HttpRequest("POST", target, []))
+
+    assert event["path"] == path
+    assert event["pathParameters"] == {"proxy": path.lstrip("/")}

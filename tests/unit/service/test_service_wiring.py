@@ -48,6 +48,7 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_SLACK_BOT_TOKEN_SECRET": "arn:bot",
             "AGENT_WAIT_SLACK_SIGNING_SECRET": "arn:signing",
             "AGENT_WAIT_SLACK_API_URL": "http://127.0.0.1:9/api/",
+            "AGENT_WAIT_INPUT_SCHEMA": "graph_input/graph_input_schema.json",
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -77,6 +78,7 @@ def test_settings_from_env_maps_every_variable() -> None:
         "slack_bot_token_secret": "arn:bot",
         "slack_signing_secret": "arn:signing",
         "slack_api_url": "http://127.0.0.1:9/api/",
+        "input_schema": "graph_input/graph_input_schema.json",
     }
 
 

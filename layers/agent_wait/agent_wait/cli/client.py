@@ -133,6 +133,27 @@ def _default_opener(request: urllib.request.Request, timeout: float) -> Any:
     return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - the user's own api URL
 
 
+def check_api_url(url: str) -> str:
+    """``url`` if it is an http(s) URL; a :class:`UsageError` saying what to type otherwise.
+
+    Examples
+    --------
+    >>> check_api_url("h:80")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agent_wait.cli.client.UsageError: --api 'h:80' has no scheme: use --api http://h:80 (or https://...
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        bare = url.split("://", 1)[-1]
+        raise UsageError(
+            f"--api {url!r} has no scheme: use --api http://{bare} (or https://... for a deployed api)"
+            if "://" not in url
+            else f"--api {url!r} is not an http(s) URL: use --api http://{bare} or https://{bare}"
+        )
+    return url
+
+
 @dataclass
 class ApiClient:
     """Call the agent-wait api.
@@ -168,6 +189,9 @@ class ApiClient:
         if self.hmac_key is not None and method.upper() == "POST" and not is_loopback(self.base_url):
             return SIGNED_PREFIX + "/" + path.lstrip("/")
         return path
+
+    def __post_init__(self) -> None:
+        check_api_url(self.base_url)
 
     def url_for(self, path: str, query: Mapping[str, Any] | None = None) -> str:
         base = self.base_url.rstrip("/")

@@ -11,9 +11,10 @@ import json
 import os
 import sys
 import urllib.parse
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from agent_wait.cli import render
 from agent_wait.cli.client import ApiClient, ApiError, CliError, Opener, UsageError
@@ -28,6 +29,23 @@ def _json_arg(text: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+
+
+def _answer_arg(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        quoted = json.dumps(text)
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not JSON: to answer with text, send a JSON string: --answer '{quoted}'"
+        ) from None
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line saying what is wrong, not the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _key_arg(text: str) -> tuple[str, str]:
@@ -98,9 +116,10 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     ('reply', 'q1', True, 'http://127.0.0.1:8787')
     """
     env = os.environ if environ is None else environ
-    common = _global_options(argparse.ArgumentParser(add_help=False), env, suppress=True)
+    common = OneLineParser(add_help=False)
+    _global_options(common, env, suppress=True)
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="agent-wait",
         description="Human-in-the-loop waits for agents: the local stack, and a client for its api.",
         epilog="exit codes: 0 ok, 1 api error, 2 usage error, 3 connection error",
@@ -169,7 +188,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help='approve with edited arguments: {"action": "approve", "args": JSON} '
         '(edit questions: {"action": "edit", "value": JSON})',
     )
-    how.add_argument("--answer", type=_json_arg, metavar="JSON", help="send JSON as the answer as is")
+    how.add_argument(
+        "--answer",
+        type=_answer_arg,
+        metavar="JSON",
+        help="send JSON as the answer as is (text is a JSON string: --answer '\"yes\"')",
+    )
     reply.add_argument("--reason", help="why (recorded with the answer)")
 
     revoke = sub.add_parser(
@@ -193,6 +217,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     tstart = tsub.add_parser("start", parents=[common], help="start a run of the graph on a thread")
     tstart.add_argument("thread_id")
     tstart.add_argument("--input", type=_json_arg, default={}, metavar="JSON", help="the run's input")
+    tstart.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="sent as Idempotency-Key (default: a new one per command); repeat a start with the same "
+        "KEY and input within 24 h and the api returns the first response without starting another run",
+    )
 
     tail = sub.add_parser(
         "tail",
@@ -378,8 +408,12 @@ class Cli:
         return 0
 
     def threads_start(self) -> int:
+        key = self.args.idempotency_key or str(uuid.uuid4())
         result = self.client.request(
-            "POST", f"/threads/{_quote(self.args.thread_id)}/runs", body={"input": self.args.input}
+            "POST",
+            f"/threads/{_quote(self.args.thread_id)}/runs",
+            body={"input": self.args.input},
+            headers={"Idempotency-Key": key},
         )
         if self.args.json:
             self.dump({"status_code": result.status, "body": result.body})

@@ -63,6 +63,29 @@ def endpoint_for(queue_url: str, endpoint_url: str | None) -> str | None:
     return None
 
 
+def check_queue_url(queue_url: str) -> str:
+    """``queue_url`` if it looks like an SQS queue URL; a :class:`UsageError` saying what to pass otherwise.
+
+    Examples
+    --------
+    >>> check_queue_url("http://127.0.0.1:5000/123456789012/agent-wait-subscriber")
+    'http://127.0.0.1:5000/123456789012/agent-wait-subscriber'
+    >>> check_queue_url("agent-wait-outbox.fifo")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agent_wait.cli.client.UsageError: --queue-url 'agent-wait-outbox.fifo' is not a queue URL: ...
+    """
+    parts = urllib.parse.urlsplit(queue_url)
+    segments = [s for s in parts.path.split("/") if s]
+    if parts.scheme not in {"http", "https"} or not parts.netloc or len(segments) != 2:
+        raise UsageError(
+            f"--queue-url {queue_url!r} is not a queue URL: pass the full URL, like the "
+            "http://127.0.0.1:PORT/123456789012/agent-wait-subscriber that `agent-wait local` prints, "
+            "or https://sqs.REGION.amazonaws.com/ACCOUNT/NAME"
+        )
+    return queue_url
+
+
 def follow(
     args: argparse.Namespace,
     out: TextIO,
@@ -75,6 +98,7 @@ def follow(
     """Receive, print and (unless ``--peek``) delete envelopes until stopped."""
     stop = stop or threading.Event()
     sleep = sleep or stop.wait
+    check_queue_url(args.queue_url)
     endpoint = endpoint_for(args.queue_url, args.endpoint_url)
     local = endpoint is not None and is_loopback(endpoint)
     if client is None:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from agent_wait import signing
 
@@ -165,9 +165,13 @@ def to_proxy_event(
     >>> event = to_proxy_event(HttpRequest("GET", "/questions?status=raised", []), principal="me")
     >>> event["path"], event["queryStringParameters"], event["requestContext"]["identity"]["userArn"]
     ('/questions', {'status': 'raised'}, 'me')
+    >>> to_proxy_event(HttpRequest("GET", "/threads/a%20b%3A1", []))["pathParameters"]
+    {'proxy': 'threads/a b:1'}
     """
     parts = urlsplit(request.target)
-    path = parts.path or "/"
+    # API Gateway hands the Lambda the percent-decoded path (and path parameters): ``/threads/a%20b``
+    # arrives as ``/threads/a b``, so the api checks what the client meant, not how it was escaped.
+    path = unquote(parts.path or "/")
     headers: dict[str, str] = {}
     multi_headers: dict[str, list[str]] = {}
     for key, value in request.headers:
@@ -399,6 +403,13 @@ class Gateway:
                     self.wfile.write(response.body)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
+
+            def __getattr__(self, name: str) -> Any:
+                # Any other method (TRACE, QUERY, ...) reaches the api too, which answers 405 with
+                # Allow, instead of http.server's HTML 501.
+                if name.startswith("do_"):
+                    return self._serve
+                raise AttributeError(name)
 
             def log_message(self, format: str, *args: Any) -> None:
                 # The stack prints one line per event; access logs would drown them.

@@ -7,8 +7,9 @@
 2. the ledger, checkpoint table, inbox, outbox and topic, from ``wait_service.resources`` (the same
    specs the CDK app deploys);
 3. the environment the Lambdas get from the stack (``resources.env()``, ``AGENT_WAIT_GRAPH``,
-   ``AGENT_WAIT_REPLY_URL``), with ``AWS_ENDPOINT_URL`` pointing at moto and fake credentials, so
-   no call can reach a real account;
+   ``AGENT_WAIT_REPLY_URL``, ``AGENT_WAIT_INPUT_SCHEMA``: the graph's input schema, written to a
+   temporary folder), with ``AWS_ENDPOINT_URL`` pointing at moto and fake credentials, so no call
+   can reach a real account;
 4. the api handler (``functions/api/handler.py``) behind the HTTP :class:`Gateway`, the runner
    handler (``functions/runner/handler.py``) behind the :class:`InboxPoller`, and the lifecycle
    handler (``functions/lifecycle/handler.py``) behind the :class:`ScheduleClock`, which fires the
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +37,7 @@ from agent_wait.local.gateway import Gateway
 from agent_wait.local.moto_server import SerializedMotoServer
 from agent_wait.local.poller import InboxPoller
 from agent_wait.local.runtime import context_factory, load_handler
+from wait_service.input_schema import INPUT_SCHEMA_FILE, write_input_schema
 from wait_service.resources import (
     API_TIMEOUT_SECONDS,
     LIFECYCLE_TIMEOUT_SECONDS,
@@ -135,6 +139,7 @@ class LocalStack:
         self._resources: LocalResources | None = None
         self._saved_env: dict[str, str | None] = {}
         self._saved_path: list[str] | None = None
+        self._schema_dir: Path | None = None
         self._started = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -259,6 +264,10 @@ class LocalStack:
                 sys.path.remove(entry)
             sys.path.insert(0, entry)
         if self._api_handler is None:
+            # The api checks run input against the graph's schema, generated here as `cdk synth` does.
+            self._schema_dir = Path(tempfile.mkdtemp(prefix="agent-wait-local-"))
+            schema = write_input_schema(self.config.graph, self._schema_dir / INPUT_SCHEMA_FILE)
+            self._set_env({"AGENT_WAIT_INPUT_SCHEMA": str(schema)})
             self._api_handler = load_handler(functions / "api" / "handler.py", "agent_wait_local_api_handler")
         if self._runner_handler is None:
             self._runner_handler = load_handler(
@@ -305,6 +314,9 @@ class LocalStack:
         if self._saved_path is not None:
             sys.path[:] = self._saved_path
             self._saved_path = None
+        if self._schema_dir is not None:
+            shutil.rmtree(self._schema_dir, ignore_errors=True)
+            self._schema_dir = None
         self._started = False
 
     def __enter__(self) -> LocalStack:

@@ -30,6 +30,16 @@ ROUTES: tuple[tuple[str, str, bool], ...] = (
     ("POST", "/questions/{question_id}/revoke", True),
     ("GET", "/openapi.json", False),
 )
+# The inbox page and its sign-in settings. With auth=iam they take SigV4 like every route (the page
+# is served to browsers by `agent-wait inbox`); with auth=jwt a browser must load the page before
+# anyone has signed in, so they have no authorizer: they hold no data, only the page and the public
+# app client id and domain; every call the page makes carries the person's token.
+INBOX_ROUTES: tuple[str, ...] = ("/inbox", "/inbox/config")
+INBOX_PAGE_REASON = (
+    "No API Gateway authorizer on purpose (auth=jwt): the inbox page and its sign-in settings must load "
+    "before the person has signed in; they return no data, only the page and the user pool app client's "
+    "public id and hosted UI domain. Every api call the page makes carries the person's Cognito token."
+)
 # The gateway only checks that a POST body is a JSON object; the handler validates the fields and
 # answers with its own status codes (422, 412, ...) in the one error shape.
 # Routes with no authorizer at the gateway: the api Lambda verifies them over the raw body (an HMAC
@@ -115,6 +125,11 @@ class RestApi(Construct):
         for method, path, json_body in ROUTES:
             self._add_route(method, path, json_body, integration)
         self.unauthenticated_methods: list[apigw.Method] = []
+        for path in INBOX_ROUTES:
+            if config.auth == "jwt":
+                self._add_unauthenticated("GET", path, integration, "", reason=INBOX_PAGE_REASON)
+            else:
+                self._add_route("GET", path, False, integration)
         for method, path in SIGNED_ROUTES:
             self._add_unauthenticated(
                 method,
@@ -174,12 +189,14 @@ class RestApi(Construct):
             request_models={"application/json": self.json_object} if json_body else None,
         )
 
-    def _add_unauthenticated(self, method: str, path: str, integration: apigw.Integration, how: str) -> None:
+    def _add_unauthenticated(
+        self, method: str, path: str, integration: apigw.Integration, how: str, *, reason: str | None = None
+    ) -> None:
         added = self.api.root.resource_for_path(path).add_method(
             method, integration, authorization_type=apigw.AuthorizationType.NONE
         )
         self.unauthenticated_methods.append(added)
-        reason = UNAUTHENTICATED_AT_GATEWAY_REASON.format(how=how)
+        reason = reason or UNAUTHENTICATED_AT_GATEWAY_REASON.format(how=how)
         acknowledge(added, "AwsSolutions-APIG4", reason)
         acknowledge(added, "AwsSolutions-COG4", reason)
 

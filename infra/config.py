@@ -86,6 +86,9 @@ class StackConfig:
     cognito_user_pool_arn, jwt_issuer, jwt_audience
         ``jwt`` mode: the user pool (its ARN, or a Cognito issuer URL it is derived from) and the
         resource-server scope an access token must carry (optional).
+    inbox_client_id, inbox_domain
+        ``jwt`` mode: the user pool app client (no secret, authorization code grant) and the hosted
+        UI domain the inbox page signs people in with; set both or neither.
 
     Examples
     --------
@@ -111,6 +114,9 @@ class StackConfig:
     slack_channel: str | None = None
     slack_bot_token_secret: str | None = None
     slack_signing_secret: str | None = None
+    # The inbox page's sign-in (auth=jwt): a public app client of the pool and its hosted UI domain.
+    inbox_client_id: str | None = None
+    inbox_domain: str | None = None
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -152,6 +158,8 @@ class StackConfig:
             slack_channel=text("slack_channel"),
             slack_bot_token_secret=text("slack_bot_token_secret"),
             slack_signing_secret=text("slack_signing_secret"),
+            inbox_client_id=text("inbox_client_id"),
+            inbox_domain=text("inbox_domain"),
         )
         for key in ("slack_bot_token_secret", "slack_signing_secret"):
             value = getattr(config, key)
@@ -163,6 +171,12 @@ class StackConfig:
         if (config.slack_channel is None) != (config.slack_bot_token_secret is None):
             raise ConfigError(
                 "context slack_channel and slack_bot_token_secret go together: set both or neither"
+            )
+        if (config.inbox_client_id is None) != (config.inbox_domain is None):
+            raise ConfigError("context inbox_client_id and inbox_domain go together: set both or neither")
+        if config.inbox_client_id is not None and config.auth != "jwt":
+            raise ConfigError(
+                "context inbox_client_id needs auth=jwt; with auth=iam use `agent-wait inbox --api <ApiUrl>`"
             )
         if config.auth == "jwt" and config.user_pool_id is None:
             raise ConfigError(

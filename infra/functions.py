@@ -208,6 +208,11 @@ class ApiFunction(ServiceFunction):
         self.allow(LEDGER_API_INDEX_ACTIONS, ledger.index_arns)
         self.allow(["sqs:SendMessage"], [inbox.queue.queue_arn])
         self._configure_signed_requests(config)
+        if config.inbox_client_id and config.inbox_domain:
+            self.function.add_environment("AGENT_WAIT_INBOX_CLIENT_ID", config.inbox_client_id)
+            self.function.add_environment("AGENT_WAIT_INBOX_DOMAIN", config.inbox_domain)
+            if config.jwt_audience:
+                self.function.add_environment("AGENT_WAIT_JWT_AUDIENCE", config.jwt_audience)
         acknowledge(
             self.function,
             "Serverless-LambdaDLQ",

@@ -5,7 +5,8 @@ cold start stays small (``tests/unit/service/test_api_imports.py`` holds it to t
 
 Routes: ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``, ``GET /questions``,
 ``GET /questions/{question_id}``, ``POST /questions/{question_id}/reply``,
-``POST /questions/{question_id}/revoke``, ``GET /openapi.json``.
+``POST /questions/{question_id}/revoke``, ``GET /openapi.json``, and the inbox page
+(``GET /inbox``, ``GET /inbox/config``: ``wait_service.inbox_page``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from wait_service import errors_http, openapi_doc
 from wait_service.audit import audit_of
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.inbox import Inbox
+from wait_service.inbox_page import HTML, InboxSignIn, page_config, page_headers, page_html
 from wait_service.input_schema import check_input, read_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
 from wait_service.limits import (
@@ -291,6 +293,7 @@ class WaitApi:
         slack: SlackInteractions | None = None,
         starts: IdempotentStarts | None = None,
         input_schema: dict[str, Any] | None = None,
+        inbox_sign_in: InboxSignIn | None = None,
     ) -> None:
         self.ledger = ledger
         self.replies = replies
@@ -300,6 +303,7 @@ class WaitApi:
         # Without it (tests of other routes) an Idempotency-Key is not honoured.
         self.starts = starts
         self.input_schema = input_schema
+        self.inbox_sign_in = inbox_sign_in
         self.title = title
         self.version = version
         self._openapi: str | None = None
@@ -551,6 +555,17 @@ class WaitApi:
         def openapi() -> Response[str]:
             return Response(status_code=200, content_type=JSON, body=self.openapi_json())
 
+        @app.get("/inbox", include_in_schema=False, enable_validation=False)
+        def inbox() -> Response[str]:
+            headers = page_headers(self.inbox_sign_in)
+            return Response(status_code=200, content_type=HTML, body=page_html(), headers=headers)
+
+        @app.get("/inbox/config", include_in_schema=False, enable_validation=False)
+        def inbox_config() -> Response[dict[str, str]]:
+            local = self.inbox_sign_in is None and is_local(app.current_event.raw_event)
+            body = page_config(self.inbox_sign_in, local=local)
+            return Response(status_code=200, content_type=JSON, body=body, headers={"Cache-Control": "no-store"})
+
 
 def build_api(
     settings: Settings,
@@ -591,4 +606,9 @@ def build_api(
         input_schema=read_input_schema(settings.input_schema),
         signed=signed,
         slack=slack,
+        inbox_sign_in=(
+            InboxSignIn(settings.inbox_client_id, settings.inbox_domain, audience=settings.jwt_audience)
+            if settings.inbox_client_id and settings.inbox_domain
+            else None
+        ),
     )

@@ -43,6 +43,9 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_SLACK_SIGNING_SECRET": "slack_signing_secret",
     "AGENT_WAIT_SLACK_API_URL": "slack_api_url",
     "AGENT_WAIT_INPUT_SCHEMA": "input_schema",
+    "AGENT_WAIT_INBOX_CLIENT_ID": "inbox_client_id",
+    "AGENT_WAIT_INBOX_DOMAIN": "inbox_domain",
+    "AGENT_WAIT_JWT_AUDIENCE": "jwt_audience",
 }
 
 
@@ -104,6 +107,11 @@ class Settings(BaseModel):
 
     # Path of the graph's input JSON schema (wait_service.input_schema); unset: any input is taken.
     input_schema: str | None = None
+    # The inbox page's sign-in (auth=jwt): a user pool app client, its hosted UI domain, and the
+    # scope the authorizer checks (jwt_audience), if any.
+    inbox_client_id: str | None = None
+    inbox_domain: str | None = None
+    jwt_audience: str | None = None
 
     @field_validator("reply_url")
     @classmethod

@@ -224,6 +224,14 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         "KEY and input within 24 h and the api returns the first response without starting another run",
     )
 
+    inbox = sub.add_parser(
+        "inbox",
+        parents=[common],
+        help="serve the inbox page on 127.0.0.1, its api calls signed with your credentials",
+        description="For a deployed api with auth=iam (browsers cannot sign SigV4): open the printed URL.",
+    )
+    inbox.add_argument("--port", type=int, default=8788, help="port on 127.0.0.1 (default 8788, 0: free)")
+
     tail = sub.add_parser(
         "tail",
         parents=[common],
@@ -428,6 +436,11 @@ class Cli:
 
         return follow(self.args, self.out, self.err)
 
+    def inbox(self) -> int:
+        from agent_wait.cli.inbox import run_inbox
+
+        return run_inbox(self.args, self.client, self.out)
+
     def _get_question(self, question_id: str) -> Mapping[str, Any]:
         body = self.client.request("GET", f"/questions/{_quote(question_id)}").body
         return body if isinstance(body, Mapping) else {}
@@ -445,6 +458,7 @@ COMMANDS: dict[tuple[str, str | None], Callable[[Cli], int]] = {
     ("threads", "show"): Cli.threads_show,
     ("threads", "start"): Cli.threads_start,
     ("tail", None): Cli.tail,
+    ("inbox", None): Cli.inbox,
 }
 
 

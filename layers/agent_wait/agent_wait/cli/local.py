@@ -75,6 +75,7 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write(f"subscriber queue: {resources.subscriber_url}")
         write(f"graph: {args.graph}")
         write(f"API: {stack.api_url}")
+        write(f"inbox: {stack.api_url.rstrip('/')}/inbox")
         while not stop.wait(0.5):
             pass
         write("stopping")

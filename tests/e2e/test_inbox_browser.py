@@ -1,0 +1,231 @@
+"""The inbox page in headless Chromium against the local stack: a person answering from a browser.
+
+Each test starts its own refund thread (40 to c-17) and answers its one question through the page,
+then checks what the api and the thread say. Tabs that must not refresh on their own (the stale and
+second-tab cases) open the page with ``?refresh=0``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from browser_support import OUTPUT, launch, require_chromium, text_of, until
+from e2e_support import LocalProcess, eventually, http
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+pytestmark = pytest.mark.e2e
+
+REFUND = {"customer": "c-17", "amount": 40}
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    require_chromium()
+    driver = launch(tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def page(browser: WebDriver) -> Iterator[WebDriver]:
+    yield browser
+    # Back to one tab, and no name remembered from the previous test.
+    for handle in browser.window_handles[1:]:
+        browser.switch_to.window(handle)
+        browser.close()
+    browser.switch_to.window(browser.window_handles[0])
+    browser.execute_script("localStorage.clear()")
+
+
+def parked(local: LocalProcess, amount: float = 40) -> tuple[str, str]:
+    """A new refund thread waiting on its question: (thread id, question id)."""
+    thread_id = f"t-inbox-{uuid.uuid4().hex[:8]}"
+    body = {"input": REFUND | {"amount": amount}}
+    assert http("POST", f"{local.api}/threads/{thread_id}/runs", body)[0] == 202
+
+    def waiting() -> Any:
+        thread = http("GET", f"{local.api}/threads/{thread_id}")[2]
+        return thread if thread.get("status") == "interrupted" else None
+
+    [question_id] = eventually(waiting, what="the question")["pending"]
+    return thread_id, question_id
+
+
+def finished(local: LocalProcess, thread_id: str) -> dict[str, Any]:
+    def done() -> Any:
+        thread = http("GET", f"{local.api}/threads/{thread_id}")[2]
+        return thread if thread.get("status") in {"done", "failed"} else None
+
+    result: dict[str, Any] = eventually(done, what=f"thread {thread_id} to finish")
+    return result
+
+
+def open_question(driver: WebDriver, local: LocalProcess, question_id: str, query: str = "") -> None:
+    driver.get("about:blank")  # a new page load, not only a new #fragment on the page already open
+    driver.get(f"{local.api}/inbox{query}#/questions/{question_id}")
+    until(driver, lambda d: d.find_element(By.ID, "answer-form"), "the answer form")
+
+
+def set_name(driver: WebDriver, name: str) -> None:
+    field = until(driver, lambda d: d.find_element(By.ID, "principal"), "the name field")
+    field.clear()
+    field.send_keys(name, Keys.TAB)
+
+
+def test_approve_by_clicking_ends_the_thread_done(local_stack: LocalProcess, page: WebDriver) -> None:
+    thread_id, question_id = parked(local_stack)
+    open_question(page, local_stack, question_id)
+    set_name(page, "alice")
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+
+    thread = finished(local_stack, thread_id)
+    assert thread["status"] == "done"
+    assert thread["output"]["refund"]["amount"] == 40
+    question = http("GET", f"{local_stack.api}/questions/{question_id}")[2]
+    assert question["answered_by"] == "alice"
+    # The page sent the ETag it displayed, exactly.
+    assert question["audit"]["if_match"] == f'"{question["digest"]}"'
+    # Once answered the page shows the outcome and the audit record, and what ran.
+    page.refresh()
+    until(page, lambda d: text_of(d, "answer-text") == "approved", "the outcome")
+    assert question["digest"] in text_of(page, "audit")
+    assert "alice" in text_of(page, "outcome")
+
+
+def test_an_edited_amount_is_the_amount_refunded(local_stack: LocalProcess, page: WebDriver) -> None:
+    thread_id, question_id = parked(local_stack)
+    open_question(page, local_stack, question_id)
+    amount = page.find_element(By.ID, "arg-amount")
+    # The form is generated from the arguments: the amount is a number field holding 40.
+    assert (amount.get_attribute("type"), amount.get_attribute("value")) == ("number", "40")
+    amount.clear()
+    amount.send_keys("25")
+    page.find_element(By.ID, "approve-edited").click()
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+
+    thread = finished(local_stack, thread_id)
+    assert thread["output"]["refund"]["amount"] == 25
+    audit = http("GET", f"{local_stack.api}/questions/{question_id}")[2]["audit"]
+    assert audit["diff"] == [{"op": "replace", "path": "/amount", "value": 25}]
+
+
+def test_an_answer_that_does_not_fit_is_shown_next_to_its_field(
+    local_stack: LocalProcess, page: WebDriver
+) -> None:
+    _, question_id = parked(local_stack)
+    open_question(page, local_stack, question_id)
+    amount = page.find_element(By.ID, "arg-amount")
+    amount.clear()
+    amount.send_keys("1e200")  # finite in JavaScript, more than DynamoDB can store: the api says 422
+    page.find_element(By.ID, "approve-edited").click()
+    message = until(page, lambda d: text_of(d, "err-arg-amount"), "the message next to the amount")
+    assert "{" not in message
+    assert "does not fit" in text_of(page, "outcome-message")
+    assert page.switch_to.active_element.get_attribute("id") == "arg-amount"
+    status = http("GET", f"{local_stack.api}/questions/{question_id}")[2]["status"]
+    assert status in {"raised", "delivered"}
+
+
+def test_a_second_tab_answering_late_is_told_who_answered_first(
+    local_stack: LocalProcess, page: WebDriver
+) -> None:
+    _, question_id = parked(local_stack)
+    open_question(page, local_stack, question_id, "?refresh=0")
+    first = page.current_window_handle
+    page.switch_to.new_window("tab")
+    open_question(page, local_stack, question_id, "?refresh=0")
+    page.find_element(By.ID, "reason").send_keys("not this customer")
+    second = page.current_window_handle
+
+    page.switch_to.window(first)
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the first answer")
+
+    page.switch_to.window(second)
+    page.find_element(By.ID, "reject").click()
+    sentence = until(page, lambda d: text_of(d, "outcome-message"), "the 409 sentence")
+    assert sentence == "Someone else answered first: approved. Your answer was not recorded."
+    answer = http("GET", f"{local_stack.api}/questions/{question_id}")[2]["answer"]
+    assert answer == {"action": "approve"}
+
+
+def test_a_stale_page_is_told_the_question_changed(local_stack: LocalProcess, page: WebDriver) -> None:
+    _, question_id = parked(local_stack)
+    open_question(page, local_stack, question_id, "?refresh=0")
+    shown = text_of(page, "shown-tag")
+    # The question changes under the reader: its digest in the ledger is no longer the one shown.
+    dynamodb = boto3.client(
+        "dynamodb",
+        endpoint_url=local_stack.info["moto"],
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    [table] = [t for t in dynamodb.list_tables()["TableNames"] if "ledger" in t.lower()]
+    dynamodb.update_item(
+        TableName=table,
+        Key={"dedupe_key": {"S": f"wait.created:{question_id}"}},
+        UpdateExpression="SET digest = :d",
+        ExpressionAttributeValues={":d": {"S": "0" * 64}},
+    )
+    page.find_element(By.ID, "approve").click()
+    sentence = until(page, lambda d: text_of(d, "outcome-message"), "the 412 sentence")
+    assert sentence.startswith("This question changed after you opened it, so your answer was not recorded.")
+    assert text_of(page, "shown-tag") == shown
+    assert http("GET", f"{local_stack.api}/questions/{question_id}")[2]["answer"] is None
+
+
+def test_keyboard_only_approval(local_stack: LocalProcess, page: WebDriver) -> None:
+    thread_id, question_id = parked(local_stack)
+    page.get(f"{local_stack.api}/inbox")
+    link = f'a[data-id="{question_id}"]'
+    until(page, lambda d: d.find_element(By.CSS_SELECTOR, link), "the question in the list")
+
+    def tab_to(selector: str, limit: int = 80) -> None:
+        body = page.find_element(By.TAG_NAME, "body")
+        for _ in range(limit):
+            if page.execute_script("return document.activeElement.matches(arguments[0])", selector):
+                return
+            (page.switch_to.active_element if page.switch_to.active_element else body).send_keys(Keys.TAB)
+        raise AssertionError(f"Tab never reached {selector}")
+
+    tab_to(link)
+    page.switch_to.active_element.send_keys(Keys.ENTER)
+    until(page, lambda d: d.find_element(By.ID, "approve"), "the answer form")
+    tab_to("#approve")
+    page.switch_to.active_element.send_keys(Keys.ENTER)
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+    assert finished(local_stack, thread_id)["status"] == "done"
+
+
+def test_screenshots_at_desktop_and_phone_width(local_stack: LocalProcess, page: WebDriver) -> None:
+    OUTPUT.mkdir(exist_ok=True)
+    parked(local_stack, amount=12.5)
+    _, question_id = parked(local_stack)
+    for width, height in ((1280, 900), (375, 812)):
+        page.set_window_size(width, height)
+        open_question(page, local_stack, question_id)
+        until(page, lambda d: len(d.find_elements(By.CSS_SELECTOR, "ul.questions li")) >= 2, "the list")
+        # Nothing wider than the screen: no sideways scrolling.
+        overflow = page.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{overflow}px wider than {width}"
+        path: Path = OUTPUT / f"inbox-{width}.png"
+        full = page.execute_script("return document.documentElement.scrollHeight")
+        page.set_window_size(width, max(height, min(int(full) + 100, 2400)))
+        page.execute_script("window.scrollTo(0, 0)")
+        assert page.save_screenshot(str(path))
+        assert path.stat().st_size > 10_000
+    page.set_window_size(1280, 900)

@@ -564,7 +564,9 @@ class WaitApi:
         def inbox_config() -> Response[dict[str, str]]:
             local = self.inbox_sign_in is None and is_local(app.current_event.raw_event)
             body = page_config(self.inbox_sign_in, local=local)
-            return Response(status_code=200, content_type=JSON, body=body, headers={"Cache-Control": "no-store"})
+            return Response(
+                status_code=200, content_type=JSON, body=body, headers={"Cache-Control": "no-store"}
+            )
 
 
 def build_api(

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
 
 CHROMIUM = os.environ.get("AGENT_WAIT_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("AGENT_WAIT_CHROMEDRIVER", shutil.which("chromedriver") or "/usr/bin/chromedriver")
+CHROMEDRIVER = os.environ.get(
+    "AGENT_WAIT_CHROMEDRIVER", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+)
 # The sandbox this runs in has no user namespaces, no GPU and no network beyond 127.0.0.1.
 FLAGS = (
     "--headless",

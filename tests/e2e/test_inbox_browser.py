@@ -7,6 +7,8 @@ second-tab cases) open the page with ``?refresh=0``.
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,9 @@ from browser_support import OUTPUT, launch, require_chromium, text_of, until
 from e2e_support import LocalProcess, eventually, http
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+
+from agent_wait.cli.client import ApiClient
+from agent_wait.cli.inbox import InboxProxy
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -229,3 +234,42 @@ def test_screenshots_at_desktop_and_phone_width(local_stack: LocalProcess, page:
         assert page.save_screenshot(str(path))
         assert path.stat().st_size > 10_000
     page.set_window_size(1280, 900)
+
+
+def test_make_local_prints_the_inbox_url(local_stack: LocalProcess) -> None:
+    assert f"inbox: {local_stack.api}/inbox" in local_stack.lines
+    status, headers, _ = raw_get(f"{local_stack.api}/inbox")
+    assert (status, headers["Content-Type"]) == (200, "text/html; charset=utf-8")
+
+
+def test_agent_wait_inbox_serves_the_page_and_signs_its_calls(
+    local_stack: LocalProcess, page: WebDriver
+) -> None:
+    # Against a loopback api the client does not sign; the principal stands in for the caller's ARN
+    # that SigV4 gives the deployed api. The forwarding is the same.
+    proxy = InboxProxy(ApiClient(local_stack.api, principal="bob"), principal="bob")
+    proxy.start()
+    try:
+        thread_id, question_id = parked(local_stack)
+        page.get("about:blank")
+        page.get(f"{proxy.url}#/questions/{question_id}")
+        until(page, lambda d: d.find_element(By.ID, "approve"), "the answer form")
+        assert text_of(page, "signed-in") == "Answering as bob"
+        page.find_element(By.ID, "approve").click()
+        until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+        assert finished(local_stack, thread_id)["status"] == "done"
+        assert http("GET", f"{local_stack.api}/questions/{question_id}")[2]["answered_by"] == "bob"
+        # Another web page cannot use it to answer with the person's credentials.
+        forged = {"Origin": "https://evil.example"}
+        assert http("POST", f"{proxy.origin}/questions/{question_id}/reply", {"answer": {}}, forged)[0] == 403
+        assert raw_get(f"{proxy.origin}/openapi.json")[0] == 404
+    finally:
+        proxy.stop()
+
+
+def raw_get(url: str) -> tuple[int, dict[str, str], bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, dict(response.headers.items()), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers.items()), exc.read()

@@ -47,7 +47,7 @@ def caller_identity(client: ApiClient) -> str | None:
 
         session = botocore.session.Session()
         region = client.region or session.get_config_variable("region") or "us-east-1"
-        sts = session.create_client("sts", region_name=region)
+        sts: Any = session.create_client("sts", region_name=region)
         return str(sts.get_caller_identity()["Arn"])
     except Exception:  # noqa: BLE001 - only a display name; the api records the real responder
         return None
@@ -58,7 +58,8 @@ class InboxProxy:
 
     Examples
     --------
-    >>> proxy = InboxProxy(ApiClient("https://abc.execute-api.eu-west-1.amazonaws.com/prod"))  # doctest: +SKIP
+    >>> api = "https://abc.execute-api.eu-west-1.amazonaws.com/prod"
+    >>> proxy = InboxProxy(ApiClient(api), port=8788)  # doctest: +SKIP
     >>> proxy.start(); print(proxy.url)  # doctest: +SKIP
     http://127.0.0.1:8788/inbox
     """
@@ -100,12 +101,18 @@ class InboxProxy:
             f"http://localhost:{self.port}",
         }
 
-    def forward(self, method: str, target: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    def forward(
+        self, method: str, target: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
         """Send one call of the page to the api, signed; the api's status, headers and body."""
         path, _, query = target.partition("?")
         if path == "/inbox/config" and method == "GET":
             config = {"auth": "proxy", "principal": self.principal} if self.principal else {"auth": "proxy"}
-            return 200, {"Content-Type": "application/json", "Cache-Control": "no-store"}, json.dumps(config).encode()
+            return (
+                200,
+                {"Content-Type": "application/json", "Cache-Control": "no-store"},
+                json.dumps(config).encode(),
+            )
         if not path.startswith(FORWARDED):
             return _error(404, "not_found", f"{path} is not an api route the inbox calls")
         url = self.client.url_for(self.client.route_for(method, path))

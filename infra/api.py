@@ -29,11 +29,14 @@ ROUTES: tuple[tuple[str, str, bool], ...] = (
     ("POST", "/questions/{question_id}/reply", True),
     ("POST", "/questions/{question_id}/revoke", True),
     ("GET", "/openapi.json", False),
+    ("GET", "/inbox", False),
+    ("GET", "/inbox/config", False),
 )
-# The inbox page and its sign-in settings. With auth=iam they take SigV4 like every route (the page
-# is served to browsers by `agent-wait inbox`); with auth=jwt a browser must load the page before
-# anyone has signed in, so they have no authorizer: they hold no data, only the page and the public
-# app client id and domain; every call the page makes carries the person's token.
+# The inbox page and its sign-in settings take the api's auth like every route (with auth=iam the
+# page reaches browsers through `agent-wait inbox`), except when the page signs people in itself
+# (auth=jwt with inbox_client_id): a browser must load it before anyone has signed in, so these two
+# have no authorizer. They hold no data, only the page and the public app client id and domain;
+# every call the page makes carries the person's token.
 INBOX_ROUTES: tuple[str, ...] = ("/inbox", "/inbox/config")
 INBOX_PAGE_REASON = (
     "No API Gateway authorizer on purpose (auth=jwt): the inbox page and its sign-in settings must load "
@@ -122,14 +125,12 @@ class RestApi(Construct):
             self.authorizer = self._build_cognito_authorizer(config)
             self.authorization_scopes = [config.jwt_audience] if config.jwt_audience else None
         integration = apigw.LambdaIntegration(handler, proxy=True)
-        for method, path, json_body in ROUTES:
-            self._add_route(method, path, json_body, integration)
         self.unauthenticated_methods: list[apigw.Method] = []
-        for path in INBOX_ROUTES:
-            if config.auth == "jwt":
-                self._add_unauthenticated("GET", path, integration, "", reason=INBOX_PAGE_REASON)
+        for method, path, json_body in ROUTES:
+            if path in INBOX_ROUTES and config.inbox_client_id:
+                self._add_unauthenticated(method, path, integration, "", reason=INBOX_PAGE_REASON)
             else:
-                self._add_route("GET", path, False, integration)
+                self._add_route(method, path, json_body, integration)
         for method, path in SIGNED_ROUTES:
             self._add_unauthenticated(
                 method,

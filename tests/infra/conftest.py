@@ -21,12 +21,15 @@ if TYPE_CHECKING:
     from infra.stack import AgentWaitStack
 
 # The second variant exercises every branch the default does not: Cognito JWT auth with an audience
-# scope, the langgraph-checkpoint-dynamodb backend, a default ttl and a custom stack name.
+# scope and the inbox page's sign-in, the langgraph-checkpoint-dynamodb backend, a default ttl and a
+# custom stack name.
 JWT_CONTEXT = {
     "stack_name": "aw-jwt",
     "auth": "jwt",
     "jwt_issuer": "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Abc123",
     "jwt_audience": "agent-wait/reply",
+    "inbox_client_id": "inbox-client-1",
+    "inbox_domain": "aw-jwt.auth.eu-west-1.amazoncognito.com",
     "checkpointer": "dynamodb",
     "default_ttl": "3600",
     "graph": "examples.refund_agent:build_graph",

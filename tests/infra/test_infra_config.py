@@ -41,6 +41,8 @@ def test_empty_strings_from_cdk_json_mean_unset() -> None:
         ({"auth": "jwt", "jwt_issuer": "https://login.example.com/"}, "auth=jwt"),
         ({"checkpoint_bucket": "true", "checkpointer": "dynamodb"}, "checkpoint_bucket"),
         ({"alarm_topic_arn": "on-call"}, "alarm_topic_arn"),
+        ({"inbox_client_id": "c1"}, "inbox_client_id and inbox_domain"),
+        ({"inbox_client_id": "c1", "inbox_domain": "auth.example.com"}, "inbox_client_id needs auth=jwt"),
     ],
 )
 def test_bad_context_names_the_key(context: dict[str, str], key: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from infra import constants
-from infra.api import ROUTES
+from infra.api import INBOX_ROUTES, ROUTES
 from wait_service import metric_names
 from wait_service.resources import (
     CHECKPOINT_WRITES_DYNAMODB,
@@ -566,8 +566,21 @@ def test_jwt_mode_uses_a_cognito_authorizer_on_every_route(jwt_synth: Synth) -> 
     for key, props in _methods(jwt_synth).items():
         if key in SIGNED:
             continue
+        if key[1] in INBOX_ROUTES:
+            # The inbox page loads before anyone signs in; its calls carry the token.
+            assert props["AuthorizationType"] == "NONE"
+            continue
         assert props["AuthorizationType"] == "COGNITO_USER_POOLS"
         assert props["AuthorizationScopes"] == ["agent-wait/reply"]
+    variables = json.dumps(
+        next(
+            r["Properties"]["Environment"]["Variables"]
+            for r in jwt_synth.resources("AWS::Lambda::Function").values()
+            if "AGENT_WAIT_INBOX_CLIENT_ID" in r["Properties"].get("Environment", {}).get("Variables", {})
+        )
+    )
+    assert '"AGENT_WAIT_INBOX_CLIENT_ID": "inbox-client-1"' in variables
+    assert '"AGENT_WAIT_JWT_AUDIENCE": "agent-wait/reply"' in variables
 
 
 def test_iam_mode_has_no_authorizer(default_synth: Synth) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+from boto3.dynamodb.types import TypeSerializer
 from browser_support import OUTPUT, launch, require_chromium, text_of, until
 from e2e_support import LocalProcess, eventually, http
 from selenium.webdriver.common.by import By
@@ -167,21 +168,52 @@ def test_a_second_tab_answering_late_is_told_who_answered_first(
     assert answer == {"action": "approve"}
 
 
+def test_the_edit_form_follows_the_arguments_schema(local_stack: LocalProcess, page: WebDriver) -> None:
+    _, question_id = parked(local_stack)
+    schema = {
+        "type": "object",
+        "properties": {
+            "customer": {"type": "string", "enum": ["c-17", "c-18"]},
+            "amount": {"type": "integer", "minimum": 1, "maximum": 100, "description": "in euros"},
+        },
+    }
+    ledger(local_stack).update_item(
+        TableName=ledger_table(local_stack),
+        Key={"dedupe_key": {"S": f"wait.created:{question_id}"}},
+        UpdateExpression="SET question.args_schema = :s",
+        ExpressionAttributeValues={":s": TypeSerializer().serialize(schema)},
+    )
+    open_question(page, local_stack, question_id, "?refresh=0")
+    customer = page.find_element(By.ID, "arg-customer")
+    assert customer.tag_name == "select"
+    assert [o.text for o in customer.find_elements(By.TAG_NAME, "option")] == ["c-17", "c-18"]
+    amount = page.find_element(By.ID, "arg-amount")
+    assert (amount.get_attribute("step"), amount.get_attribute("max")) == ("1", "100")
+    assert "in euros" in page.find_element(By.CSS_SELECTOR, "label[for=arg-amount]").text
+
+
+def ledger(local: LocalProcess) -> Any:
+    return boto3.client(
+        "dynamodb",
+        endpoint_url=local.info["moto"],
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+def ledger_table(local: LocalProcess) -> str:
+    [table] = [t for t in ledger(local).list_tables()["TableNames"] if "ledger" in t.lower()]
+    return str(table)
+
+
 def test_a_stale_page_is_told_the_question_changed(local_stack: LocalProcess, page: WebDriver) -> None:
     _, question_id = parked(local_stack)
     open_question(page, local_stack, question_id, "?refresh=0")
     shown = text_of(page, "shown-tag")
     # The question changes under the reader: its digest in the ledger is no longer the one shown.
-    dynamodb = boto3.client(
-        "dynamodb",
-        endpoint_url=local_stack.info["moto"],
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    [table] = [t for t in dynamodb.list_tables()["TableNames"] if "ledger" in t.lower()]
-    dynamodb.update_item(
-        TableName=table,
+    ledger(local_stack).update_item(
+        TableName=ledger_table(local_stack),
         Key={"dedupe_key": {"S": f"wait.created:{question_id}"}},
         UpdateExpression="SET digest = :d",
         ExpressionAttributeValues={":d": {"S": "0" * 64}},

@@ -121,7 +121,7 @@ class InboxProxy:
         signed = self.client.headers_for(method, url, body, headers)
         request = urllib.request.Request(url, data=body or None, method=method, headers=signed)
         try:
-            with urllib.request.urlopen(request, timeout=self.client.timeout) as raw:  # noqa: S310 - the api URL checked by ApiClient
+            with self.client.opener(request, self.client.timeout) as raw:
                 return raw.status, _pick(raw.headers.items()), raw.read()
         except urllib.error.HTTPError as exc:
             return exc.code, _pick(exc.headers.items()), exc.read()

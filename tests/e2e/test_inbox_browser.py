@@ -256,6 +256,7 @@ def test_screenshots_at_desktop_and_phone_width(local_stack: LocalProcess, page:
         page.set_window_size(width, height)
         open_question(page, local_stack, question_id)
         until(page, lambda d: len(d.find_elements(By.CSS_SELECTOR, "ul.questions li")) >= 2, "the list")
+        assert page.execute_script("return window.innerWidth") == width
         # Nothing wider than the screen: no sideways scrolling.
         overflow = page.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{overflow}px wider than {width}"

@@ -90,8 +90,9 @@ def test_a_failing_handler_is_invoked_again_up_to_three_times(scheduler: Any) ->
 
 
 def test_a_schedule_deleted_before_it_fires_never_fires(scheduler: Any) -> None:
+    now = [NOW]
     fired: list[Any] = []
-    clock = ScheduleClock(scheduler, "timers", lambda event, _: fired.append(event), now=lambda: NOW)
+    clock = ScheduleClock(scheduler, "timers", lambda event, _: fired.append(event), now=lambda: now[0])
     schedule(
         scheduler, "remind-2-q3", NOW + timedelta(seconds=5), {"question_id": "q3", "timer": "remind", "n": 2}
     )

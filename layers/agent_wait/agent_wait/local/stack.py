@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_wait.local.events import EventLog, ledger_readers
 from agent_wait.local.gateway import Gateway
-from agent_wait.local.moto_server import SerializedMotoServer
+from agent_wait.local.moto_server import SerializedMotoServer, sqs_action
 from agent_wait.local.poller import InboxPoller
 from agent_wait.local.runtime import context_factory, load_handler
 from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS, create_resources
@@ -106,7 +106,9 @@ class LocalStack:
         self._write = write
         self._api_handler = api_handler
         self._runner_handler = runner_handler
-        self.moto = SerializedMotoServer(host="127.0.0.1", port=self.config.moto_port, log_requests=False)
+        self.moto = SerializedMotoServer(
+            host="127.0.0.1", port=self.config.moto_port, log_requests=False, on_request=self._on_aws_request
+        )
         self.gateway: Gateway | None = None
         self.poller: InboxPoller | None = None
         self.events: EventLog | None = None
@@ -200,6 +202,12 @@ class LocalStack:
             self._runner_handler = load_handler(
                 functions / "runner" / "handler.py", "agent_wait_local_runner_handler"
             )
+
+    def _on_aws_request(self, environ: dict[str, Any]) -> None:
+        # A message sent to a queue (the api's reply or start, a deferred run) wakes the poller
+        # instead of leaving it to its idle wait; messages to other queues cost one empty poll.
+        if self.poller is not None and sqs_action(environ) in {"SendMessage", "SendMessageBatch"}:
+            self.poller.wake()
 
     def _invoke_api(self, event: dict[str, Any], context: Any) -> Any:
         if self._api_handler is None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from agent_wait import Envelope
-    from wait_service.settings import Settings
+    from wait_service.settings import Durability, Settings
 
 PublishFn = Callable[..., list["Envelope"]]
 
@@ -45,7 +45,7 @@ PublishFn = Callable[..., list["Envelope"]]
 class Graph(Protocol):
     """What the runner needs of a compiled graph."""
 
-    def invoke(self, input: Any, config: Any) -> Any: ...
+    def invoke(self, input: Any, config: Any, *, durability: Durability | None = None) -> Any: ...
 
     def get_state(self, config: Any) -> Any: ...
 
@@ -118,6 +118,9 @@ class RunnerService:
     inbox:
         Where a run deferred behind a thread's questions is enqueued once the thread's current
         run ends; ``None`` keeps deferred runs on the thread item only.
+    durability:
+        LangGraph's checkpoint durability for each run (``AGENT_WAIT_DURABILITY``); ``None`` keeps
+        LangGraph's default.
 
     Examples
     --------
@@ -138,6 +141,7 @@ class RunnerService:
         max_receive_count: int = MAX_RECEIVE_COUNT,
         clock: Clock = utcnow,
         inbox: Inbox | None = None,
+        durability: Durability | None = None,
     ) -> None:
         if publish is None:
             from agent_wait.langgraph import publish_interrupts
@@ -152,6 +156,7 @@ class RunnerService:
         self.max_receive_count = max_receive_count
         self._clock = clock
         self.inbox = inbox
+        self.durability = durability
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it."""
@@ -188,11 +193,13 @@ class RunnerService:
                 logger.info("start message redelivered; republishing the standing questions")
                 result: Any = {"__interrupt__": parked}
             elif isinstance(message, ResumeMessage):
-                result = self.graph.invoke(Command(resume={message.question_id: message.answer}), config)
+                result = self.graph.invoke(
+                    Command(resume={message.question_id: message.answer}), config, durability=self.durability
+                )
             else:
                 if message.run_id is not None:
                     config["metadata"] = {RUN_ID_KEY: message.run_id}
-                result = self.graph.invoke(message.input, config)
+                result = self.graph.invoke(message.input, config, durability=self.durability)
         except Exception as exc:
             self._record_failure(thread_id, question_id, exc, receive_count)
             raise
@@ -347,4 +354,5 @@ def build_runner(
         default_ttl=settings.default_ttl,
         clock=clock,
         inbox=Inbox(settings.require("inbox_url"), sqs),
+        durability=settings.durability,
     )

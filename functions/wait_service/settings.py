@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# LangGraph's checkpoint durability: when a run's checkpoints are written (see docs/internals.md).
+Durability = Literal["sync", "async", "exit"]
+
 DEFAULT_GRAPH = "examples.refund_agent:build_graph"
 
 # Environment variable → field name. Kept as data so the doc table and the model cannot drift.
@@ -33,6 +36,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_REPLY_URL": "reply_url",
     "AGENT_WAIT_DEFAULT_TTL": "default_ttl",
     "AGENT_WAIT_LEDGER_TTL_DAYS": "ledger_ttl_days",
+    "AGENT_WAIT_DURABILITY": "durability",
 }
 
 
@@ -71,6 +75,9 @@ class Settings(BaseModel):
     reply_url: str | None = None
     default_ttl: int | None = Field(default=None, ge=1)
     ledger_ttl_days: int = Field(default=90, ge=1)
+    # Checkpoints only when a run ends (parks on a question, finishes or fails): a crashed run is
+    # redone from its message, as the queue redelivers it anyway (docs/internals.md).
+    durability: Durability = "exit"
 
     @field_validator("reply_url")
     @classmethod

@@ -40,6 +40,7 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_REPLY_URL": "https://x/questions/{question_id}/reply",
             "AGENT_WAIT_DEFAULT_TTL": "3600",
             "AGENT_WAIT_LEDGER_TTL_DAYS": "30",
+            "AGENT_WAIT_DURABILITY": "sync",
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -61,6 +62,7 @@ def test_settings_from_env_maps_every_variable() -> None:
         "reply_url": "https://x/questions/{question_id}/reply",
         "default_ttl": 3600,
         "ledger_ttl_days": 30,
+        "durability": "sync",
     }
 
 

@@ -10,14 +10,17 @@ from constructs import Construct
 
 from infra import constants
 from infra.bundling import CopyBundling, PipLayerBundling
-from infra.requirements import LayerName, cache_key, layer_requirements
+from infra.requirements import (
+    AGENT_WAIT_EXCLUDE,
+    AGENT_WAIT_SOURCES,
+    LayerName,
+    cache_key,
+    layer_requirements,
+)
 
-AGENT_WAIT_SOURCES = {"python/agent_wait": "layers/agent_wait/agent_wait"}
 # What the Docker fallbacks run (the bundling image's python is the runtime's); the local bundlers
 # do the same through infra.bytecode.
 COMPILE = "python -m compileall -q --invalidation-mode unchecked-hash"
-# The console script and the local stack (moto) never run in Lambda.
-AGENT_WAIT_EXCLUDE = ("cli", "local")
 
 
 def runtime() -> lambda_.Runtime:

@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 LayerName = Literal["core", "graph"]
 Target = Literal["lambda", "host"]
 
+# The first-party layer: the library without its console script and local stack (never run in Lambda).
+AGENT_WAIT_SOURCES: dict[str, str] = {"python/agent_wait": "layers/agent_wait/agent_wait"}
+AGENT_WAIT_EXCLUDE: tuple[str, ...] = ("cli", "local")
+
 CORE_PACKAGES: tuple[str, ...] = (
     "aws-lambda-powertools[tracer,validation]",
     "pydantic",

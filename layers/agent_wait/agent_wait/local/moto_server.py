@@ -8,7 +8,6 @@ AWS serialized writes per item.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -22,44 +21,17 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-RequestHook = Callable[[dict[str, Any]], None]
-
-
 class SerializedApp:
-    """Wrap a WSGI app so that one request, body included, runs at a time.
+    """Wrap a WSGI app so that one request, body included, runs at a time."""
 
-    ``on_request`` is called with each request's WSGI environ once its response is built (outside
-    the lock); an exception it raises is swallowed, so a watcher never fails an AWS call.
-    """
-
-    def __init__(self, app: WSGIApp, on_request: RequestHook | None = None) -> None:
+    def __init__(self, app: WSGIApp) -> None:
         self._app = app
         self._lock = threading.Lock()
-        self._on_request = on_request
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self._lock:
             # Drain the response inside the lock: moto builds some bodies lazily.
-            body = list(self._app(environ, start_response))
-        if self._on_request is not None:
-            with contextlib.suppress(Exception):
-                self._on_request(environ)
-        return body
-
-
-def sqs_action(environ: dict[str, Any]) -> str | None:
-    """The SQS action of a request in the JSON protocol boto3 uses (``SendMessage``, ...), else ``None``.
-
-    Examples
-    --------
-    >>> sqs_action({"HTTP_X_AMZ_TARGET": "AmazonSQS.SendMessage"})
-    'SendMessage'
-    >>> sqs_action({"HTTP_X_AMZ_TARGET": "DynamoDB_20120810.PutItem"}) is None
-    True
-    """
-    target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
-    prefix = "AmazonSQS."
-    return target[len(prefix) :] if target.startswith(prefix) else None
+            return list(self._app(environ, start_response))
 
 
 class _QuietRequestHandler(WSGIRequestHandler):
@@ -81,8 +53,6 @@ class SerializedMotoServer:
     log_requests:
         Keep werkzeug's access log (one stderr line per AWS request); the local stack turns it
         off so its event lines stay readable.
-    on_request:
-        Called with each request's WSGI environ after it is served (see :class:`SerializedApp`).
 
     Examples
     --------
@@ -92,23 +62,15 @@ class SerializedMotoServer:
     >>> server.stop()  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        *,
-        log_requests: bool = True,
-        on_request: RequestHook | None = None,
-    ) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, log_requests: bool = True) -> None:
         self._host = host
         self._port = port
         self._log_requests = log_requests
-        self._on_request = on_request
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        app = SerializedApp(DomainDispatcherApplication(create_backend_app), self._on_request)
+        app = SerializedApp(DomainDispatcherApplication(create_backend_app))
         handler = None if self._log_requests else _QuietRequestHandler
         self._server = make_server(self._host, self._port, app, threaded=True, request_handler=handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)

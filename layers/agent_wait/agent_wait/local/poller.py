@@ -19,10 +19,10 @@ logging.
 
 Receives use short polling (``WaitTimeSeconds=0``): the local moto server serves one request at a
 time, so a long poll would hold every other AWS call for its whole wait. Instead the poller waits
-between empty polls on a wake-up: :meth:`InboxPoller.wake` (the local stack calls it whenever a
-message is sent to any queue) ends the wait at once, so a reply reaches the runner without waiting
-out a fixed sleep; ``idle_sleep`` only bounds the wait, for messages that become visible again on
-their own (a visibility timeout running out).
+between empty polls on a wake-up: :meth:`InboxPoller.wake` (the local stack calls it after each
+POST to the api, which may have queued a run or a resume) ends the wait at once, so a reply reaches
+the runner without waiting out a fixed sleep; ``idle_sleep`` only bounds the wait, for messages
+that come another way or become visible again on their own (a visibility timeout running out).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_wait.local.events import EventLog, ledger_readers
-from agent_wait.local.gateway import Gateway
-from agent_wait.local.moto_server import SerializedMotoServer, sqs_action
+from agent_wait.local.gateway import Exchange, Gateway
+from agent_wait.local.moto_server import SerializedMotoServer
 from agent_wait.local.poller import InboxPoller
 from agent_wait.local.runtime import context_factory, load_handler
 from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS, create_resources
@@ -106,9 +106,7 @@ class LocalStack:
         self._write = write
         self._api_handler = api_handler
         self._runner_handler = runner_handler
-        self.moto = SerializedMotoServer(
-            host="127.0.0.1", port=self.config.moto_port, log_requests=False, on_request=self._on_aws_request
-        )
+        self.moto = SerializedMotoServer(host="127.0.0.1", port=self.config.moto_port, log_requests=False)
         self.gateway: Gateway | None = None
         self.poller: InboxPoller | None = None
         self.events: EventLog | None = None
@@ -156,7 +154,7 @@ class LocalStack:
             port=self.config.port,
             hmac_keys=self.config.hmac_keys,
             context_factory=context_factory("agent-wait-api", API_TIMEOUT_SECONDS, self.config.region),
-            on_exchange=events.exchange if events else None,
+            on_exchange=self._after_exchange,
         )
         port = self.gateway.bind()
         self._set_env(
@@ -203,10 +201,13 @@ class LocalStack:
                 functions / "runner" / "handler.py", "agent_wait_local_runner_handler"
             )
 
-    def _on_aws_request(self, environ: dict[str, Any]) -> None:
-        # A message sent to a queue (the api's reply or start, a deferred run) wakes the poller
-        # instead of leaving it to its idle wait; messages to other queues cost one empty poll.
-        if self.poller is not None and sqs_action(environ) in {"SendMessage", "SendMessageBatch"}:
+    def _after_exchange(self, exchange: Exchange) -> None:
+        if self.events is not None:
+            self.events.exchange(exchange)
+        # A POST may have queued a run or a resume: wake the poller rather than leave the message to
+        # its idle wait. After the event line, so "answered" is printed before "resuming". (The
+        # runner's own sends need no wake-up: the poller polls again right after each batch.)
+        if self.poller is not None and exchange.request.method == "POST":
             self.poller.wake()
 
     def _invoke_api(self, event: dict[str, Any], context: Any) -> Any:

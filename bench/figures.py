@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-REFUND_INPUT = {"customer": "c-17", "amount": 40}
-APPROVE = {"action": "approve"}
+REFUND_INPUT: Any = {"customer": "c-17", "amount": 40}
+APPROVE: Any = {"action": "approve"}
 # CPU time of the import + init (all threads of the process): unlike wall time it does not count the
 # time the scheduler gives to other processes, which on a shared machine swings far more than the
 # code under test. The wall time is printed beside it.
@@ -222,7 +222,7 @@ def aws_calls() -> list[Figure]:
         runner.run(ResumeMessage(thread_id="t-ours", question_id=question_id, answer=APPROVE))
         ours_resume = Counter(counted)
 
-        graph = load_graph(settings.graph, make_checkpointer(settings, session=session))
+        graph: Any = load_graph(settings.graph, make_checkpointer(settings, session=session))
         config: dict[str, Any] = {"configurable": {"thread_id": "t-bare"}}
         counted.clear()
         result = graph.invoke(REFUND_INPUT, config, durability=settings.durability)
@@ -377,7 +377,11 @@ def reply_throughput(rounds: int, batch: int = 500) -> Figure:
     event = json.loads(
         json.dumps(template).replace("QUESTION_ID", envelope.question_id).replace("DIGEST", envelope.digest)
     )
-    for name, resolve in (("ours", api.resolve), ("bare", bare.resolve)):  # both answer as expected
+    resolvers: tuple[tuple[str, Callable[[dict[str, Any], Any], Any]], ...] = (
+        ("ours", api.resolve),
+        ("bare", bare.resolve),
+    )
+    for name, resolve in resolvers:  # both answer as expected before they are timed
         status = resolve(json.loads(json.dumps(event)), None)["statusCode"]
         if status != 202:
             raise RuntimeError(f"the {name} reply answered {status}, not 202")

@@ -102,7 +102,9 @@ def build_app(
 ) -> APIGatewayRestResolver:
     """The bare resolver over ``dynamodb`` and ``sqs``."""
     app = APIGatewayRestResolver(enable_validation=True)
-    errors = {code: {"description": "error", "content": {JSON: {"model": ErrorBody}}} for code in (404, 409)}
+    errors: dict[int, Any] = {
+        code: {"description": "error", "content": {JSON: {"model": ErrorBody}}} for code in (404, 409)
+    }
 
     @app.post("/threads/<thread_id>/runs", responses={202: {"description": "queued"}, **errors})
     def start_run(

@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         add(f.bytecode(shipped), *f.sizes(shipped))
         print(f"==> cold starts ({args.rounds} pairs each)")
         add(f.cold_runner(host["runner"], args.rounds), f.cold_api(host["api"], args.rounds))
+        add(f.xray_first_call(host["api"], args.rounds))
     finally:
         make_writable(workdir)
         shutil.rmtree(workdir, ignore_errors=True)

@@ -86,13 +86,14 @@ def run_pairs(ours: Callable[[], float], baseline: Callable[[], float], rounds: 
 
 
 def timed_import(
-    layout: Layout, statement: str, env: dict[str, str], walls: list[float] | None = None
+    layout: Layout, statement: str, env: dict[str, str], walls: list[float] | None = None, *, setup: str = ""
 ) -> Callable[[], float]:
     """A fresh ``-I -S -B`` interpreter on ``layout`` timing ``statement`` from inside (start-up excluded).
 
-    Returns the CPU seconds; the wall seconds are appended to ``walls``.
+    ``setup`` runs before the timer starts. Returns the CPU seconds; the wall seconds are appended
+    to ``walls``.
     """
-    command = python_command(layout, TIMER.format(statement=statement))
+    command = python_command(layout, setup + TIMER.format(statement=statement))
 
     def measure() -> float:
         done = subprocess.run(
@@ -153,6 +154,23 @@ def cold_api(layout: Layout, rounds: int) -> Figure:
         walls,
         "bare APIGatewayRestResolver(enable_validation=True), same routes, models, 2 clients",
         goal=1.25,
+    )
+
+
+def xray_first_call(layout: Layout, rounds: int) -> Figure:
+    """What the first traced invocation pays when tracing is on: the lazy tracer building the real one."""
+    env = environment({k: RUNNER_ENV[k] for k in ("AGENT_WAIT_LEDGER_TABLE", "AGENT_WAIT_INBOX_URL")})
+    env["LAMBDA_TASK_ROOT"] = str(layout.task)
+    # The handler is imported before the timer starts: only the real tracer's construction is timed.
+    measure = timed_import(layout, "assert handler.tracer.real() is not None", env, setup="import handler\n")
+    cost = statistics.median(measure() for _ in range(max(3, rounds // 2)))
+    return Figure(
+        name="X-Ray SDK loaded at the first traced call (tracing on), api layout, CPU time",
+        ours=f"{cost * 1000:.0f} ms, once per execution environment",
+        baseline="—",
+        ratio=None,
+        goal="not in the init phase (asserted above: the handlers' import leaves aws_xray_sdk unloaded)",
+        passed=None,
     )
 
 

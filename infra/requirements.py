@@ -137,7 +137,7 @@ def cache_key(layer: LayerName, target: Target, *, checkpointer: str = "aws") ->
         "core": layer_requirements("core"),
         "requirements": layer_requirements(layer, checkpointer=checkpointer),
         "botocore_services": BOTOCORE_SERVICES,
-        "format": 6,
+        "format": 7,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -183,7 +183,8 @@ def build_layer(
 def trim_layer(site: Path) -> list[str]:
     """Delete from ``site`` what never loads in Lambda; return the paths removed (relative to ``site``).
 
-    - botocore's models of every service not in :data:`BOTOCORE_SERVICES` (over 20 MiB);
+    - botocore's models of every service not in :data:`BOTOCORE_SERVICES` (over 20 MiB), and their
+      entries in ``endpoints.json``;
     - zstandard's cffi backend: the layer has no ``cffi``, so it cannot load, and zstandard uses its
       C extension;
     - PyYAML's libyaml binding: ``yaml`` falls back to its pure-Python parser and emitter, which is
@@ -194,6 +195,7 @@ def trim_layer(site: Path) -> list[str]:
     data = site / "botocore" / "data"
     if data.is_dir():
         removed += [p for p in data.iterdir() if p.is_dir() and p.name not in BOTOCORE_SERVICES]
+        _trim_endpoints(data / "endpoints.json")
     zstandard = site / "zstandard"
     removed += [*zstandard.glob("_cffi.*.so"), *zstandard.glob("backend_cffi.py")]
     removed += [*(site / "yaml").glob("_yaml.*.so"), site / "_yaml"]
@@ -210,6 +212,21 @@ def trim_layer(site: Path) -> list[str]:
             continue
         names.append(str(path.relative_to(site)))
     return names
+
+
+def _trim_endpoints(path: Path) -> None:
+    """Keep the endpoints of :data:`BOTOCORE_SERVICES` only (every partition and region stays).
+
+    botocore parses this 1.2 MiB file when a session creates its first client; the other services'
+    entries are useless once their models are gone.
+    """
+    if not path.is_file():
+        return
+    endpoints = json.loads(path.read_text())
+    for partition in endpoints.get("partitions", []):
+        services = partition.get("services", {})
+        partition["services"] = {name: spec for name, spec in services.items() if name in BOTOCORE_SERVICES}
+    path.write_text(json.dumps(endpoints, separators=(",", ":")))
 
 
 def strip_debug_info(site: Path) -> int:

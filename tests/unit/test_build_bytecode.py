@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -78,7 +79,9 @@ def test_trim_layer_keeps_the_services_used_and_drops_dead_weight(tmp_path: Path
     for service in (*BOTOCORE_SERVICES, "ec2", "sagemaker"):
         (data / service / "2020-01-01").mkdir(parents=True)
         (data / service / "2020-01-01" / "service-2.json.gz").write_bytes(b"x")
-    (data / "endpoints.json").write_text("{}")
+    endpoints = {"partitions": [{"partition": "aws", "regions": {"us-east-1": {}}, "services": {}}]}
+    endpoints["partitions"][0]["services"] = {"sqs": {"endpoints": {}}, "ec2": {"endpoints": {}}}
+    (data / "endpoints.json").write_text(json.dumps(endpoints))
     (tmp_path / "zstandard").mkdir()
     for name in ("__init__.py", "backend_cffi.py", "_cffi.cpython-313-aarch64-linux-gnu.so", "backend_c.so"):
         (tmp_path / "zstandard" / name).write_bytes(b"x")
@@ -95,4 +98,6 @@ def test_trim_layer_keeps_the_services_used_and_drops_dead_weight(tmp_path: Path
     assert [p.name for p in (tmp_path / "yaml").iterdir()] == ["__init__.py"]
     assert not (tmp_path / "_yaml").exists()
     assert "botocore/data/ec2" in removed and "_yaml" in removed
+    [partition] = json.loads((data / "endpoints.json").read_text())["partitions"]
+    assert partition["services"] == {"sqs": {"endpoints": {}}} and partition["regions"] == {"us-east-1": {}}
     assert trim_layer(tmp_path) == []  # idempotent

@@ -86,8 +86,8 @@ destroy: $(STAMP) $(NPM_STAMP) ## Remove the deployed stack
 	npx cdk destroy $(CDK_ARGS)
 
 .PHONY: bench
-bench: $(STAMP) ## Benchmarks: ratios measured side by side in one run
-	$(BIN)/python -m bench
+bench: $(STAMP) ## Speed and size against baselines measured side by side; writes bench/results.md (ARGS="--rounds 10")
+	$(BIN)/python -m bench $(ARGS)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps .venv)

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from agent_wait import Envelope
-    from wait_service.settings import Settings
+    from wait_service.settings import Durability, Settings
     from wait_service.timers import Timers
 
 PublishFn = Callable[..., list["Envelope"]]
@@ -72,7 +72,7 @@ BACKOFF_BASE_SECONDS = 2
 class Graph(Protocol):
     """What the runner needs of a compiled graph."""
 
-    def invoke(self, input: Any, config: Any) -> Any: ...
+    def invoke(self, input: Any, config: Any, *, durability: Durability | None = None) -> Any: ...
 
     def get_state(self, config: Any) -> Any: ...
 
@@ -253,6 +253,9 @@ class RunnerService:
     timers:
         Arms the expiry and reminder timers of each new question and disarms them once the
         question is decided; ``None`` when the deployment has no scheduler.
+    durability:
+        LangGraph's checkpoint durability for each run (``AGENT_WAIT_DURABILITY``); ``None`` keeps
+        LangGraph's default.
 
     Examples
     --------
@@ -274,6 +277,7 @@ class RunnerService:
         clock: Clock = utcnow,
         inbox: Inbox | None = None,
         timers: Timers | None = None,
+        durability: Durability | None = None,
     ) -> None:
         if publish is None:
             from agent_wait.langgraph import publish_interrupts
@@ -289,6 +293,7 @@ class RunnerService:
         self._clock = clock
         self.inbox = inbox
         self.timers = timers
+        self.durability = durability
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it.
@@ -382,11 +387,12 @@ class RunnerService:
             return {"__interrupt__": parked}
         try:
             if question is not None:
-                return self.graph.invoke(Command(resume={question.question_id: question.answer}), config)
+                command: Command[Any] = Command(resume={question.question_id: question.answer})
+                return self.graph.invoke(command, config, durability=self.durability)
             assert isinstance(message, StartMessage)
             if message.run_id is not None:
                 config["metadata"] = {RUN_ID_KEY: message.run_id}
-            return self.graph.invoke(message.input, config)
+            return self.graph.invoke(message.input, config, durability=self.durability)
         except Exception as exc:
             if is_infrastructure_failure(exc):
                 raise
@@ -663,4 +669,5 @@ def build_runner(
         clock=clock,
         inbox=Inbox(settings.require("inbox_url"), sqs),
         timers=build_timers(settings, scheduler),
+        durability=settings.durability,
     )

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# LangGraph's checkpoint durability: when a run's checkpoints are written (see docs/internals.md).
+Durability = Literal["sync", "async", "exit"]
+
 DEFAULT_GRAPH = "examples.refund_agent:build_graph"
 
 # Environment variable → field name. Kept as data so the doc table and the model cannot drift.
@@ -43,6 +46,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_SLACK_SIGNING_SECRET": "slack_signing_secret",
     "AGENT_WAIT_SLACK_API_URL": "slack_api_url",
     "AGENT_WAIT_INPUT_SCHEMA": "input_schema",
+    "AGENT_WAIT_DURABILITY": "durability",
 }
 
 
@@ -104,6 +108,9 @@ class Settings(BaseModel):
 
     # Path of the graph's input JSON schema (wait_service.input_schema); unset: any input is taken.
     input_schema: str | None = None
+    # Checkpoints only when a run ends (parks on a question, finishes or fails): a crashed run is
+    # redone from its message, as the queue redelivers it anyway (docs/internals.md).
+    durability: Durability = "exit"
 
     @field_validator("reply_url")
     @classmethod

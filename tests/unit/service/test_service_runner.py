@@ -209,7 +209,7 @@ class FailingGraph:
         self.pending = pending
         self.invoked: list[str] = []
 
-    def invoke(self, input: Any, config: Any) -> Any:
+    def invoke(self, input: Any, config: Any, *, durability: Any = None) -> Any:
         thread_id = config["configurable"]["thread_id"]
         self.invoked.append(thread_id)
         if thread_id in self.fail:

@@ -49,6 +49,7 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_SLACK_SIGNING_SECRET": "arn:signing",
             "AGENT_WAIT_SLACK_API_URL": "http://127.0.0.1:9/api/",
             "AGENT_WAIT_INPUT_SCHEMA": "graph_input/graph_input_schema.json",
+            "AGENT_WAIT_DURABILITY": "sync",
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -79,6 +80,7 @@ def test_settings_from_env_maps_every_variable() -> None:
         "slack_signing_secret": "arn:signing",
         "slack_api_url": "http://127.0.0.1:9/api/",
         "input_schema": "graph_input/graph_input_schema.json",
+        "durability": "sync",
     }
 
 

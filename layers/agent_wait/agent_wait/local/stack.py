@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_wait.local.clock import ScheduleClock
 from agent_wait.local.events import EventLog, ledger_readers
-from agent_wait.local.gateway import Gateway
+from agent_wait.local.gateway import Exchange, Gateway
 from agent_wait.local.moto_server import SerializedMotoServer
 from agent_wait.local.poller import InboxPoller
 from agent_wait.local.runtime import context_factory, load_handler
@@ -185,7 +185,7 @@ class LocalStack:
             port=self.config.port,
             hmac_keys=self.config.hmac_keys,
             context_factory=context_factory("agent-wait-api", API_TIMEOUT_SECONDS, self.config.region),
-            on_exchange=events.exchange if events else None,
+            on_exchange=self._after_exchange,
         )
         port = self.gateway.bind()
         self._set_env(
@@ -277,6 +277,15 @@ class LocalStack:
             self._lifecycle_handler = load_handler(
                 functions / "lifecycle" / "handler.py", "agent_wait_local_lifecycle_handler"
             )
+
+    def _after_exchange(self, exchange: Exchange) -> None:
+        if self.events is not None:
+            self.events.exchange(exchange)
+        # A POST may have queued a run or a resume: wake the poller rather than leave the message to
+        # its idle wait. After the event line, so "answered" is printed before "resuming". (The
+        # runner's own sends need no wake-up: the poller polls again right after each batch.)
+        if self.poller is not None and exchange.request.method == "POST":
+            self.poller.wake()
 
     def _invoke_api(self, event: dict[str, Any], context: Any) -> Any:
         if self._api_handler is None:

@@ -21,6 +21,14 @@ from agent_wait.errors import PayloadTooLargeError, ResponderNotAllowedError
 from wait_service import errors_http
 from wait_service.inbox import Inbox
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
+from wait_service.limits import (
+    DYNAMODB_ITEM_BYTES,
+    MAX_ANSWER_BYTES,
+    MAX_BODY_BYTES,
+    answer_bytes,
+    check_answer_size,
+    check_reply_fits,
+)
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
 from wait_service.runs import RunService
 
@@ -32,8 +40,11 @@ if TYPE_CHECKING:
 
     from wait_service.settings import Settings
 
-MAX_BODY_BYTES = 256 * 1024
 JSON = "application/json"
+# An answer this large or less fits beside any question item the runner can write (the item's other
+# attributes stay far below the rest of DynamoDB's 400 KB), so only a larger one costs a read of
+# its question before the reply service runs.
+ANSWER_FITS_ANY_QUESTION_BYTES = DYNAMODB_ITEM_BYTES // 4
 # `pending` lists every question still waiting for an answer (raised, delivered or escalated).
 QuestionStatus = Literal[
     "pending",
@@ -197,6 +208,9 @@ class WaitApi:
     ----------
     ledger, replies, runs:
         The services the routes call.
+    max_answer_bytes:
+        The largest answer (compact JSON) the deployment can always store; larger ones get 413
+        before anything is recorded (``wait_service.limits``).
     title, version:
         Shown in ``GET /openapi.json``.
 
@@ -213,12 +227,14 @@ class WaitApi:
         replies: ReplyService,
         runs: RunService,
         *,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         title: str = "agent-wait",
         version: str = "0.1.0",
     ) -> None:
         self.ledger = ledger
         self.replies = replies
         self.runs = runs
+        self.max_answer_bytes = min(max_answer_bytes, MAX_ANSWER_BYTES)
         self.title = title
         self.version = version
         self._openapi: str | None = None
@@ -248,6 +264,12 @@ class WaitApi:
         if is_local(event):
             return ANONYMOUS
         raise ResponderNotAllowedError("the request carries no authenticated principal", principal=None)
+
+    def _check_answer_fits(self, question_id: str, request: ReplyRequest) -> None:
+        """Refuse (413) an answer no store on its way could hold, before anything is recorded."""
+        check_answer_size(request.answer, self.max_answer_bytes)
+        if answer_bytes(request.answer) > ANSWER_FITS_ANY_QUESTION_BYTES:
+            check_reply_fits(self.ledger.get_question(question_id), request.answer, reason=request.reason)
 
     def _routes(self) -> None:
         app = self.app
@@ -328,7 +350,10 @@ class WaitApi:
                     "description": "If-Match differs from the digest",
                     "content": {JSON: {"model": ErrorBody}},
                 },
-                413: {"description": "body over 256 KiB", "content": {JSON: {"model": ErrorBody}}},
+                413: {
+                    "description": "body over 256 KiB, or an answer too large to store",
+                    "content": {JSON: {"model": ErrorBody}},
+                },
                 422: {
                     "description": "answer does not fit the policy",
                     "content": {JSON: {"model": ErrorBody}},
@@ -340,6 +365,7 @@ class WaitApi:
             question_id: Annotated[str, Path(min_length=1)],
             request: Annotated[ReplyRequest, Body()],
         ) -> Response[ReplyAccepted]:
+            self._check_answer_fits(question_id, request)
             outcome = self.replies.reply(
                 question_id,
                 request.answer,
@@ -375,4 +401,9 @@ def build_api(
         settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
     )
     inbox = Inbox(settings.require("inbox_url"), sqs)
-    return WaitApi(ledger, ReplyService(ledger, inbox, clock=clock), RunService(ledger, inbox))
+    return WaitApi(
+        ledger,
+        ReplyService(ledger, inbox, clock=clock),
+        RunService(ledger, inbox),
+        max_answer_bytes=settings.max_answer_bytes,
+    )

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from wait_service.limits import MAX_ANSWER_BYTES
+from wait_service.resources import TTL_DAYS
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
@@ -33,6 +36,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_REPLY_URL": "reply_url",
     "AGENT_WAIT_DEFAULT_TTL": "default_ttl",
     "AGENT_WAIT_LEDGER_TTL_DAYS": "ledger_ttl_days",
+    "AGENT_WAIT_MAX_ANSWER_BYTES": "max_answer_bytes",
 }
 
 
@@ -70,7 +74,11 @@ class Settings(BaseModel):
     checkpoint_bucket: str | None = None
     reply_url: str | None = None
     default_ttl: int | None = Field(default=None, ge=1)
-    ledger_ttl_days: int = Field(default=90, ge=1)
+    # Ledger items and checkpoints expire this many days after their last write.
+    ledger_ttl_days: int = Field(default=TTL_DAYS, ge=1)
+    # The largest answer the deployment can always store (wait_service.limits); the stack lowers it
+    # when checkpoints have no bucket to offload to.
+    max_answer_bytes: int = Field(default=MAX_ANSWER_BYTES, ge=1)
 
     @field_validator("reply_url")
     @classmethod
@@ -111,6 +119,11 @@ class Settings(BaseModel):
                 }
             )
             raise SettingsError(f"invalid setting {', '.join(names) or ''}: {exc}") from exc
+
+    @property
+    def checkpoint_ttl_seconds(self) -> int:
+        """Checkpoints live as long as the ledger items that point at them."""
+        return self.ledger_ttl_days * 24 * 3600
 
     def require(self, field: str) -> str:
         """Return the string value of ``field`` or raise naming its environment variable.

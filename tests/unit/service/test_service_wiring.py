@@ -40,6 +40,7 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_REPLY_URL": "https://x/questions/{question_id}/reply",
             "AGENT_WAIT_DEFAULT_TTL": "3600",
             "AGENT_WAIT_LEDGER_TTL_DAYS": "30",
+            "AGENT_WAIT_MAX_ANSWER_BYTES": "1000",
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -61,7 +62,9 @@ def test_settings_from_env_maps_every_variable() -> None:
         "reply_url": "https://x/questions/{question_id}/reply",
         "default_ttl": 3600,
         "ledger_ttl_days": 30,
+        "max_answer_bytes": 1000,
     }
+    assert settings.checkpoint_ttl_seconds == 30 * 24 * 3600
 
 
 def test_settings_defaults_and_empty_values() -> None:

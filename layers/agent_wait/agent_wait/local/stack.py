@@ -4,8 +4,8 @@
 
 1. a :class:`~agent_wait.local.moto_server.SerializedMotoServer` (one AWS request at a time, so
    DynamoDB conditional writes stay atomic as on AWS) on 127.0.0.1;
-2. the ledger, checkpoint table, inbox, outbox and topic, from ``wait_service.resources`` (the same
-   specs the CDK app deploys);
+2. the ledger, checkpoint table and bucket, inbox, outbox and topic, from
+   ``wait_service.resources`` (the same specs the CDK app deploys);
 3. the environment the Lambdas get from the stack (``resources.env()``, ``AGENT_WAIT_GRAPH``,
    ``AGENT_WAIT_REPLY_URL``), with ``AWS_ENDPOINT_URL`` pointing at moto and fake credentials, so
    no call can reach a real account;
@@ -30,7 +30,12 @@ from agent_wait.local.gateway import Gateway
 from agent_wait.local.moto_server import SerializedMotoServer
 from agent_wait.local.poller import InboxPoller
 from agent_wait.local.runtime import context_factory, load_handler
-from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS, create_resources
+from wait_service.resources import (
+    API_TIMEOUT_SECONDS,
+    RUNNER_BATCH_SIZE,
+    RUNNER_TIMEOUT_SECONDS,
+    create_resources,
+)
 from wait_service.settings import DEFAULT_GRAPH
 
 if TYPE_CHECKING:
@@ -141,7 +146,11 @@ class LocalStack:
             }
         )
         self._resources = create_resources(
-            self.client("dynamodb"), self.client("sqs"), self.client("sns"), prefix=self.config.prefix
+            self.client("dynamodb"),
+            self.client("sqs"),
+            self.client("sns"),
+            prefix=self.config.prefix,
+            s3=self.client("s3"),
         )
         readers = ledger_readers(self.client("dynamodb"), self._resources.ledger_table)
         if self._write is not None:
@@ -179,6 +188,7 @@ class LocalStack:
             self.config.region,
             self._invoke_runner,
             context_factory=context_factory("agent-wait-runner", RUNNER_TIMEOUT_SECONDS, self.config.region),
+            batch_size=RUNNER_BATCH_SIZE,
             on_receive=events.received if events else None,
             on_batch=events.batch_done if events else None,
         )

@@ -71,6 +71,7 @@ class AgentWaitStack(cdk.Stack):
             functions={"api": self.api_function.function, "runner": self.runner.function},
             dlqs={"inbox": self.inbox.dlq, "outbox": self.fanout.outbox_dlq},
             api=self.api.api,
+            inbox=self.inbox.queue,
             alarm_topic_arn=config.alarm_topic_arn,
         )
 

@@ -30,6 +30,13 @@ def _json_arg(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
 
 
+def _positive_seconds(text: str) -> int:
+    """``--inbox-visibility``: whole seconds from 0 to SQS's 12 hours."""
+    if not text.isdigit() or int(text) > 43_200:
+        raise argparse.ArgumentTypeError(f"expected whole seconds from 0 to 43200, got {text!r}")
+    return int(text)
+
+
 def _key_arg(text: str) -> tuple[str, str]:
     key_id, sep, secret = text.partition("=")
     if not sep or not key_id or not secret:
@@ -125,6 +132,21 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help="require requests signed with this key (repeatable); the key id becomes the principal",
     )
     local.add_argument("--log-level", default="WARNING", help="the handlers' LOG_LEVEL (default WARNING)")
+    local.add_argument(
+        "--inbox-visibility",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="the inbox's visibility timeout: a failed run is retried after this long "
+        "(default: the deployed one, six runner timeouts)",
+    )
+    local.add_argument(
+        "--log-file",
+        default=None,
+        metavar="PATH",
+        help="where the handlers' logs and tracebacks go (default: a new file in the temp folder, "
+        "printed at start)",
+    )
 
     questions = sub.add_parser("questions", help="list and show questions")
     qsub = questions.add_subparsers(dest="action", required=True, metavar="ACTION")

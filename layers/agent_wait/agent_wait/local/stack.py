@@ -13,11 +13,16 @@
    handler (``functions/runner/handler.py``) behind the :class:`InboxPoller`, both loaded by file
    path from the project folder like Lambda loads them from their assets.
 
-There is no clock yet: expiry is a later issue, so schedules are not fired.
+Everything is in memory: moto keeps its tables, queues and bucket in this process, so stopping
+the stack forgets every thread, question and checkpoint.
+
+With ``log_path`` set, the handlers' logs (Powertools JSON lines, tracebacks) and the stack's own
+(the poller's and gateway's errors) go to that file, so the event lines stay one line per event.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -32,6 +37,7 @@ from agent_wait.local.poller import InboxPoller
 from agent_wait.local.runtime import context_factory, load_handler
 from wait_service.resources import (
     API_TIMEOUT_SECONDS,
+    INBOX,
     RUNNER_BATCH_SIZE,
     RUNNER_TIMEOUT_SECONDS,
     create_resources,
@@ -43,6 +49,9 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 8787
 REGION = "us-east-1"
+# The functions' names, as Lambda's contexts and log groups carry them.
+API_FUNCTION = "agent-wait-api"
+RUNNER_FUNCTION = "agent-wait-runner"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -67,6 +76,11 @@ class StackConfig:
         ``LOG_LEVEL`` for the handlers' Powertools loggers.
     prefix:
         Prefix of every resource name.
+    inbox_visibility:
+        Seconds the inbox hides a received message (its ``VisibilityTimeout``), so a failed run is
+        retried after this long; ``None`` keeps the deployed value.
+    log_path:
+        File for the handlers' and the stack's logs; ``None`` leaves logging as it is.
     """
 
     project: Path = field(default_factory=Path.cwd)
@@ -77,6 +91,8 @@ class StackConfig:
     log_level: str = "WARNING"
     prefix: str = "agent-wait-"
     region: str = REGION
+    inbox_visibility: int | None = None
+    log_path: Path | None = None
 
 
 class LocalStack:
@@ -118,6 +134,8 @@ class LocalStack:
         self._resources: LocalResources | None = None
         self._saved_env: dict[str, str | None] = {}
         self._saved_path: list[str] | None = None
+        self._log_handler: logging.FileHandler | None = None
+        self._rerouted: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._started = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -132,6 +150,8 @@ class LocalStack:
         self._started = True
 
     def _start(self) -> None:
+        if self.config.log_path is not None:
+            self._log_to_file(self.config.log_path)
         self.moto.start()
         self._set_env(
             {
@@ -152,9 +172,16 @@ class LocalStack:
             prefix=self.config.prefix,
             s3=self.client("s3"),
         )
+        if self.config.inbox_visibility is not None:
+            self.client("sqs").set_queue_attributes(
+                QueueUrl=self._resources.inbox_url,
+                Attributes={"VisibilityTimeout": str(self.config.inbox_visibility)},
+            )
         readers = ledger_readers(self.client("dynamodb"), self._resources.ledger_table)
         if self._write is not None:
-            self.events = EventLog(self._write, *readers)
+            self.events = EventLog(
+                self._write, *readers, runner=RUNNER_FUNCTION, max_receive_count=INBOX.max_receive_count
+            )
         events = self.events
 
         # The contexts report the Lambda timeouts the CDK stack gives the functions (same constants).
@@ -162,7 +189,7 @@ class LocalStack:
             self._invoke_api,
             port=self.config.port,
             hmac_keys=self.config.hmac_keys,
-            context_factory=context_factory("agent-wait-api", API_TIMEOUT_SECONDS, self.config.region),
+            context_factory=context_factory(API_FUNCTION, API_TIMEOUT_SECONDS, self.config.region),
             on_exchange=events.exchange if events else None,
         )
         port = self.gateway.bind()
@@ -180,6 +207,7 @@ class LocalStack:
             }
         )
         self._load_handlers()
+        self._reroute_handler_logs()
 
         self.poller = InboxPoller(
             self.client("sqs"),
@@ -187,7 +215,7 @@ class LocalStack:
             self._resources.inbox_arn,
             self.config.region,
             self._invoke_runner,
-            context_factory=context_factory("agent-wait-runner", RUNNER_TIMEOUT_SECONDS, self.config.region),
+            context_factory=context_factory(RUNNER_FUNCTION, RUNNER_TIMEOUT_SECONDS, self.config.region),
             batch_size=RUNNER_BATCH_SIZE,
             on_receive=events.received if events else None,
             on_batch=events.batch_done if events else None,
@@ -230,6 +258,7 @@ class LocalStack:
             self.poller.stop()
             self.poller = None
         self.moto.stop()
+        self._restore_logging()
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -240,6 +269,34 @@ class LocalStack:
             sys.path[:] = self._saved_path
             self._saved_path = None
         self._started = False
+
+    # -- logs ---------------------------------------------------------------------------------
+
+    def _log_to_file(self, path: Path) -> None:
+        """Send every log record of this process (tracebacks included) to ``path``."""
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(handler)
+        self._log_handler = handler
+
+    def _reroute_handler_logs(self) -> None:
+        """Powertools writes the handlers' JSON log lines to stdout: send them to the log file."""
+        if self._log_handler is None:
+            return
+        stream = self._log_handler.stream
+        service = logging.getLogger(os.environ["POWERTOOLS_SERVICE_NAME"])
+        for handler in service.handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.stderr):
+                self._rerouted.append((handler, handler.setStream(stream)))
+
+    def _restore_logging(self) -> None:
+        for handler, stream in self._rerouted:
+            handler.setStream(stream)
+        self._rerouted = []
+        if self._log_handler is not None:
+            logging.getLogger().removeHandler(self._log_handler)
+            self._log_handler.close()
+            self._log_handler = None
 
     def __enter__(self) -> LocalStack:
         self.start()

@@ -205,3 +205,39 @@ def test_a_failing_runner_prints_one_line_per_retry_and_dlq_move_and_logs_its_tr
     assert not any("Traceback" in line for line in lines)
     logged = log_path.read_text()
     assert "Traceback (most recent call last)" in logged and "second line of the message" in logged
+
+
+def test_moto_server_fails_the_requests_a_fault_rule_picks(aws_client: Any) -> None:
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    from agent_wait.local.moto_server import Fault, SerializedMotoServer
+
+    with SerializedMotoServer(log_requests=False) as server:
+        import boto3
+
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=server.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+            config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+        )
+        url = sqs.create_queue(QueueName=f"faults-{uuid.uuid4().hex[:6]}")["QueueUrl"]
+        server.inject(
+            lambda environ, body: (
+                Fault(
+                    500, b'{"__type": "InternalError", "message": "injected"}', "application/x-amz-json-1.0"
+                )
+                if environ.get("HTTP_X_AMZ_TARGET", "").endswith("SendMessage")
+                else None
+            )
+        )
+        with pytest.raises(ClientError) as failed:
+            sqs.send_message(QueueUrl=url, MessageBody="x")
+        assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+        # Other requests are served, and with the rule removed the same request succeeds.
+        assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+        server.inject(None)
+        assert sqs.send_message(QueueUrl=url, MessageBody="x")["MessageId"]

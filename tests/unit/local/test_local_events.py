@@ -169,3 +169,19 @@ def test_a_field_with_line_breaks_stays_on_one_line() -> None:
     log.emit("run failed", thread="t\n1", error="a\r\nb")
 
     assert lines == ["00:00:00  run failed       thread=t\\n1 error=a\\r\\nb"]
+
+
+def test_a_batch_whose_every_record_failed_shows_the_record_error() -> None:
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    lines: list[str] = []
+    log = EventLog(lines.append, lambda _: None, lambda _: None, now=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    cause = TimeoutError("checkpoint write timed out")
+    error = BatchProcessingError("All records failed processing.", [(TimeoutError, cause, None)])
+    message = _message({"thread_id": "t-1", "input": {}})
+
+    log.batch_done(BatchResult([message], failed=[message["MessageId"]], error=error))
+
+    assert lines == [
+        '00:00:00  retrying         thread=t-1 receive=1 error="TimeoutError: checkpoint write timed out"'
+    ]

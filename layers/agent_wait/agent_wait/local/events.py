@@ -162,9 +162,7 @@ class EventLog:
             body = _body(message)
             thread_id = str(body.get("thread_id", "?"))
             count = str((message.get("Attributes") or {}).get("ApproximateReceiveCount", "?"))
-            reason = (
-                f"{type(outcome.error).__name__}: {outcome.error}" if outcome.error else "reported failed"
-            )
+            reason = _describe(outcome.error) if outcome.error else "reported failed"
             last = (
                 self._max_receive_count is not None
                 and count.isdigit()
@@ -225,6 +223,14 @@ class EventLog:
             by=exchange.principal or "",
             answer=compact(answer),
         )
+
+
+def _describe(error: BaseException) -> str:
+    """``Type: message`` of what failed; for a batch whose every record failed, the first record's."""
+    children = getattr(error, "child_exceptions", None) or []
+    if children and isinstance(children[0], tuple) and len(children[0]) > 1 and children[0][1] is not None:
+        error = children[0][1]
+    return f"{type(error).__name__}: {error}"
 
 
 def _one_line(value: str) -> str:

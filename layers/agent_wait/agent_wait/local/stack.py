@@ -280,14 +280,19 @@ class LocalStack:
         self._log_handler = handler
 
     def _reroute_handler_logs(self) -> None:
-        """Powertools writes the handlers' JSON log lines to stdout: send them to the log file."""
+        """Powertools writes the handlers' JSON log lines to stdout: send them to the log file.
+
+        Every logger of the process that writes to stdout or stderr is rerouted (the handlers'
+        Powertools loggers are named by their service, whatever it was when they were imported).
+        """
         if self._log_handler is None:
             return
         stream = self._log_handler.stream
-        service = logging.getLogger(os.environ["POWERTOOLS_SERVICE_NAME"])
-        for handler in service.handlers:
-            if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.stderr):
-                self._rerouted.append((handler, handler.setStream(stream)))
+        loggers = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)]
+        for logger in loggers:
+            for handler in logger.handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.stderr):
+                    self._rerouted.append((handler, handler.setStream(stream)))
 
     def _restore_logging(self) -> None:
         for handler, stream in self._rerouted:

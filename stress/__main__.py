@@ -86,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
             ("runner killed", lambda: scenarios.killed_runner(api, lines)),
             ("sink down", lambda: scenarios.sink_down(api, stack)),
             ("fault until the DLQ", lambda: scenarios.fault_until_dlq(api, stack, lines)),
-            ("schemathesis", lambda: scenarios.schemathesis_run(api, examples_per_operation=args.examples)),
+            (
+                "schemathesis",
+                lambda: scenarios.schemathesis_run(stack, api, examples_per_operation=args.examples),
+            ),
         ]
         for name, run in runs:
             say(f"stress: {name} ...")

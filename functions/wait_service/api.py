@@ -306,7 +306,7 @@ class WaitApi:
         @app.get("/questions", summary="List questions by status and/or thread, newest first")
         def list_questions(
             status: Annotated[QuestionStatus | None, Query()] = None,
-            thread_id: Annotated[str | None, Query()] = None,
+            thread_id: Annotated[str | None, Query(min_length=1)] = None,
             limit: Annotated[int, Query(ge=1, le=100)] = 50,
             next_token: Annotated[str | None, Query(alias="next")] = None,
         ) -> QuestionPage:

@@ -45,7 +45,7 @@ local: $(STAMP) ## Start the local stack: moto server, api on http://127.0.0.1:8
 lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/agent_wait/agent_wait functions infra examples app.py
+	$(BIN)/mypy layers/agent_wait/agent_wait functions infra examples stress app.py
 
 .PHONY: format
 format: $(STAMP) ## Apply ruff's fixes and formatting
@@ -71,6 +71,10 @@ e2e: $(STAMP) ## End-to-end tests against the local stack
 .PHONY: test
 test: $(STAMP) $(NPM_STAMP) lint ## Set up, lint and run the whole test suite
 	$(BIN)/pytest
+
+.PHONY: stress
+stress: $(STAMP) ## Races, load, a killed runner, a sink down, faults until the DLQ, schemathesis; prints what held (minutes, not in `make test`)
+	$(BIN)/python -m stress $(ARGS)
 
 .PHONY: synth
 synth: $(STAMP) $(NPM_STAMP) ## Synthesize the CDK app into cdk.out (offline, no credentials)

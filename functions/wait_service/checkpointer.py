@@ -1,9 +1,11 @@
 """One factory for the runner's checkpointer, and the AWS clients the runner shares with it.
 
-``aws`` (default): ``langgraph-checkpoint-aws`` ``DynamoDBSaver``, one table, optional S3
-offload. ``dynamodb``: ``langgraph-checkpoint-dynamodb``'s saver over its two tables. Both are
-imported only when chosen, so the unused backend need not be installed. ``AWS_ENDPOINT_URL`` (the
-local stack) is honoured by boto3 itself, so no endpoint is passed here.
+``aws`` (default): ``langgraph-checkpoint-aws`` ``DynamoDBSaver``, one table, S3 offload of
+payloads over 350 KB when a bucket is configured (the stack and the local stack configure one),
+items and objects expiring with the ledger's TTL. ``dynamodb``: ``langgraph-checkpoint-dynamodb``'s
+saver over its two tables. Both are imported only when chosen, so the unused backend need not be
+installed. ``AWS_ENDPOINT_URL`` (the local stack) is honoured by boto3 itself, so no endpoint is
+passed here.
 
 :func:`runner_clients` builds everything from boto3's one default session, and the ledger, the
 announcers and the checkpointer share one DynamoDB client: a cold start creates one session and one
@@ -59,7 +61,14 @@ def make_checkpointer(
         except ImportError as exc:
             raise MissingExtraError("service", module="wait_service.checkpointer") from exc
         offload = {"bucket_name": settings.checkpoint_bucket} if settings.checkpoint_bucket else None
-        return DynamoDBSaver(table_name=table, session=session, s3_offload_config=offload)
+        # Checkpoints expire with the ledger items that point at them (the bucket's lifecycle
+        # rule, wait_service.resources.CHECKPOINT_BUCKET, keeps offloaded objects longer still).
+        return DynamoDBSaver(
+            table_name=table,
+            session=session,
+            s3_offload_config=offload,
+            ttl_seconds=settings.checkpoint_ttl_seconds,
+        )
     if settings.checkpointer == "dynamodb":
         checkpoints = settings.require("checkpoint_table")
         writes = settings.require("checkpoint_writes_table")

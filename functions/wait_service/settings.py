@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from wait_service.answer_limits import MAX_ANSWER_BYTES
+from wait_service.resources import TTL_DAYS
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
@@ -47,6 +50,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_SLACK_API_URL": "slack_api_url",
     "AGENT_WAIT_INPUT_SCHEMA": "input_schema",
     "AGENT_WAIT_DURABILITY": "durability",
+    "AGENT_WAIT_MAX_ANSWER_BYTES": "max_answer_bytes",
 }
 
 
@@ -84,7 +88,11 @@ class Settings(BaseModel):
     checkpoint_bucket: str | None = None
     reply_url: str | None = None
     default_ttl: int | None = Field(default=None, ge=1)
-    ledger_ttl_days: int = Field(default=90, ge=1)
+    # Ledger items and checkpoints expire this many days after their last write.
+    ledger_ttl_days: int = Field(default=TTL_DAYS, ge=1)
+    # The largest answer the deployment can always store (wait_service.answer_limits); the stack lowers it
+    # when checkpoints have no bucket to offload to.
+    max_answer_bytes: int = Field(default=MAX_ANSWER_BYTES, ge=1)
     # The timers of questions (expiry, escalation, reminders): EventBridge Scheduler's schedule
     # group, the lifecycle function its schedules invoke, and the role they invoke it with.
     schedule_group: str | None = None
@@ -151,6 +159,11 @@ class Settings(BaseModel):
                 }
             )
             raise SettingsError(f"invalid setting {', '.join(names) or ''}: {exc}") from exc
+
+    @property
+    def checkpoint_ttl_seconds(self) -> int:
+        """Checkpoints live as long as the ledger items that point at them."""
+        return self.ledger_ttl_days * 24 * 3600
 
     def require(self, field: str) -> str:
         """Return the string value of ``field`` or raise naming its environment variable.

@@ -50,6 +50,7 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_SLACK_API_URL": "http://127.0.0.1:9/api/",
             "AGENT_WAIT_INPUT_SCHEMA": "graph_input/graph_input_schema.json",
             "AGENT_WAIT_DURABILITY": "sync",
+            "AGENT_WAIT_MAX_ANSWER_BYTES": "1000",
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -81,7 +82,9 @@ def test_settings_from_env_maps_every_variable() -> None:
         "slack_api_url": "http://127.0.0.1:9/api/",
         "input_schema": "graph_input/graph_input_schema.json",
         "durability": "sync",
+        "max_answer_bytes": 1000,
     }
+    assert settings.checkpoint_ttl_seconds == 30 * 24 * 3600
 
 
 def test_settings_defaults_and_empty_values() -> None:

@@ -199,3 +199,25 @@ def test_one_external_effect_different_questions_pay_separately() -> None:
     # The interrupt id hashes the task (its checkpoint), not the args: two questions, two refunds.
     assert ops[0] != ops[1]
     assert all(len(REFUNDS.refunds(op)) == 1 for op in ops)
+
+
+def test_receipt_question_id_inside_a_subgraph_is_the_published_interrupt_id() -> None:
+    """A subgraph's interrupt id hashes the nested checkpoint namespace; the receipt names it too."""
+
+    def inner(state: _State) -> _State:
+        return {"done": [first(7)]}
+
+    sub = StateGraph(_State)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+    sub.add_edge("inner", END)
+    outer = StateGraph(_State)
+    outer.add_node("sub", sub.compile())
+    outer.add_edge(START, "sub")
+    outer.add_edge("sub", END)
+    graph, cfg = outer.compile(checkpointer=InMemorySaver()), _cfg("subgraph")
+
+    qid = graph.invoke({}, cfg)["__interrupt__"][0].id
+    with collect_receipts() as receipts:
+        graph.invoke(Command(resume={qid: APPROVE}), cfg)
+    assert [(r.question_id, r.ran) for r in receipts] == [(qid, True)]

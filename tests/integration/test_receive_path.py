@@ -182,7 +182,8 @@ def test_a_question_travels_the_whole_way(
     # Then the envelope reached the outbox, the topic's subscriber and the ledger
     [subscribed] = drain(stack.sqs, stack.resources.subscriber_url)
     assert subscribed == envelope
-    assert envelope["question"] == {"function": "issue_refund", "args": REFUND}
+    assert (envelope["question"]["function"], envelope["question"]["args"]) == ("issue_refund", REFUND)
+    assert envelope["question"]["args_schema"]["properties"]["amount"]["exclusiveMinimum"] == 0
     question_id = envelope["question_id"]
     assert envelope["reply_with"]["url"] == REPLY_URL.format(question_id=question_id)
     question = stack.ledger.get_question(question_id)

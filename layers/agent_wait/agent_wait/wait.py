@@ -89,7 +89,7 @@ def operation_id_for(question_id: str) -> str:
     Examples
     --------
     >>> operation_id_for("q-1")
-    'op-a36e6e2b25b9ad7d1a6ab9ea3ba1e5b0'
+    'op-8a3e90ba8a519e1e3e3da22b26bf3d8d'
     """
     return "op-" + hashlib.sha256(question_id.encode()).hexdigest()[:32]
 
@@ -477,8 +477,8 @@ class _Runner:
             return
         if error is not None and self.spec.framework.is_control_flow(error):
             return  # the body parked or rerouted the run: the call has not finished
-        emit_receipt(
-            Receipt(
+        try:
+            receipt = Receipt(
                 question_id=call.question_id,
                 ran=ran,
                 args=dict(call.published) if ran else None,
@@ -486,7 +486,11 @@ class _Runner:
                 error=f"{type(error).__name__}: {error}" if error is not None else None,
                 at=datetime.now(UTC),
             )
-        )
+        except ValidationError:
+            # Evidence, not control flow: a receipt that cannot be built never changes the call's result.
+            logger.warning("could not build the receipt of %s", self.spec.name, exc_info=True)
+            return
+        emit_receipt(receipt)
 
     def _publish(self, call: _Call) -> dict[str, Any]:
         thread_id = self.spec.framework.current_thread_id(call.call_args)

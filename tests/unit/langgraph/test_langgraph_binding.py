@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolArg, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
@@ -221,3 +221,36 @@ def test_receipt_question_id_inside_a_subgraph_is_the_published_interrupt_id() -
     with collect_receipts() as receipts:
         graph.invoke(Command(resume={qid: APPROVE}), cfg)
     assert [(r.question_id, r.ran) for r in receipts] == [(qid, True)]
+
+
+def test_one_external_effect_tool_hides_operation_id_from_the_model() -> None:
+    """A model-facing tool declares operation_id as an injected arg: the model never sees it."""
+    seen: list[str] = []
+
+    @tool
+    @wait("approval")
+    def refund(amount: float, operation_id: Annotated[str, InjectedToolArg] = "") -> str:
+        """Refund."""
+        seen.append(operation_id)
+        return "ok"
+
+    assert set(refund.tool_call_schema.model_json_schema()["properties"]) == {"amount"}
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        if state["messages"]:
+            return {}
+        call = {"name": "refund", "args": {"amount": 5}, "id": "c1"}
+        return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([refund]))
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "tools")
+    builder.add_edge("tools", END)
+    graph, cfg = builder.compile(checkpointer=InMemorySaver()), _cfg("tool-op")
+
+    parked = graph.invoke({"messages": []}, cfg)["__interrupt__"][0]
+    assert "operation_id" not in parked.value["question"]["args"]
+    graph.invoke(Command(resume={parked.id: APPROVE}), cfg)
+    assert seen == [operation_id_for(parked.id)]

@@ -251,7 +251,9 @@ def check_args_against_schema(args: Mapping[str, Any], schema: Mapping[str, Any]
     extra, through ``aws-lambda-powertools[validation]``), imported on first use. Without it this raises
     :class:`~agent_wait.errors.MissingExtraError`: a typed edit that cannot be checked is refused,
     never let through. The error's ``field`` is ``answer.args.<path>`` (``answer.args`` when the
-    problem is the object itself, e.g. a missing key).
+    problem is the object itself, e.g. a missing key). ``format`` keywords are not checked (pydantic
+    emits formats no JSON Schema validator knows, and accepts more than the standard ones); the
+    resumed call's pydantic validation covers them.
 
     Examples
     --------
@@ -284,7 +286,9 @@ def _compiled_schema(schema_json: str) -> Callable[[Any], Any]:
         from agent_wait.errors import MissingExtraError
 
         raise MissingExtraError("service", module="typed edits (fastjsonschema)") from exc
-    compiled: Callable[[Any], Any] = fastjsonschema.compile(json.loads(schema_json))
+    # Formats are pydantic's hints ("path", "binary", a naive "date-time"), checked by the resumed
+    # call's pydantic validation, not here: types, ranges, patterns, enums and required keys are.
+    compiled: Callable[[Any], Any] = fastjsonschema.compile(json.loads(schema_json), use_formats=False)
     return compiled
 
 

@@ -210,6 +210,10 @@ def _published_types(
         adapter = _schema_ready(annotation)
         if adapter is None:
             annotation, adapter = Any, TypeAdapter(Any)
+        elif default is not ... and not _accepts(adapter, default):
+            # `x: int = None`: the default is published, so the schema must accept it too.
+            annotation = Any if not _is_scalar(default) else annotation | Literal[default]
+            adapter = TypeAdapter(annotation)
         if param.kind is param.VAR_KEYWORD:
             extra = annotation
             continue
@@ -236,6 +240,18 @@ def _schema_ready(annotation: Any) -> TypeAdapter[Any] | None:
     except Exception:  # noqa: BLE001 - no validator or no JSON Schema for this type: treat as Any
         return None
     return adapter
+
+
+def _accepts(adapter: TypeAdapter[Any], value: Any) -> bool:
+    try:
+        adapter.validate_python(value)
+    except Exception:  # noqa: BLE001 - any refusal: the value is not of the type
+        return False
+    return True
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 def _schema_of(annotation: Any) -> Any:

@@ -428,3 +428,61 @@ def test_one_external_effect_needs_a_framework_that_knows_question_ids(
 
         @make_wait(identified)(approval(), mode="async", announce=InMemoryAnnounce())
         def f(amount: float, operation_id: str) -> None: ...
+
+
+def test_typed_edits_published_values_of_common_types_pass_their_own_schema(
+    identified: IdentifiedFramework,
+) -> None:
+    """An edit of one argument is not refused because another argument's published form (a naive
+    datetime, a path, bytes, a tuple) carries a pydantic format a standard validator rejects."""
+    import datetime as dt
+    import decimal
+    import pathlib
+    import uuid
+
+    @make_wait(identified)(approval())
+    def f(
+        when: dt.datetime,
+        day: dt.date,
+        span: dt.timedelta,
+        key: uuid.UUID,
+        price: decimal.Decimal,
+        path: pathlib.Path,
+        raw: bytes,
+        pair: tuple[int, str],
+        amount: Amount,
+    ) -> None: ...
+
+    value = _park(
+        identified,
+        f,
+        dt.datetime(2026, 1, 1, 10),
+        dt.date(2026, 1, 1),
+        dt.timedelta(hours=1),
+        uuid.UUID(int=1),
+        decimal.Decimal("1.5"),
+        pathlib.Path("/x"),
+        b"ab",
+        (1, "a"),
+        40,
+    )
+    approval().check_answer({"action": "approve", "args": {"amount": 25}}, value["question"])
+    with pytest.raises(AnswerInvalidError) as refused:
+        approval().check_answer({"action": "approve", "args": {"amount": -1}}, value["question"])
+    assert refused.value.field == "answer.args.amount"
+
+
+def test_typed_edits_a_default_outside_the_annotation_is_still_accepted(
+    identified: IdentifiedFramework,
+) -> None:
+    """`note: str = None` publishes None: an edit of another argument must not fail on it."""
+
+    @make_wait(identified)(approval())
+    def f(amount: Amount, note: str = None, tags: list[str] = ()) -> None: ...  # type: ignore[assignment]
+
+    value = _park(identified, f, 40)
+    approval().check_answer({"action": "approve", "args": {"amount": 25}}, value["question"])
+    approval().check_answer({"action": "approve", "args": {"note": "late"}}, value["question"])
+    with pytest.raises(AnswerInvalidError) as refused:
+        approval().check_answer({"action": "approve", "args": {"note": 3}}, value["question"])
+    assert refused.value.field == "answer.args.note"

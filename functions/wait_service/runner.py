@@ -35,6 +35,7 @@ from ulid import ULID
 from agent_wait import BaseAnnounce, CompositeAnnounce
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import AnnounceError, QuestionCollisionError
+from agent_wait.receipts import Receipt, collect_receipts
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, QuestionRecord, utcnow
 from wait_service.metric_names import (
@@ -335,6 +336,8 @@ class RunnerService:
         question: QuestionRecord | None = None
         parked: list[Any] = []
         settled = False
+        # What the resumed `@wait` calls reported while the graph ran (the audit's receipts).
+        receipts: list[Receipt] = []
         try:
             if isinstance(message, ResumeMessage):
                 question, pending = self._resumable(message, config)
@@ -349,13 +352,16 @@ class RunnerService:
             self.ledger.thread_running(
                 thread_id, message.run_id if isinstance(message, StartMessage) else None
             )
-            result = self._invoke(message, question, settled, parked, config)
+            with collect_receipts() as receipts:
+                result = self._invoke(message, question, settled, parked, config)
         except _GraphFailed as failed:
+            self._best_effort(lambda: self._record_receipts(receipts))
             return self._graph_failed(thread_id, question, failed.__cause__)
         except Exception as exc:
             self._infrastructure_failed(thread_id, question, exc, receive_count)
             raise
         try:
+            self._record_receipts(receipts)
             return self._after_run(thread_id, question, result, republished=settled or bool(parked))
         except _Undelivered:
             # Parked, and every question is in the ledger: the thread is `interrupted` and each
@@ -397,6 +403,13 @@ class RunnerService:
             if is_infrastructure_failure(exc):
                 raise
             raise _GraphFailed from exc
+
+    def _record_receipts(self, receipts: list[Receipt]) -> None:
+        """Keep what each resumed call reported on its question; the first receipt stands."""
+        for receipt in receipts:
+            self.ledger.record_receipt(
+                receipt.question_id, receipt.model_dump(mode="json", exclude={"question_id"})
+            )
 
     def _resumable(
         self, message: ResumeMessage, config: dict[str, Any]

@@ -45,7 +45,7 @@ local: $(STAMP) ## Start the local stack: moto server, api on http://127.0.0.1:8
 lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/agent_wait/agent_wait functions infra examples app.py
+	$(BIN)/mypy layers/agent_wait/agent_wait functions infra examples stress app.py
 
 .PHONY: format
 format: $(STAMP) ## Apply ruff's fixes and formatting
@@ -72,6 +72,10 @@ e2e: $(STAMP) ## End-to-end tests against the local stack
 test: $(STAMP) $(NPM_STAMP) lint ## Set up, lint and run the whole test suite
 	$(BIN)/pytest
 
+.PHONY: stress
+stress: $(STAMP) ## Races, load, a killed runner, a sink down, faults until the DLQ, schemathesis; prints what held (minutes, not in `make test`)
+	$(BIN)/python -m stress $(ARGS)
+
 .PHONY: synth
 synth: $(STAMP) $(NPM_STAMP) ## Synthesize the CDK app into cdk.out (offline, no credentials)
 	npx cdk synth --quiet $(CDK_ARGS) 2>&1 | { grep -v -i -e 'node.js' -e 'jsii' -e '^\s*$$' -e '!!' || true; }
@@ -86,8 +90,8 @@ destroy: $(STAMP) $(NPM_STAMP) ## Remove the deployed stack
 	npx cdk destroy $(CDK_ARGS)
 
 .PHONY: bench
-bench: $(STAMP) ## Benchmarks: ratios measured side by side in one run
-	$(BIN)/python -m bench
+bench: $(STAMP) ## Speed and size against baselines measured side by side; writes bench/results.md (ARGS="--rounds 10")
+	$(BIN)/python -m bench $(ARGS)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps .venv)

@@ -6,6 +6,11 @@ human answers. Approve runs it, approve with ``args`` runs it with the edited ar
 returns the rejection in its place. A thread asks exactly one question: the single
 ``interrupt()`` lives in the ``act`` node (one per node, see the library's LangGraph notes).
 
+``amount`` is typed (more than 0, at most 10 000), so the question carries that JSON Schema and
+an edit such as ``{"amount": -1000}`` is refused. The refund is idempotent: ``@wait`` passes the
+tool a stable ``operation_id`` (one per question), and :class:`RefundBook` pays once per id
+however often the node runs (a LangGraph retry, a redelivered resume).
+
 Examples
 --------
 >>> from langgraph.checkpoint.memory import InMemorySaver
@@ -13,8 +18,11 @@ Examples
 >>> graph = build_graph(InMemorySaver())
 >>> cfg = {"configurable": {"thread_id": "doc"}}
 >>> parked = graph.invoke({"customer": "c-17", "amount": 40}, cfg)
->>> [i.value["question"] for i in parked["__interrupt__"]]
-[{'function': 'issue_refund', 'args': {'customer': 'c-17', 'amount': 40}}]
+>>> question = parked["__interrupt__"][0].value["question"]
+>>> question["function"], question["args"]
+('issue_refund', {'customer': 'c-17', 'amount': 40})
+>>> question["args_schema"]["properties"]["amount"]["exclusiveMinimum"]
+0
 >>> qid = parked["__interrupt__"][0].id
 >>> graph.invoke(Command(resume={qid: {"action": "approve", "args": {"amount": 25}}}), cfg)["refund"]
 {'refund_id': 'rf-c-17-25', 'customer': 'c-17', 'amount': 25}
@@ -22,7 +30,8 @@ Examples
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict
+import threading
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
@@ -70,10 +79,47 @@ class FakeRefundModel:
 MODEL = FakeRefundModel()
 
 
+class RefundBook:
+    """The payments ledger of the sample: one refund per operation id, whatever the retries.
+
+    ``pay`` is a conditional write (put if absent) keyed on the operation id; on AWS the same
+    shape is a DynamoDB ``put_item`` with ``ConditionExpression="attribute_not_exists(pk)"``,
+    or the payment API's idempotency key.
+
+    Examples
+    --------
+    >>> book = RefundBook()
+    >>> book.pay("op-1", {"refund_id": "rf-1"}) is book.pay("op-1", {"refund_id": "rf-2"})
+    True
+    >>> len(book.refunds("op-1"))
+    1
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._paid: dict[str, dict[str, Any]] = {}
+
+    def pay(self, operation_id: str, refund: dict[str, Any]) -> dict[str, Any]:
+        """Record ``refund`` under ``operation_id`` unless one is there; return the recorded one."""
+        with self._lock:
+            return self._paid.setdefault(operation_id, refund)
+
+    def refunds(self, operation_id: str) -> list[dict[str, Any]]:
+        """The refunds paid under ``operation_id`` (at most one)."""
+        with self._lock:
+            return [self._paid[operation_id]] if operation_id in self._paid else []
+
+
+REFUNDS = RefundBook()
+
+
 @wait("approval")
-def issue_refund(customer: str, amount: float) -> dict[str, Any]:
-    """Pay ``amount`` back to ``customer``: the external effect a human approves."""
-    return {"refund_id": f"rf-{customer}-{amount}", "customer": customer, "amount": amount}
+def issue_refund(
+    customer: str, amount: Annotated[float, Field(gt=0, le=10_000)], operation_id: str
+) -> dict[str, Any]:
+    """Pay ``amount`` back to ``customer``: the external effect a human approves, once per question."""
+    refund = {"refund_id": f"rf-{customer}-{amount}", "customer": customer, "amount": amount}
+    return dict(REFUNDS.pay(operation_id, refund))
 
 
 def plan(state: RefundState) -> RefundState:

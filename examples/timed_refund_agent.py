@@ -23,14 +23,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langgraph.graph import END, START, StateGraph
+from pydantic import Field
 
 from agent_wait import approval
 from agent_wait.langgraph import wait
-from examples.refund_agent import MODEL, RefundState, respond
+from examples.refund_agent import MODEL, RefundInput, RefundState, respond
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
+
+
+class TimedRefundInput(RefundInput):
+    """The refund's input, and the keyword arguments of the ``approval(...)`` its question uses."""
+
+    policy: dict[str, Any] = Field(default_factory=dict, description="e.g. {'ttl': 5, 'reminders': [1]}")
 
 
 class TimedRefundState(RefundState, total=False):
@@ -57,7 +64,7 @@ def act(state: TimedRefundState) -> TimedRefundState:
 
 def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> CompiledStateGraph[Any]:
     """The compiled agent; the runner passes the deployment's checkpointer."""
-    graph = StateGraph(TimedRefundState)
+    graph = StateGraph(TimedRefundState, input_schema=TimedRefundInput)
     graph.add_node("plan", plan)
     graph.add_node("act", act)
     graph.add_node("respond", respond)

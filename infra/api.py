@@ -82,8 +82,10 @@ class RestApi(Construct):
             rest_api_name=config.stack_name,
             description="agent-wait: start runs, read questions, answer them",
             endpoint_types=[apigw.EndpointType.REGIONAL],
-            cloud_watch_role=True,
-            cloud_watch_role_removal_policy=cdk.RemovalPolicy.DESTROY,
+            # The role API Gateway writes execution logs with is one setting of the whole account
+            # and region, shared by every API there: a stack that created it would take it away
+            # from all of them on `cdk destroy`. The README has the one-time account setting.
+            cloud_watch_role=False,
             deploy_options=apigw.StageOptions(
                 stage_name=constants.API_STAGE,
                 throttling_rate_limit=constants.API_THROTTLE_RATE,
@@ -155,13 +157,6 @@ class RestApi(Construct):
                 "auth=iam: every method requires SigV4-signed requests (AWS_IAM authorization); a Cognito "
                 "authorizer is used instead with -c auth=jwt.",
             )
-        acknowledge(
-            self.api.node.find_child("CloudWatchRole"),
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-            "AmazonAPIGatewayPushToCloudWatchLogs]",
-            "The account-level role API Gateway writes execution logs with; AWS maintains this managed "
-            "policy as the service's logging needs change, and no function code runs under it.",
-        )
         acknowledge(
             self.api.deployment_stage,
             "AwsSolutions-APIG3",

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import aws_cdk as cdk
 import jsii
 
-from infra.constants import REPO_ROOT
+from infra.bytecode import compile_tree, find_interpreter
+from infra.constants import PYTHON_VERSION, REPO_ROOT
 from infra.requirements import LayerName, build_layer, copy_tree
 
 if TYPE_CHECKING:
@@ -27,9 +28,9 @@ class PipLayerBundling:
     """Install a third-party layer for the Lambda platform into ``<output_dir>/python``.
 
     The wheels are fetched with ``pip install --platform manylinux2014_<arch> --only-binary=:all:
-    --python-version 3.13 --implementation cp`` (see :func:`infra.requirements.pip_command`) and cached
-    under ``cdk.out/.bundle-cache`` keyed on the requirements, so a second synth copies instead of
-    downloading.
+    --python-version 3.13 --implementation cp`` (see :func:`infra.requirements.pip_command`), trimmed,
+    compiled by a Python 3.13 interpreter, and cached under ``cdk.out/.bundle-cache`` keyed on the
+    requirements, so a second synth copies instead of downloading.
 
     Examples
     --------
@@ -49,11 +50,12 @@ class PipLayerBundling:
 
 @jsii.implements(cdk.ILocalBundling)
 class CopyBundling:
-    """Copy files and folders of the repository into the asset, each at its destination path.
+    """Copy files and folders of the repository into the asset, each at its destination path, compiled.
 
     ``sources`` maps a destination inside the asset (``""`` for the root) to a folder relative to the
     repository; the folder's contents are copied without ``__pycache__`` and without the top-level
-    entries named in ``exclude``.
+    entries named in ``exclude``, then compiled by the runtime's Python version (unchecked-hash
+    ``.pyc`` in ``__pycache__`` beside each source).
 
     Examples
     --------
@@ -66,11 +68,14 @@ class CopyBundling:
 
     def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_: Any) -> bool:
         copy_sources(self.sources, Path(output_dir), self.exclude)
+        # Sources stay (tracebacks of our code show their lines); the bytecode beside them means a
+        # cold start compiles nothing (see infra.bytecode).
+        compile_tree(Path(output_dir), find_interpreter(PYTHON_VERSION))
         return True
 
     def source_hash(self) -> str:
-        """A digest of every file copied, with its destination: the asset's hash."""
-        return tree_hash(self.sources, self.exclude)
+        """A digest of every file copied, with its destination, and of the bytecode's format."""
+        return tree_hash(self.sources, self.exclude, salt=f"bytecode {PYTHON_VERSION} unchecked-hash")
 
 
 def _files(sources: dict[str, str], exclude: tuple[str, ...]) -> list[tuple[str, Path]]:
@@ -95,9 +100,9 @@ def copy_sources(sources: dict[str, str], output_dir: Path, exclude: tuple[str, 
         shutil.copy2(source, target)
 
 
-def tree_hash(sources: dict[str, str], exclude: tuple[str, ...] = ()) -> str:
-    """sha256 over the destination paths and contents of every file :func:`copy_sources` would copy."""
-    digest = hashlib.sha256()
+def tree_hash(sources: dict[str, str], exclude: tuple[str, ...] = (), *, salt: str = "") -> str:
+    """sha256 over ``salt`` and the destination and contents of every file :func:`copy_sources` copies."""
+    digest = hashlib.sha256(salt.encode())
     for destination, source in _files(sources, exclude):
         digest.update(destination.encode() + b"\0" + source.read_bytes() + b"\0")
     return digest.hexdigest()

@@ -9,14 +9,20 @@ from constructs import Construct
 
 from infra.nag import acknowledge
 from infra.specs import table_from_spec
-from wait_service.resources import CHECKPOINT_WRITES_DYNAMODB, CHECKPOINTS, CHECKPOINTS_DYNAMODB
+from wait_service.resources import (
+    CHECKPOINT_BUCKET,
+    CHECKPOINT_WRITES_DYNAMODB,
+    CHECKPOINTS,
+    CHECKPOINTS_DYNAMODB,
+)
 
 
 class Checkpoints(Construct):
     """Checkpoint tables for ``checkpointer``.
 
     ``aws``: the single ``PK``/``SK`` table ``DynamoDBSaver`` (langgraph-checkpoint-aws) expects, TTL on
-    ``ttl``, and with ``bucket=True`` an S3 bucket it offloads checkpoints over DynamoDB's item size to.
+    ``ttl``, and with ``bucket=True`` (the stack's default) an S3 bucket it offloads checkpoints over
+    350 KB to, built from ``wait_service.resources.CHECKPOINT_BUCKET`` as the local stack builds it.
     ``dynamodb``: the checkpoints and writes tables of langgraph-checkpoint-dynamodb.
 
     Examples
@@ -26,8 +32,9 @@ class Checkpoints(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, checkpointer: str, bucket: bool) -> None:
         super().__init__(scope, construct_id)
-        # Checkpoints are working state of runs, recreated by new runs: removed with the stack.
-        removal = cdk.RemovalPolicy.DESTROY
+        # A parked thread's checkpoint is what its answer resumes: it is kept on `cdk destroy` like the
+        # ledger that points at it, and both expire by TTL after the same number of days.
+        removal = cdk.RemovalPolicy.RETAIN
         self.writes_table: dynamodb.Table | None = None
         self.bucket: s3.Bucket | None = None
         if checkpointer == "dynamodb":
@@ -45,7 +52,7 @@ class Checkpoints(Construct):
     def _build_bucket(self) -> s3.Bucket:
         bucket = s3.Bucket(
             self,
-            "Bucket",
+            CHECKPOINT_BUCKET.logical_id,
             encryption=s3.BucketEncryption.S3_MANAGED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
@@ -53,9 +60,11 @@ class Checkpoints(Construct):
             # A bucket that still holds objects cannot be deleted by CloudFormation; keep it on destroy.
             removal_policy=cdk.RemovalPolicy.RETAIN,
             lifecycle_rules=[
-                # Offloaded checkpoints are only reached through their table item, which TTL removes.
+                # Offloaded checkpoints are only reached through their table item, which TTL removes;
+                # the objects outlive the items (see CHECKPOINT_BUCKET for the margin and the rule id).
                 s3.LifecycleRule(
-                    expiration=cdk.Duration.days(90),
+                    id=CHECKPOINT_BUCKET.rule_id,
+                    expiration=cdk.Duration.days(CHECKPOINT_BUCKET.expiration_days),
                     abort_incomplete_multipart_upload_after=cdk.Duration.days(1),
                 )
             ],

@@ -76,7 +76,12 @@ class StackConfig:
     checkpointer
         ``aws`` (langgraph-checkpoint-aws ``DynamoDBSaver``) or ``dynamodb`` (langgraph-checkpoint-dynamodb).
     checkpoint_bucket
-        Create an S3 bucket that ``DynamoDBSaver`` offloads large checkpoints to (``aws`` only).
+        An S3 bucket ``DynamoDBSaver`` offloads checkpoints over 350 KB to: on by default with
+        ``checkpointer=aws``, impossible with ``dynamodb`` (no offload there). Without it the api
+        accepts smaller answers (``wait_service.answer_limits``).
+    runner_max_concurrency
+        At most this many runner invocations at once (the inbox event source mapping's maximum
+        concurrency, 2-1000): a burst of runs cannot take the account's concurrency or model budget.
     signing_keys
         ``{"key id": "<secret ARN>"}``: the keys the ``/signed`` routes accept (none: every signed
         request is refused with ``unknown_key``).
@@ -102,7 +107,8 @@ class StackConfig:
     auth: AuthMode = "iam"
     default_ttl: int | None = None
     checkpointer: Checkpointer = "aws"
-    checkpoint_bucket: bool = False
+    checkpoint_bucket: bool = True
+    runner_max_concurrency: int = 10
     cognito_user_pool_arn: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
@@ -143,13 +149,22 @@ class StackConfig:
             if not ttl_text.isdigit() or int(ttl_text) <= 0:
                 raise ConfigError(f"context default_ttl={ttl_text!r}: expected a positive number of seconds")
             default_ttl = int(ttl_text)
+        bucket_text = text("checkpoint_bucket")
+        checkpoint_bucket = checkpointer == "aws" if bucket_text is None else bucket_text.lower() in _TRUE
+        concurrency_text = text("runner_max_concurrency") or "10"
+        if not concurrency_text.isdigit() or not 2 <= int(concurrency_text) <= 1000:
+            raise ConfigError(
+                f"context runner_max_concurrency={concurrency_text!r}: expected a number from 2 to 1000 "
+                "(the limits of an SQS event source mapping's maximum concurrency)"
+            )
         config = cls(
             stack_name=text("stack_name") or DEFAULT_STACK_NAME,
             graph=graph,
             auth=auth,  # type: ignore[arg-type]  # checked against the Literal above
             default_ttl=default_ttl,
             checkpointer=checkpointer,  # type: ignore[arg-type]
-            checkpoint_bucket=(text("checkpoint_bucket") or "false").lower() in _TRUE,
+            checkpoint_bucket=checkpoint_bucket,
+            runner_max_concurrency=int(concurrency_text),
             cognito_user_pool_arn=text("cognito_user_pool_arn"),
             jwt_issuer=text("jwt_issuer"),
             jwt_audience=text("jwt_audience"),

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
+from wait_service.resources import TTL_DAYS
+
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 
 METRICS_NAMESPACE: Final = "AgentWait"
@@ -25,16 +27,25 @@ PIP_PLATFORM: Final = "manylinux2014_aarch64"
 API_MEMORY_MB: Final = 512
 RUNNER_MEMORY_MB: Final = 1024  # LangGraph's import and graph runs are CPU-bound; CPU scales with memory.
 LOG_RETENTION: Final = "ONE_MONTH"  # a member of aws_logs.RetentionDays
-LEDGER_TTL_DAYS: Final = 90
+# Ledger items and checkpoints expire together (the runner's checkpointer uses the same days).
+LEDGER_TTL_DAYS: Final = TTL_DAYS
 
 API_STAGE: Final = "prod"
 API_THROTTLE_RATE: Final = 50
 API_THROTTLE_BURST: Final = 100
 # 256 KiB is SQS's message limit; the api refuses larger bodies with 413 before enqueuing.
 
-# Alarm thresholds: any message in a DLQ or any failed resume needs a human.
+# Alarm thresholds: any message in a DLQ, any failed resume or run, any Lambda error or throttle
+# and any 5xx from the api needs a human.
 DLQ_ALARM_THRESHOLD: Final = 1
 RESUME_FAILURE_ALARM_THRESHOLD: Final = 1
+RUNS_FAILED_ALARM_THRESHOLD: Final = 1
+LAMBDA_ERROR_ALARM_THRESHOLD: Final = 1
+LAMBDA_THROTTLE_ALARM_THRESHOLD: Final = 1
+API_5XX_ALARM_THRESHOLD: Final = 1
+# A run waits in the inbox for seconds; its oldest message older than this (longer than a whole
+# visibility timeout plus a run) means the runner is not consuming it.
+INBOX_AGE_ALARM_SECONDS: Final = 900
 
 # Where the bundlers keep built layers between synths, keyed on what went into them.
 BUNDLE_CACHE_DIR: Final = REPO_ROOT / "cdk.out" / ".bundle-cache"

@@ -15,8 +15,9 @@ from constructs import Construct
 from infra import constants
 from infra.layers import architecture, code_asset, runtime
 from infra.nag import acknowledge
+from wait_service.answer_limits import MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
 from wait_service.input_schema import INPUT_SCHEMA_FILE, write_input_schema
-from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS
+from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_BATCH_SIZE, RUNNER_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from infra.checkpoints import Checkpoints
@@ -63,7 +64,10 @@ CHECKPOINT_AWS_ACTIONS = (
     "dynamodb:PutItem",
     "dynamodb:Query",
 )
-CHECKPOINT_BUCKET_ACTIONS = ("s3:DeleteObject", "s3:GetObject", "s3:PutObject")
+# Objects are written tagged with their TTL (PutObject with Tagging needs PutObjectTagging); at start
+# the saver reads the bucket's lifecycle to find its TTL rule there (and so never writes one).
+CHECKPOINT_BUCKET_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:PutObjectTagging")
+CHECKPOINT_BUCKET_LIFECYCLE_ACTIONS = ("s3:GetLifecycleConfiguration",)
 # langgraph-checkpoint-dynamodb: get_item, put_item and query on its tables, batch_write_item for writes.
 CHECKPOINT_DYNAMODB_ACTIONS = (
     "dynamodb:BatchWriteItem",
@@ -188,6 +192,8 @@ class ApiFunction(ServiceFunction):
     ) -> None:
         # The graph's input schema, generated now and shipped in the asset (wait_service.input_schema).
         schema_dir = graph_input_dir(config.graph)
+        # Without a checkpoint bucket an answer must fit in a checkpoint item beside the state.
+        max_answer_bytes = MAX_ANSWER_BYTES if config.checkpoint_bucket else MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
         super().__init__(
             scope,
             construct_id,
@@ -198,6 +204,7 @@ class ApiFunction(ServiceFunction):
                 "AGENT_WAIT_INBOX_URL": inbox.queue.queue_url,
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
                 "AGENT_WAIT_INPUT_SCHEMA": f"{GRAPH_INPUT_ASSET_DIR}/{INPUT_SCHEMA_FILE}",
+                "AGENT_WAIT_MAX_ANSWER_BYTES": str(max_answer_bytes),
             },
             memory_mb=constants.API_MEMORY_MB,
             timeout_seconds=API_TIMEOUT_SECONDS,
@@ -301,6 +308,7 @@ class RunnerFunction(ServiceFunction):
         self.allow(checkpoint_actions, [table.table_arn for table in checkpoints.tables])
         if checkpoints.bucket is not None:
             self.allow(CHECKPOINT_BUCKET_ACTIONS, [checkpoints.bucket.arn_for_objects("*")])
+            self.allow(CHECKPOINT_BUCKET_LIFECYCLE_ACTIONS, [checkpoints.bucket.bucket_arn])
             stack = cdk.Stack.of(self)
             bucket_id = stack.resolve(stack.get_logical_id(checkpoints.bucket.node.default_child))  # type: ignore[arg-type]
             acknowledge(
@@ -316,14 +324,18 @@ class RunnerFunction(ServiceFunction):
         self.allow(INBOX_CONSUME_ACTIONS, [inbox.queue.queue_arn])
         if config.slack_channel and config.slack_bot_token_secret:
             self.allow(SECRET_READ_ACTIONS, [config.slack_bot_token_secret])
-        # A FIFO source takes no batching window; a failed message is retried alone, the rest of the
-        # batch is deleted (ReportBatchItemFailures), and after maxReceiveCount it lands in the DLQ.
+        # One run per invocation: the function's timeout bounds that run alone, and a timeout
+        # retries that run only. A FIFO source takes no batching window; a failed message is retried
+        # (ReportBatchItemFailures) and after maxReceiveCount it lands in the DLQ. The maximum
+        # concurrency caps how many runs (and model calls) a burst starts at once; a FIFO queue
+        # never runs two messages of one thread (group) together anyway.
         self.inbox_mapping = lambda_.EventSourceMapping(
             self,
             "InboxMapping",
             target=self.function,
             event_source_arn=inbox.queue.queue_arn,
-            batch_size=10,
+            batch_size=RUNNER_BATCH_SIZE,
+            max_concurrency=config.runner_max_concurrency,
             report_batch_item_failures=True,
         )
         self.inbox_mapping.node.add_dependency(self.role)

@@ -10,11 +10,17 @@ from constructs import Construct
 
 from infra import constants
 from infra.bundling import CopyBundling, PipLayerBundling
-from infra.requirements import LayerName, cache_key, layer_requirements
+from infra.requirements import (
+    AGENT_WAIT_EXCLUDE,
+    AGENT_WAIT_SOURCES,
+    LayerName,
+    cache_key,
+    layer_requirements,
+)
 
-AGENT_WAIT_SOURCES = {"python/agent_wait": "layers/agent_wait/agent_wait"}
-# The console script and the local stack (moto) never run in Lambda.
-AGENT_WAIT_EXCLUDE = ("cli", "local")
+# What the Docker fallbacks run (the bundling image's python is the runtime's); the local bundlers
+# do the same through infra.bytecode.
+COMPILE = "python -m compileall -q --invalidation-mode unchecked-hash"
 
 
 def runtime() -> lambda_.Runtime:
@@ -36,6 +42,8 @@ def code_asset(sources: dict[str, str], *, exclude: tuple[str, ...] = ()) -> lam
     for dest, src in sources.items():
         steps.append(f"mkdir -p /asset-output/{dest} && cp -r /asset-input/{src}/. /asset-output/{dest}")
         steps += [f"rm -rf /asset-output/{dest}/{name}" for name in exclude]
+    steps.append("find /asset-output -name __pycache__ -prune -exec rm -rf {} +")
+    steps.append(f"{COMPILE} /asset-output")
     return lambda_.Code.from_asset(
         str(constants.REPO_ROOT),
         asset_hash_type=cdk.AssetHashType.CUSTOM,
@@ -98,7 +106,10 @@ class Layers(Construct):
                         "bash",
                         "-c",
                         "pip install --no-compile --target /asset-output/python "
-                        + " ".join(shlex.quote(r) for r in requirements),
+                        + " ".join(shlex.quote(r) for r in requirements)
+                        + f" && {COMPILE} -b /asset-output/python"
+                        + " && find /asset-output/python -name '*.py' -exec sh -c"
+                        + ' \'test -f "${1%.py}.pyc" && rm "$1"\' _ {} \\;',
                     ],
                 ),
             ),

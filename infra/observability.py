@@ -1,4 +1,5 @@
-"""The dashboard and alarms: questions raised / answered / expired, time to answer, failures, DLQ depth."""
+"""The dashboard and alarms: questions raised / answered / expired, time to answer, failures, DLQ depth,
+the inbox's oldest message, Lambda errors and throttles, api 5xx."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ class Observability(Construct):
         functions: dict[str, lambda_.IFunction],
         dlqs: dict[str, sqs.IQueue],
         api: apigw.RestApi,
+        inbox: sqs.IQueue | None = None,
         alarm_topic_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -74,6 +76,45 @@ class Observability(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        self.runs_failed_alarm = self._alarm(
+            "RunsFailed",
+            "A run ended failed: the graph raised, or a run or resume failed every retry.",
+            self.question_metric(metric_names.RUNS_FAILED),
+            constants.RUNS_FAILED_ALARM_THRESHOLD,
+        )
+        self.lambda_error_alarms = {
+            name: self._alarm(
+                f"{name.capitalize()}Errors",
+                f"The {name} Lambda raised (an unhandled error, a timeout, or a retried runner batch).",
+                fn.metric_errors(period=_PERIOD, statistic="Sum"),
+                constants.LAMBDA_ERROR_ALARM_THRESHOLD,
+            )
+            for name, fn in functions.items()
+        }
+        self.lambda_throttle_alarms = {
+            name: self._alarm(
+                f"{name.capitalize()}Throttles",
+                f"The {name} Lambda was throttled: account or reserved concurrency is exhausted.",
+                fn.metric_throttles(period=_PERIOD, statistic="Sum"),
+                constants.LAMBDA_THROTTLE_ALARM_THRESHOLD,
+            )
+            for name, fn in functions.items()
+        }
+        self.api_5xx_alarm = self._alarm(
+            "Api5xx",
+            "The api answered with a 5xx: callers and responders got an error instead of an answer.",
+            api.metric_server_error(period=_PERIOD, statistic="Sum"),
+            constants.API_5XX_ALARM_THRESHOLD,
+        )
+        self.inbox_age_alarm: cloudwatch.Alarm | None = None
+        if inbox is not None:
+            self.inbox_age_alarm = self._alarm(
+                "InboxOldestMessage",
+                "The inbox's oldest run or resume has waited longer than a visibility timeout and a run: "
+                "the runner is not consuming it (failing, throttled or stopped).",
+                inbox.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic="Maximum"),
+                constants.INBOX_AGE_ALARM_SECONDS,
+            )
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{service}-waits")
         self.dashboard.add_widgets(
@@ -97,6 +138,9 @@ class Observability(Construct):
                 ],
                 width=12,
             ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24),
         )
         self.dashboard.add_widgets(
             cloudwatch.AlarmWidget(title="Resume failures", alarm=self.resume_failures_alarm, width=8),
@@ -157,8 +201,38 @@ class Observability(Construct):
             action = cloudwatch_actions.SnsAction(
                 sns.Topic.from_topic_arn(self, "AlarmTopic", alarm_topic_arn)
             )
-            for alarm in [*self.dlq_alarms.values(), self.resume_failures_alarm]:
+            # The on-call topic hears when each alarm fires and when it clears again.
+            for alarm in self.alarms:
                 alarm.add_alarm_action(action)
+                alarm.add_ok_action(action)
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        """Every alarm of the stack."""
+        return [
+            *self.dlq_alarms.values(),
+            self.resume_failures_alarm,
+            self.runs_failed_alarm,
+            *self.lambda_error_alarms.values(),
+            *self.lambda_throttle_alarms.values(),
+            self.api_5xx_alarm,
+            *([self.inbox_age_alarm] if self.inbox_age_alarm is not None else []),
+        ]
+
+    def _alarm(
+        self, construct_id: str, description: str, metric: cloudwatch.IMetric, threshold: float
+    ) -> cloudwatch.Alarm:
+        """An alarm when ``metric`` reaches ``threshold`` in one period; no data is not a breach."""
+        return cloudwatch.Alarm(
+            self,
+            construct_id,
+            alarm_description=description,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
 
     def question_metric(self, name: str, *, statistic: str = "Sum") -> cloudwatch.Metric:
         """A metric the Lambdas emit through Powertools (namespace and ``service`` of this stack)."""

@@ -12,6 +12,10 @@ Two layers, so the api never carries LangGraph:
 - ``graph`` (runner only): LangGraph and the checkpointer, minus every distribution ``core`` already
   holds at the same version (Lambda merges both into ``/opt/python``).
 
+Each layer is then trimmed of what can never load in Lambda (:func:`trim_layer`: botocore's models of
+services the deployment does not call, zstandard's cffi backend, PyYAML's libyaml binding) and
+compiled (:mod:`infra.bytecode`), so a cold start neither reads dead weight nor compiles a module.
+
 Examples
 --------
 >>> [r.split("==")[0] for r in layer_requirements("core")]
@@ -30,6 +34,7 @@ import sys
 import tomllib
 from typing import TYPE_CHECKING, Literal
 
+from infra.bytecode import compile_tree, find_interpreter
 from infra.constants import BUNDLE_CACHE_DIR, PIP_PLATFORM, PYTHON_VERSION, REPO_ROOT
 
 if TYPE_CHECKING:
@@ -39,6 +44,10 @@ if TYPE_CHECKING:
 LayerName = Literal["core", "graph"]
 Target = Literal["lambda", "host"]
 
+# The first-party layer: the library without its console script and local stack (never run in Lambda).
+AGENT_WAIT_SOURCES: dict[str, str] = {"python/agent_wait": "layers/agent_wait/agent_wait"}
+AGENT_WAIT_EXCLUDE: tuple[str, ...] = ("cli", "local")
+
 CORE_PACKAGES: tuple[str, ...] = (
     "aws-lambda-powertools[tracer,validation]",
     "jsonpatch",
@@ -47,6 +56,21 @@ CORE_PACKAGES: tuple[str, ...] = (
     "boto3",
 )
 GRAPH_PACKAGES: tuple[str, ...] = ("langgraph", "langgraph-checkpoint-aws")
+
+# botocore's service models kept in the layers: the services the deployment calls (the functions,
+# the announcers, the checkpointer's S3 offload), the X-Ray SDK's own client, and STS (credentials).
+# botocore loads a model only when a client for its service is created; a graph that calls another
+# AWS service (bedrock-runtime for a model, say) needs its name added here.
+BOTOCORE_SERVICES: tuple[str, ...] = (
+    "dynamodb",
+    "s3",
+    "scheduler",
+    "secretsmanager",
+    "sns",
+    "sqs",
+    "sts",
+    "xray",
+)
 GRAPH_PACKAGES_DYNAMODB: tuple[str, ...] = ("langgraph-checkpoint-dynamodb",)
 
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^;\s]+)")
@@ -113,7 +137,8 @@ def cache_key(layer: LayerName, target: Target, *, checkpointer: str = "aws") ->
         "interpreter": interpreter,
         "core": layer_requirements("core"),
         "requirements": layer_requirements(layer, checkpointer=checkpointer),
-        "format": 2,
+        "botocore_services": BOTOCORE_SERVICES,
+        "format": 7,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -142,12 +167,86 @@ def build_layer(
     if layer == "graph":
         core = build_layer("core", target, cache_dir=cache_dir)
         remove_distributions_in(site, core / "python")
+    trim_layer(site)
+    strip_debug_info(site)
+    # Bytecode for the interpreter that will run the layer: the runtime's version for Lambda, this
+    # interpreter for a host build (so a host import of the layout compiles nothing either).
+    python = find_interpreter(PYTHON_VERSION) if target == "lambda" else sys.executable
+    compile_tree(site, python, sourceless=True)
     try:
         building.rename(done)
     except OSError:
         # Another process finished the same key first; both trees are identical.
         shutil.rmtree(building, ignore_errors=True)
     return done
+
+
+def trim_layer(site: Path) -> list[str]:
+    """Delete from ``site`` what never loads in Lambda; return the paths removed (relative to ``site``).
+
+    - botocore's models of every service not in :data:`BOTOCORE_SERVICES` (over 20 MiB), and their
+      entries in ``endpoints.json``;
+    - zstandard's cffi backend: the layer has no ``cffi``, so it cannot load, and zstandard uses its
+      C extension;
+    - PyYAML's libyaml binding: ``yaml`` falls back to its pure-Python parser and emitter, which is
+      all ``langchain_core`` (its only user, when a graph saves a prompt) needs;
+    - Powertools' Swagger UI bundle (the api serves no Swagger UI).
+    """
+    removed: list[Path] = []
+    data = site / "botocore" / "data"
+    if data.is_dir():
+        removed += [p for p in data.iterdir() if p.is_dir() and p.name not in BOTOCORE_SERVICES]
+        _trim_endpoints(data / "endpoints.json")
+    zstandard = site / "zstandard"
+    removed += [*zstandard.glob("_cffi.*.so"), *zstandard.glob("backend_cffi.py")]
+    removed += [*(site / "yaml").glob("_yaml.*.so"), site / "_yaml"]
+    # Swagger UI's bundle, served only by a resolver with ``enable_swagger``, which the api never sets.
+    swagger_ui = site / "aws_lambda_powertools" / "event_handler" / "openapi" / "swagger_ui"
+    removed += list(swagger_ui.glob("*.min.*"))
+    names = []
+    for path in removed:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        else:
+            continue
+        names.append(str(path.relative_to(site)))
+    return names
+
+
+def _trim_endpoints(path: Path) -> None:
+    """Keep the endpoints of :data:`BOTOCORE_SERVICES` only (every partition and region stays).
+
+    botocore parses this 1.2 MiB file when a session creates its first client; the other services'
+    entries are useless once their models are gone.
+    """
+    if not path.is_file():
+        return
+    endpoints = json.loads(path.read_text())
+    for partition in endpoints.get("partitions", []):
+        services = partition.get("services", {})
+        partition["services"] = {name: spec for name, spec in services.items() if name in BOTOCORE_SERVICES}
+    path.write_text(json.dumps(endpoints, separators=(",", ":")))
+
+
+def strip_debug_info(site: Path) -> int:
+    """Remove the debug sections of every extension module under ``site``; return the bytes saved.
+
+    Some wheels ship their extensions unstripped (zstandard's C backend is 10 MiB, of which 9 are
+    DWARF). The debug sections are never loaded, so dropping them changes no behaviour. Uses
+    ``llvm-strip``, which handles every architecture (the host's GNU ``strip`` cannot read aarch64
+    objects); without it the extensions are left as they are.
+    """
+    tool = shutil.which("llvm-strip")
+    if tool is None:
+        return 0
+    saved = 0
+    for extension in sorted(site.rglob("*.so")):
+        before = extension.stat().st_size
+        subprocess.run([tool, "--strip-debug", str(extension)], check=True, capture_output=True)
+        saved += before - extension.stat().st_size
+    return saved
 
 
 def remove_distributions_in(site: Path, other: Path) -> list[str]:

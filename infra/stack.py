@@ -88,6 +88,7 @@ class AgentWaitStack(cdk.Stack):
             },
             dlqs={"inbox": self.inbox.dlq, "outbox": self.fanout.outbox_dlq, "lifecycle": self.timers.dlq},
             api=self.api.api,
+            inbox=self.inbox.queue,
             alarm_topic_arn=config.alarm_topic_arn,
         )
 

@@ -60,4 +60,6 @@ def resources(aws_client: Any) -> LocalResources:
     from wait_service.resources import create_resources
 
     prefix = f"t{uuid.uuid4().hex[:8]}-"
-    return create_resources(aws_client("dynamodb"), aws_client("sqs"), aws_client("sns"), prefix=prefix)
+    return create_resources(
+        aws_client("dynamodb"), aws_client("sqs"), aws_client("sns"), prefix=prefix, s3=aws_client("s3")
+    )

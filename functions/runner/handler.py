@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 
+from wait_service.checkpointer import runner_clients
 from wait_service.observability import logger, metrics, tracer
 from wait_service.runner import RunnerService, build_runner
 from wait_service.settings import FunctionService, Settings
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 
 
 def build_service() -> RunnerService:
-    """The runner for this function's environment."""
-    return build_runner(Settings.from_env(os.environ))
+    """The runner for this function's environment, its clients shared (one session, one per service)."""
+    settings = Settings.from_env(os.environ)
+    return build_runner(settings, **runner_clients(settings).as_kwargs())
 
 
 # Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.

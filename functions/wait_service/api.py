@@ -21,6 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
 from wait_service import errors_http, openapi_doc
+from wait_service.answer_limits import (
+    DYNAMODB_ITEM_BYTES,
+    MAX_ANSWER_BYTES,
+    answer_bytes,
+    check_answer_size,
+    check_reply_fits,
+)
 from wait_service.audit import audit_of
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.inbox import Inbox
@@ -63,6 +70,10 @@ __all__ = ["MAX_BODY_BYTES", "ErrorBody", "WaitApi", "body_size", "build_api"]
 _ONE_REQUEST_AT_A_TIME = threading.Lock()
 # `pending` lists every question still waiting for an answer (raised, delivered or escalated);
 # the others are the statuses of `wait_service.statuses` (a test holds the two together).
+# An answer this large or less fits beside any question item the runner can write (the item's other
+# attributes stay far below the rest of DynamoDB's 400 KB), so only a larger one costs a read of
+# its question before the reply service runs.
+ANSWER_FITS_ANY_QUESTION_BYTES = DYNAMODB_ITEM_BYTES // 4
 QuestionStatus = Literal[
     "pending",
     "raised",
@@ -271,6 +282,9 @@ class WaitApi:
         Idempotent starts (``Idempotency-Key``) over ``runs``.
     input_schema:
         The graph's input JSON schema (``wait_service.input_schema``); ``None`` takes any input.
+    max_answer_bytes:
+        The largest answer (compact JSON) the deployment can always store; larger ones get 413
+        before anything is recorded (``wait_service.answer_limits``).
     title, version:
         Shown in ``GET /openapi.json``.
 
@@ -287,6 +301,7 @@ class WaitApi:
         replies: ReplyService,
         runs: RunService,
         *,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         title: str = "agent-wait",
         version: str = "0.1.0",
         signed: SignedRequests | None = None,
@@ -304,6 +319,7 @@ class WaitApi:
         self.starts = starts
         self.input_schema = input_schema
         self.inbox_sign_in = inbox_sign_in
+        self.max_answer_bytes = min(max_answer_bytes, MAX_ANSWER_BYTES)
         self.title = title
         self.version = version
         self._openapi: str | None = None
@@ -363,6 +379,12 @@ class WaitApi:
         if is_local(event):
             return ANONYMOUS
         raise ResponderNotAllowedError("the request carries no authenticated principal", principal=None)
+
+    def _check_answer_fits(self, question_id: str, request: ReplyRequest) -> None:
+        """Refuse (413) an answer no store on its way could hold, before anything is recorded."""
+        check_answer_size(request.answer, self.max_answer_bytes)
+        if answer_bytes(request.answer) > ANSWER_FITS_ANY_QUESTION_BYTES:
+            check_reply_fits(self.ledger.get_question(question_id), request.answer, reason=request.reason)
 
     def _routes(self) -> None:
         app = self.app
@@ -510,6 +532,7 @@ class WaitApi:
                 raise AnswerInvalidError(
                     f"{problem[0]}: {problem[1]}", field=problem[0], question_id=question_id
                 )
+            self._check_answer_fits(question_id, request)
             outcome = self.replies.reply(
                 question_id,
                 request.answer,
@@ -613,4 +636,5 @@ def build_api(
             if settings.inbox_client_id and settings.inbox_domain
             else None
         ),
+        max_answer_bytes=settings.max_answer_bytes,
     )

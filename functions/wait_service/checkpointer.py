@@ -1,24 +1,45 @@
-"""One factory for the runner's checkpointer.
+"""One factory for the runner's checkpointer, and the AWS clients the runner shares with it.
 
-``aws`` (default): ``langgraph-checkpoint-aws`` ``DynamoDBSaver``, one table, optional S3
-offload. ``dynamodb``: ``langgraph-checkpoint-dynamodb``'s saver over its two tables. Both are
-imported only when chosen, so the unused backend need not be installed. ``AWS_ENDPOINT_URL`` (the
-local stack) is honoured by boto3 itself, so no endpoint is passed here.
+``aws`` (default): ``langgraph-checkpoint-aws`` ``DynamoDBSaver``, one table, S3 offload of
+payloads over 350 KB when a bucket is configured (the stack and the local stack configure one),
+items and objects expiring with the ledger's TTL. ``dynamodb``: ``langgraph-checkpoint-dynamodb``'s
+saver over its two tables. Both are imported only when chosen, so the unused backend need not be
+installed. ``AWS_ENDPOINT_URL`` (the local stack) is honoured by boto3 itself, so no endpoint is
+passed here.
+
+:func:`runner_clients` builds everything from boto3's one default session, and the ledger, the
+announcers and the checkpointer share one DynamoDB client: a cold start creates one session and one
+client per service instead of three DynamoDB clients and a second session.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from agent_wait.errors import MissingExtraError
 from wait_service.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
+    import boto3
     from langgraph.checkpoint.base import BaseCheckpointSaver
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
 
 
-def make_checkpointer(settings: Settings) -> BaseCheckpointSaver[str]:
+def make_checkpointer(
+    settings: Settings, *, session: boto3.Session | None = None
+) -> BaseCheckpointSaver[str]:
     """The checkpointer ``settings.checkpointer`` names, over the tables the settings give.
+
+    Parameters
+    ----------
+    settings:
+        The runner's settings.
+    session:
+        The boto3 session the ``aws`` saver creates its clients from; ``None`` lets it create its
+        own. (The ``dynamodb`` saver always uses boto3's default session.)
 
     Raises
     ------
@@ -40,7 +61,14 @@ def make_checkpointer(settings: Settings) -> BaseCheckpointSaver[str]:
         except ImportError as exc:
             raise MissingExtraError("service", module="wait_service.checkpointer") from exc
         offload = {"bucket_name": settings.checkpoint_bucket} if settings.checkpoint_bucket else None
-        return DynamoDBSaver(table_name=table, s3_offload_config=offload)
+        # Checkpoints expire with the ledger items that point at them (the bucket's lifecycle
+        # rule, wait_service.resources.CHECKPOINT_BUCKET, keeps offloaded objects longer still).
+        return DynamoDBSaver(
+            table_name=table,
+            session=session,
+            s3_offload_config=offload,
+            ttl_seconds=settings.checkpoint_ttl_seconds,
+        )
     if settings.checkpointer == "dynamodb":
         checkpoints = settings.require("checkpoint_table")
         writes = settings.require("checkpoint_writes_table")
@@ -53,3 +81,51 @@ def make_checkpointer(settings: Settings) -> BaseCheckpointSaver[str]:
         )
         return saver
     raise SettingsError(f"AGENT_WAIT_CHECKPOINTER must be 'aws' or 'dynamodb', not {settings.checkpointer!r}")
+
+
+@dataclass(frozen=True)
+class RunnerClients:
+    """The runner's AWS clients, one per service, and the checkpointer sharing the DynamoDB one."""
+
+    checkpointer: BaseCheckpointSaver[Any]
+    dynamodb: DynamoDBClient
+    sns: SNSClient
+    sqs: SQSClient
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``wait_service.runner.build_runner``."""
+        return {
+            "checkpointer": self.checkpointer,
+            "dynamodb": self.dynamodb,
+            "sns": self.sns,
+            "sqs": self.sqs,
+        }
+
+
+def runner_clients(settings: Settings, *, session: boto3.Session | None = None) -> RunnerClients:
+    """The checkpointer and the runner's clients, all from one boto3 session (the default one).
+
+    The DynamoDB client is the checkpointer's own (``langgraph-checkpoint-aws`` configures it with
+    adaptive retries), so ledger writes, the ledger announcer and checkpoints share its connection
+    pool.
+
+    Examples
+    --------
+    >>> clients = runner_clients(Settings.from_env(os.environ))  # doctest: +SKIP
+    >>> runner = build_runner(settings, **clients.as_kwargs())  # doctest: +SKIP
+    """
+    import boto3
+
+    if session is None:
+        if boto3.DEFAULT_SESSION is None:
+            boto3.setup_default_session()
+        session = boto3.DEFAULT_SESSION
+    assert session is not None
+    saver = make_checkpointer(settings, session=session)
+    dynamodb = getattr(saver, "client", None) or session.client("dynamodb")
+    return RunnerClients(
+        checkpointer=saver,
+        dynamodb=dynamodb,
+        sns=session.client("sns"),
+        sqs=session.client("sqs"),
+    )

@@ -2,14 +2,137 @@
 
 Powertools reads ``POWERTOOLS_SERVICE_NAME``, ``POWERTOOLS_METRICS_NAMESPACE`` and ``LOG_LEVEL``
 itself; creating the objects here once keeps one set of keys and one metrics buffer per process.
+
+``tracer`` is a :class:`LazyTracer`: Powertools' ``Tracer()`` imports the X-Ray SDK, which builds a
+recorder and its botocore clients at import, even when tracing is off. The lazy one decides at the
+first traced call: with tracing disabled (``POWERTOOLS_TRACE_DISABLED``, or outside Lambda) the SDK
+is never imported; otherwise the real ``Tracer`` is built then, once, and every decorated function
+goes through it from that call on. Lambda's active tracing (the function's own segments) needs no SDK
+at all.
 """
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+import functools
+import os
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from aws_lambda_powertools import Tracer
+
+F = TypeVar("F", bound="Callable[..., Any]")
+
+_TRUTHY = {"1", "true", "yes", "on", "y", "t"}
+
+
+def tracing_enabled(environ: Mapping[str, str]) -> bool:
+    """Whether Powertools would trace in this environment (same rules as ``Tracer``).
+
+    Examples
+    --------
+    >>> tracing_enabled({"LAMBDA_TASK_ROOT": "/var/task"})
+    True
+    >>> tracing_enabled({"LAMBDA_TASK_ROOT": "/var/task", "POWERTOOLS_TRACE_DISABLED": "true"})
+    False
+    >>> tracing_enabled({})  # outside Lambda
+    False
+    """
+    if environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in _TRUTHY:
+        return False
+    if not environ.get("LAMBDA_TASK_ROOT"):
+        return False
+    return not (environ.get("AWS_SAM_LOCAL") or environ.get("AWS_CHALICE_CLI_MODE"))
+
+
+class LazyTracer:
+    """Powertools' ``Tracer`` decorators, with the X-Ray SDK imported only when tracing is on.
+
+    Parameters
+    ----------
+    environ:
+        Read at the first traced call (``os.environ`` by default).
+    factory:
+        Builds the real tracer; injected by tests.
+
+    Examples
+    --------
+    >>> lazy = LazyTracer(environ={})
+    >>> @lazy.capture_method
+    ... def double(x):
+    ...     return 2 * x
+    >>> double(21), lazy.loaded
+    (42, False)
+    """
+
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str] | None = None,
+        factory: Callable[[], Tracer] | None = None,
+    ) -> None:
+        self._environ = environ
+        self._factory = factory
+        self._decided = False
+        self._tracer: Tracer | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the real tracer (and so the X-Ray SDK) has been built."""
+        return self._tracer is not None
+
+    def real(self) -> Tracer | None:
+        """The real tracer if tracing is on (built at the first call), else ``None``."""
+        if not self._decided:
+            environ = os.environ if self._environ is None else self._environ
+            if tracing_enabled(environ):
+                if self._factory is not None:
+                    self._tracer = self._factory()
+                else:
+                    from aws_lambda_powertools import Tracer
+
+                    self._tracer = Tracer()
+            self._decided = True
+        return self._tracer
+
+    def _lazily(self, function: F, decorate: Callable[[Tracer, F], Callable[..., Any]]) -> F:
+        traced: list[Callable[..., Any]] = []
+
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            tracer = self.real()
+            if tracer is None:
+                return function(*args, **kwargs)
+            if not traced:
+                traced.append(decorate(tracer, function))
+            return traced[0](*args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    def capture_lambda_handler(self, handler: F) -> F:
+        """``Tracer.capture_lambda_handler``, applied at the first invocation when tracing is on."""
+        return self._lazily(handler, lambda tracer, f: tracer.capture_lambda_handler(f))
+
+    def capture_method(self, method: F) -> F:
+        """``Tracer.capture_method``, applied at the first call when tracing is on."""
+        return self._lazily(method, lambda tracer, f: tracer.capture_method(f))
+
+    def put_annotation(self, key: str, value: Any) -> None:
+        tracer = self.real()
+        if tracer is not None:
+            tracer.put_annotation(key=key, value=value)
+
+    def put_metadata(self, key: str, value: Any, namespace: str | None = None) -> None:
+        tracer = self.real()
+        if tracer is not None:
+            tracer.put_metadata(key=key, value=value, namespace=namespace)
+
 
 logger = Logger()
-tracer = Tracer()
+tracer = LazyTracer()
 metrics = Metrics()
 
-__all__ = ["logger", "metrics", "tracer"]
+__all__ = ["LazyTracer", "logger", "metrics", "tracer", "tracing_enabled"]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
@@ -83,6 +84,31 @@ class QueueSpec:
 
 
 @dataclass(frozen=True)
+class BucketSpec:
+    """A private bucket whose objects expire ``expiration_days`` after they were written.
+
+    ``rule_id`` names the expiration rule; incomplete multipart uploads are aborted after a day.
+    """
+
+    logical_id: str
+    name: str
+    rule_id: str
+    expiration_days: int
+
+    def lifecycle_rules(self) -> list[dict[str, Any]]:
+        """The rules as S3's ``PutBucketLifecycleConfiguration`` spells them."""
+        return [
+            {
+                "ID": self.rule_id,
+                "Status": "Enabled",
+                "Filter": {"Prefix": ""},
+                "Expiration": {"Days": self.expiration_days},
+                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+            }
+        ]
+
+
+@dataclass(frozen=True)
 class TopicSpec:
     logical_id: str
     name: str
@@ -105,7 +131,17 @@ API_TIMEOUT_SECONDS = 29
 # The lifecycle function (expiry, escalation, reminders) makes a handful of AWS calls per timer.
 LIFECYCLE_TIMEOUT_SECONDS = 30
 INBOX_VISIBILITY_SECONDS = 6 * RUNNER_TIMEOUT_SECONDS
+# Runs per runner invocation (the event source mapping's batch size, and the local poller's): the
+# timeout above bounds one run, and a timeout re-runs only that run.
+RUNNER_BATCH_SIZE = 1
 MAX_RECEIVE_COUNT = 5
+# Ledger items and checkpoints expire this many days after their last write (Settings.ledger_ttl_days,
+# the checkpointer's ttl_seconds), so a checkpoint never outlives, nor dies before, its ledger record.
+TTL_DAYS = 90
+# DynamoDB deletes an expired item within a few days of its TTL and a read still returns it until
+# then; an offloaded checkpoint object outlives its item by this margin, so no item that can still
+# be read points at a deleted object.
+TTL_DELETION_LAG_DAYS = 7
 
 LEDGER = TableSpec(
     logical_id="Ledger",
@@ -124,6 +160,17 @@ CHECKPOINTS_DYNAMODB = TableSpec(
 )
 CHECKPOINT_WRITES_DYNAMODB = TableSpec(
     logical_id="CheckpointWritesLegacy", partition_key="PK", sort_key="SK", ttl_attribute="ttl"
+)
+# Where DynamoDBSaver offloads checkpoint payloads over 350 KB. Every object is written with its
+# checkpoint item (a rewrite of the item rewrites the object), so expiring objects after the items'
+# TTL plus the deletion lag never removes what a readable item points to. The rule carries the id
+# DynamoDBSaver gives its own TTL rule (`root-ttl-expiration-<days>d`): finding it, the saver leaves
+# the bucket's lifecycle as deployed instead of adding a shorter rule of its own.
+CHECKPOINT_BUCKET = BucketSpec(
+    logical_id="Bucket",
+    name="checkpoints",
+    rule_id=f"root-ttl-expiration-{TTL_DAYS}d",
+    expiration_days=TTL_DAYS + TTL_DELETION_LAG_DAYS,
 )
 
 INBOX = QueueSpec(
@@ -163,6 +210,7 @@ class LocalResources:
     schedule_group: str | None = None
     lifecycle_arn: str | None = None
     scheduler_role_arn: str | None = None
+    checkpoint_bucket: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -173,6 +221,7 @@ class LocalResources:
             "AGENT_WAIT_INBOX_URL": self.inbox_url,
             "AGENT_WAIT_OUTBOX_URL": self.outbox_url,
             "AGENT_WAIT_TOPIC_ARN": self.topic_arn,
+            "AGENT_WAIT_LEDGER_TTL_DAYS": str(TTL_DAYS),
         }
         if self.schedule_group and self.lifecycle_arn and self.scheduler_role_arn:
             env |= {
@@ -180,6 +229,8 @@ class LocalResources:
                 "AGENT_WAIT_LIFECYCLE_ARN": self.lifecycle_arn,
                 "AGENT_WAIT_SCHEDULER_ROLE_ARN": self.scheduler_role_arn,
             }
+        if self.checkpoint_bucket:
+            env["AGENT_WAIT_CHECKPOINT_BUCKET"] = self.checkpoint_bucket
         return env
 
 
@@ -228,6 +279,25 @@ def create_queue(client: SQSClient, spec: QueueSpec, prefix: str) -> tuple[str, 
     return url, arn, dlq_url
 
 
+def create_bucket(client: S3Client, spec: BucketSpec, name: str) -> str:
+    """Create ``spec`` as bucket ``name``, with its lifecycle rules and public access blocked."""
+    client.create_bucket(Bucket=name)
+    client.put_public_access_block(
+        Bucket=name,
+        PublicAccessBlockConfiguration={
+            "BlockPublicAcls": True,
+            "IgnorePublicAcls": True,
+            "BlockPublicPolicy": True,
+            "RestrictPublicBuckets": True,
+        },
+    )
+    client.put_bucket_lifecycle_configuration(
+        Bucket=name,
+        LifecycleConfiguration={"Rules": spec.lifecycle_rules()},  # type: ignore[typeddict-item]
+    )
+    return name
+
+
 def create_resources(
     dynamodb: DynamoDBClient,
     sqs: SQSClient,
@@ -235,15 +305,17 @@ def create_resources(
     prefix: str = "agent-wait-",
     *,
     scheduler: EventBridgeSchedulerClient | None = None,
+    s3: S3Client | None = None,
 ) -> LocalResources:
-    """Create the ledger, checkpoint table, inbox, outbox and topic (and, given a ``scheduler``
-    client, the timers' schedule group) from the specs above.
+    """Create the ledger, checkpoint table (and bucket, given ``s3``), inbox, outbox and topic (and,
+    given a ``scheduler`` client, the timers' schedule group) from the specs above.
 
     A standard SQS queue ``<prefix>subscriber`` is subscribed to the topic with raw delivery, so
     that the local stack and tests can see an envelope exactly as a downstream subscriber does.
     """
     ledger = create_table(dynamodb, LEDGER, prefix + "ledger")
     checkpoints = create_table(dynamodb, CHECKPOINTS, prefix + "checkpoints")
+    bucket = create_bucket(s3, CHECKPOINT_BUCKET, prefix + CHECKPOINT_BUCKET.name) if s3 is not None else None
     inbox_url, inbox_arn, inbox_dlq_url = create_queue(sqs, INBOX, prefix)
     outbox_url, _, outbox_dlq_url = create_queue(sqs, OUTBOX, prefix)
     topic_arn = sns.create_topic(Name=prefix + TOPIC.name)["TopicArn"]
@@ -277,4 +349,5 @@ def create_resources(
         outbox_dlq_url=outbox_dlq_url,
         topic_arn=topic_arn,
         subscriber_url=subscriber_url,
+        checkpoint_bucket=bucket,
     )

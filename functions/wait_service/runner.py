@@ -35,6 +35,7 @@ from ulid import ULID
 from agent_wait import BaseAnnounce, CompositeAnnounce
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import AnnounceError, QuestionCollisionError
+from agent_wait.receipts import Receipt, collect_receipts
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, QuestionRecord, utcnow
 from wait_service.metric_names import (
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from agent_wait import Envelope
-    from wait_service.settings import Settings
+    from wait_service.settings import Durability, Settings
     from wait_service.timers import Timers
 
 PublishFn = Callable[..., list["Envelope"]]
@@ -72,7 +73,7 @@ BACKOFF_BASE_SECONDS = 2
 class Graph(Protocol):
     """What the runner needs of a compiled graph."""
 
-    def invoke(self, input: Any, config: Any) -> Any: ...
+    def invoke(self, input: Any, config: Any, *, durability: Durability | None = None) -> Any: ...
 
     def get_state(self, config: Any) -> Any: ...
 
@@ -253,6 +254,9 @@ class RunnerService:
     timers:
         Arms the expiry and reminder timers of each new question and disarms them once the
         question is decided; ``None`` when the deployment has no scheduler.
+    durability:
+        LangGraph's checkpoint durability for each run (``AGENT_WAIT_DURABILITY``); ``None`` keeps
+        LangGraph's default.
 
     Examples
     --------
@@ -274,6 +278,7 @@ class RunnerService:
         clock: Clock = utcnow,
         inbox: Inbox | None = None,
         timers: Timers | None = None,
+        durability: Durability | None = None,
     ) -> None:
         if publish is None:
             from agent_wait.langgraph import publish_interrupts
@@ -289,6 +294,7 @@ class RunnerService:
         self._clock = clock
         self.inbox = inbox
         self.timers = timers
+        self.durability = durability
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it.
@@ -330,6 +336,8 @@ class RunnerService:
         question: QuestionRecord | None = None
         parked: list[Any] = []
         settled = False
+        # What the resumed `@wait` calls reported while the graph ran (the audit's receipts).
+        receipts: list[Receipt] = []
         try:
             if isinstance(message, ResumeMessage):
                 question, pending = self._resumable(message, config)
@@ -344,13 +352,16 @@ class RunnerService:
             self.ledger.thread_running(
                 thread_id, message.run_id if isinstance(message, StartMessage) else None
             )
-            result = self._invoke(message, question, settled, parked, config)
+            with collect_receipts() as receipts:
+                result = self._invoke(message, question, settled, parked, config)
         except _GraphFailed as failed:
+            self._best_effort(lambda: self._record_receipts(receipts))
             return self._graph_failed(thread_id, question, failed.__cause__)
         except Exception as exc:
             self._infrastructure_failed(thread_id, question, exc, receive_count)
             raise
         try:
+            self._record_receipts(receipts)
             return self._after_run(thread_id, question, result, republished=settled or bool(parked))
         except _Undelivered:
             # Parked, and every question is in the ledger: the thread is `interrupted` and each
@@ -382,15 +393,23 @@ class RunnerService:
             return {"__interrupt__": parked}
         try:
             if question is not None:
-                return self.graph.invoke(Command(resume={question.question_id: question.answer}), config)
+                command: Command[Any] = Command(resume={question.question_id: question.answer})
+                return self.graph.invoke(command, config, durability=self.durability)
             assert isinstance(message, StartMessage)
             if message.run_id is not None:
                 config["metadata"] = {RUN_ID_KEY: message.run_id}
-            return self.graph.invoke(message.input, config)
+            return self.graph.invoke(message.input, config, durability=self.durability)
         except Exception as exc:
             if is_infrastructure_failure(exc):
                 raise
             raise _GraphFailed from exc
+
+    def _record_receipts(self, receipts: list[Receipt]) -> None:
+        """Keep what each resumed call reported on its question; the first receipt stands."""
+        for receipt in receipts:
+            self.ledger.record_receipt(
+                receipt.question_id, receipt.model_dump(mode="json", exclude={"question_id"})
+            )
 
     def _resumable(
         self, message: ResumeMessage, config: dict[str, Any]
@@ -663,4 +682,5 @@ def build_runner(
         clock=clock,
         inbox=Inbox(settings.require("inbox_url"), sqs),
         timers=build_timers(settings, scheduler),
+        durability=settings.durability,
     )

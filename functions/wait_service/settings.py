@@ -12,10 +12,16 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from wait_service.answer_limits import MAX_ANSWER_BYTES
+from wait_service.resources import TTL_DAYS
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 T = TypeVar("T")
+
+# LangGraph's checkpoint durability: when a run's checkpoints are written (see docs/internals.md).
+Durability = Literal["sync", "async", "exit"]
 
 DEFAULT_GRAPH = "examples.refund_agent:build_graph"
 
@@ -46,6 +52,8 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_INBOX_CLIENT_ID": "inbox_client_id",
     "AGENT_WAIT_INBOX_DOMAIN": "inbox_domain",
     "AGENT_WAIT_JWT_AUDIENCE": "jwt_audience",
+    "AGENT_WAIT_DURABILITY": "durability",
+    "AGENT_WAIT_MAX_ANSWER_BYTES": "max_answer_bytes",
 }
 
 
@@ -83,7 +91,11 @@ class Settings(BaseModel):
     checkpoint_bucket: str | None = None
     reply_url: str | None = None
     default_ttl: int | None = Field(default=None, ge=1)
-    ledger_ttl_days: int = Field(default=90, ge=1)
+    # Ledger items and checkpoints expire this many days after their last write.
+    ledger_ttl_days: int = Field(default=TTL_DAYS, ge=1)
+    # The largest answer the deployment can always store (wait_service.answer_limits); the stack lowers it
+    # when checkpoints have no bucket to offload to.
+    max_answer_bytes: int = Field(default=MAX_ANSWER_BYTES, ge=1)
     # The timers of questions (expiry, escalation, reminders): EventBridge Scheduler's schedule
     # group, the lifecycle function its schedules invoke, and the role they invoke it with.
     schedule_group: str | None = None
@@ -112,6 +124,9 @@ class Settings(BaseModel):
     inbox_client_id: str | None = None
     inbox_domain: str | None = None
     jwt_audience: str | None = None
+    # Checkpoints only when a run ends (parks on a question, finishes or fails): a crashed run is
+    # redone from its message, as the queue redelivers it anyway (docs/internals.md).
+    durability: Durability = "exit"
 
     @field_validator("reply_url")
     @classmethod
@@ -152,6 +167,11 @@ class Settings(BaseModel):
                 }
             )
             raise SettingsError(f"invalid setting {', '.join(names) or ''}: {exc}") from exc
+
+    @property
+    def checkpoint_ttl_seconds(self) -> int:
+        """Checkpoints live as long as the ledger items that point at them."""
+        return self.ledger_ttl_days * 24 * 3600
 
     def require(self, field: str) -> str:
         """Return the string value of ``field`` or raise naming its environment variable.

@@ -152,3 +152,92 @@ def test_local_stack_gives_the_handlers_the_deployed_timeouts_and_graph() -> Non
 
     assert (seen["api"].function_name, seen["api"].timeout_seconds) == ("agent-wait-api", API_TIMEOUT_SECONDS)
     assert (seen["runner"].timeout_seconds, graph) == (RUNNER_TIMEOUT_SECONDS, DEFAULT_GRAPH)
+
+
+def test_a_failing_runner_prints_one_line_per_retry_and_dlq_move_and_logs_its_traceback(
+    tmp_path: Path,
+) -> None:
+    # Given a local stack whose inbox hides a failed message for 0 s, logging to a file
+    lines: list[str] = []
+    log_path = tmp_path / "local.log"
+    dead = threading.Event()
+
+    def write(line: str) -> None:
+        lines.append(line)
+        if " dead-lettered " in line:
+            dead.set()
+
+    def api(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"statusCode": 200, "body": "{}"}
+
+    def runner(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        raise ConnectionError("the ledger did not answer\nsecond line of the message")
+
+    # (moto keeps its state per process: a prefix of its own)
+    prefix = f"p{uuid.uuid4().hex[:6]}-"
+    config = StackConfig(project=ROOT, port=0, prefix=prefix, inbox_visibility=0, log_path=log_path)
+    with LocalStack(config, write=write, api_handler=api, runner_handler=runner) as stack:
+        sqs = stack.client("sqs")
+        attributes = sqs.get_queue_attributes(QueueUrl=stack.resources.inbox_url, AttributeNames=["All"])
+        assert attributes["Attributes"]["VisibilityTimeout"] == "0"
+        # When a run fails on every receive
+        _send(sqs, stack.resources.inbox_url, "t-poison")
+        assert dead.wait(timeout=60), "\n".join(lines)
+        # (the queue moves it on the poller's next receive)
+        dlq: list[Any] = []
+        for _ in range(300):
+            dlq = sqs.receive_message(QueueUrl=stack.resources.inbox_dlq_url, WaitTimeSeconds=0).get(
+                "Messages", []
+            )
+            if dlq:
+                break
+            threading.Event().wait(0.1)
+
+    # Then one line per receive: four retries, then the DLQ move, each naming the runner
+    runner_lines = [line[10:25].strip() for line in lines if "thread=t-poison" in line]
+    assert runner_lines == ["run started", "retrying"] + ["run started", "retrying"] * 3 + [
+        "run started",
+        "dead-lettered",
+    ]
+    assert all(line.endswith("function=agent-wait-runner") for line in lines)
+    assert [json.loads(m["Body"])["thread_id"] for m in dlq] == ["t-poison"]
+    # and the traceback is in the log file, not in the event lines
+    assert not any("Traceback" in line for line in lines)
+    logged = log_path.read_text()
+    assert "Traceback (most recent call last)" in logged and "second line of the message" in logged
+
+
+def test_moto_server_fails_the_requests_a_fault_rule_picks(aws_client: Any) -> None:
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    from agent_wait.local.moto_server import Fault, SerializedMotoServer
+
+    with SerializedMotoServer(log_requests=False) as server:
+        import boto3
+
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=server.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+            config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+        )
+        url = sqs.create_queue(QueueName=f"faults-{uuid.uuid4().hex[:6]}")["QueueUrl"]
+        server.inject(
+            lambda environ, body: (
+                Fault(
+                    500, b'{"__type": "InternalError", "message": "injected"}', "application/x-amz-json-1.0"
+                )
+                if environ.get("HTTP_X_AMZ_TARGET", "").endswith("SendMessage")
+                else None
+            )
+        )
+        with pytest.raises(ClientError) as failed:
+            sqs.send_message(QueueUrl=url, MessageBody="x")
+        assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+        # Other requests are served, and with the rule removed the same request succeeds.
+        assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+        server.inject(None)
+        assert sqs.send_message(QueueUrl=url, MessageBody="x")["MessageId"]

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,7 +38,9 @@ def test_http_start_question_answer_result(local_stack: LocalProcess) -> None:
     status, _, listed = http("GET", f"{api}/questions?thread_id={thread_id}")
     assert status == 200 and [item["question_id"] for item in listed["items"]] == [question_id]
     status, headers, question = http("GET", f"{api}/questions/{question_id}")
-    assert question["question"] == {"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}}
+    assert question["question"]["function"] == "issue_refund"
+    assert question["question"]["args"] == {"customer": "c-17", "amount": 40}
+    assert "args_schema" in question["question"]
     assert headers["ETag"] == f'"{question["digest"]}"'
 
     status, _, reply = http(
@@ -57,6 +60,17 @@ def test_http_start_question_answer_result(local_stack: LocalProcess) -> None:
     # One printed line per event, in order, for this thread.
     names = eventually(lambda: _event_names(local_stack, thread_id, until="run done"), what="the event lines")
     assert names == ["run started", "question raised", "answered", "resuming", "resumed", "run done"]
+    # The runner's lines name its function; the api's ("answered") do not.
+    for line in local_stack.lines:
+        if f" thread={thread_id} " in line:
+            assert line.endswith(" function=agent-wait-runner") == (" answered " not in line), line
+
+
+def test_start_lines_say_state_is_in_memory_and_name_the_log_file(local_stack: LocalProcess) -> None:
+    [log_line] = [line for line in local_stack.lines if line.startswith("log: ")]
+    path = Path(log_line.removeprefix("log: ").split(" (", 1)[0])
+    assert path.is_file()
+    assert any(line.startswith("state: in memory") for line in local_stack.lines)
 
 
 def _event_names(local: LocalProcess, thread_id: str, until: str) -> list[str] | None:

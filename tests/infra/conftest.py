@@ -38,6 +38,7 @@ BUCKET_CONTEXT = {
     "stack_name": "aw-bucket",
     "checkpoint_bucket": "true",
     "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:on-call",
+    "runner_max_concurrency": "25",
 }
 
 # Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret.

@@ -17,9 +17,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from infra import constants
-from infra.report import LAMBDA_UNZIPPED_LIMIT, AssemblyReport, main
+from infra.bytecode import cache_tag, find_interpreter, magic_number, missing_bytecode
+from infra.report import LAMBDA_UNZIPPED_LIMIT, SIZE_BUDGETS, AssemblyReport, main
+from infra.requirements import BOTOCORE_SERVICES
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from tests.infra.conftest import Synth
 
 pytestmark = pytest.mark.infra
@@ -72,7 +76,50 @@ def test_function_assets_hold_what_internals_md_says(report: AssemblyReport) -> 
     ]
     assert (runner.path / "handler.py").is_file() and (runner.path / "wait_service").is_dir()
     assert (runner.path / "examples").is_dir()
-    assert not list(api.path.rglob("__pycache__"))
+    # Only bytecode for the runtime: nothing the build host's interpreter left behind.
+    tags = {pyc.name.split(".")[-2] for pyc in api.path.rglob("__pycache__/*.pyc")}
+    assert tags == {cache_tag(constants.PYTHON_VERSION)}
+
+
+def _pyc_header(pyc: Path) -> tuple[bytes, int]:
+    with pyc.open("rb") as handle:
+        header = handle.read(8)
+    return header[:4], int.from_bytes(header[4:8], "little")
+
+
+def test_every_shipped_module_is_compiled_for_the_runtime_with_unchecked_hashes(
+    report: AssemblyReport,
+) -> None:
+    magic = magic_number(find_interpreter(constants.PYTHON_VERSION))
+    folders = [f.path for f in report.functions] + [layer.path for layer in report.layers]
+    for folder in folders:
+        assert missing_bytecode(folder, constants.PYTHON_VERSION) == [], folder
+        pycs = list(folder.rglob("*.pyc"))
+        assert pycs, folder
+        for pyc in pycs[:: max(1, len(pycs) // 50)]:
+            # 0b01: hash-based, source not checked, so the zip's timestamps cannot invalidate it.
+            assert _pyc_header(pyc) == (magic, 0b01), pyc
+    for layer in report.layers:
+        if layer.pip_layer is not None:
+            # Third-party modules ship as bytecode alone (each module once, not twice).
+            assert not list((layer.path / "python").rglob("*.py")), layer.display_name
+
+
+def test_functions_fit_their_size_budgets(report: AssemblyReport) -> None:
+    sizes = {f.name: f.total_size for f in report.functions}
+    assert set(SIZE_BUDGETS) <= set(sizes)
+    for name, budget in SIZE_BUDGETS.items():
+        assert sizes[name] <= budget, f"{name}: {sizes[name] / 2**20:.1f} MiB > {budget / 2**20:.0f} MiB"
+
+
+def test_layers_hold_no_dead_weight(report: AssemblyReport) -> None:
+    core = next(layer for layer in report.layers if layer.pip_layer == "core").path / "python"
+    graph = next(layer for layer in report.layers if layer.pip_layer == "graph").path / "python"
+    services = {p.name for p in (core / "botocore" / "data").iterdir() if p.is_dir()}
+    assert services == set(BOTOCORE_SERVICES)
+    assert not list((graph / "zstandard").glob("*cffi*"))
+    assert not list((graph / "yaml").glob("_yaml.*.so")) and not (graph / "_yaml").exists()
+    assert (graph / "yaml" / "__init__.pyc").is_file()  # pure-Python yaml stays importable
 
 
 def test_agent_wait_layer_excludes_cli_and_local(report: AssemblyReport) -> None:

@@ -24,6 +24,13 @@ def test_defaults() -> None:
     assert (config.auth, config.checkpointer, config.stack_name) == ("iam", "aws", "agent-wait")
     assert config.graph == "examples.refund_agent:build_graph"
     assert config.default_ttl is None
+    assert (config.checkpoint_bucket, config.runner_max_concurrency) == (True, 10)
+
+
+def test_checkpoint_bucket_defaults_to_on_where_the_checkpointer_can_offload() -> None:
+    assert StackConfig.from_context({"checkpointer": "dynamodb"}.get).checkpoint_bucket is False
+    assert StackConfig.from_context({"checkpoint_bucket": "false"}.get).checkpoint_bucket is False
+    assert StackConfig.from_context({"runner_max_concurrency": "200"}.get).runner_max_concurrency == 200
 
 
 def test_empty_strings_from_cdk_json_mean_unset() -> None:
@@ -43,6 +50,9 @@ def test_empty_strings_from_cdk_json_mean_unset() -> None:
         ({"alarm_topic_arn": "on-call"}, "alarm_topic_arn"),
         ({"inbox_client_id": "c1"}, "inbox_client_id and inbox_domain"),
         ({"inbox_client_id": "c1", "inbox_domain": "auth.example.com"}, "inbox_client_id needs auth=jwt"),
+        ({"runner_max_concurrency": "1"}, "runner_max_concurrency"),
+        ({"runner_max_concurrency": "1001"}, "runner_max_concurrency"),
+        ({"runner_max_concurrency": "ten"}, "runner_max_concurrency"),
     ],
 )
 def test_bad_context_names_the_key(context: dict[str, str], key: str) -> None:

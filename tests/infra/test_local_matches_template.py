@@ -9,6 +9,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from test_template import logical_id
+
+from wait_service.resources import CHECKPOINT_BUCKET
 
 if TYPE_CHECKING:
     from tests.infra.conftest import Synth
@@ -163,3 +166,36 @@ def test_raw_delivery_subscription_is_local_only(
     ]
     assert attributes["RawMessageDelivery"] == "true"
     assert default_synth.resources("AWS::SNS::Subscription") == {}
+
+
+def test_checkpoint_bucket_matches(default_synth: Synth, resources: LocalResources, aws_client: Any) -> None:
+    # The runner's DynamoDBSaver finds the same lifecycle rule locally as deployed, so it writes none.
+    stack = default_synth.stack
+    assert stack.checkpoints.bucket is not None and resources.checkpoint_bucket is not None
+    deployed = default_synth.resources("AWS::S3::Bucket")[
+        logical_id(default_synth, stack.checkpoints.bucket)
+    ]["Properties"]
+    s3 = aws_client("s3")
+    local_rules = s3.get_bucket_lifecycle_configuration(Bucket=resources.checkpoint_bucket)["Rules"]
+    assert [
+        (
+            r["ID"],
+            r["Status"],
+            r["Expiration"]["Days"],
+            r["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"],
+        )
+        for r in local_rules
+    ] == [
+        (
+            r["Id"],
+            r["Status"],
+            r["ExpirationInDays"],
+            r["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"],
+        )
+        for r in deployed["LifecycleConfiguration"]["Rules"]
+    ]
+    local_block = s3.get_public_access_block(Bucket=resources.checkpoint_bucket)[
+        "PublicAccessBlockConfiguration"
+    ]
+    assert local_block == deployed["PublicAccessBlockConfiguration"]
+    assert resources.checkpoint_bucket.endswith(CHECKPOINT_BUCKET.name)

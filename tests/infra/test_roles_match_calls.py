@@ -151,3 +151,61 @@ def test_the_runner_role_grants_exactly_what_the_runner_calls_on_the_ledger_topi
         "sns:Publish",
         "sqs:SendMessage",
     }
+
+
+# What the bucket's S3 operations need in IAM: a put with tags needs PutObjectTagging as well, and
+# the lifecycle read is named differently in IAM.
+S3_IAM_ACTIONS = {
+    "s3:GetBucketLifecycleConfiguration": {"s3:GetLifecycleConfiguration"},
+    "s3:GetObject": {"s3:GetObject"},
+    "s3:PutObject": {"s3:PutObject", "s3:PutObjectTagging"},
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoint_calls() -> Iterator[set[str]]:
+    """The actions the runner's own checkpointer calls while a large checkpoint parks and resumes."""
+    from langgraph.types import Command
+
+    from examples import ask_agent
+    from wait_service.checkpointer import make_checkpointer
+
+    recorder = Recorder()
+
+    class RecordedSession(boto3.Session):
+        def client(self, *args: Any, **kwargs: Any) -> Any:
+            client = super().client(*args, **kwargs)
+            client.meta.events.register("before-call.*.*", recorder._record)
+            return client
+
+    with mock_aws(), pytest.MonkeyPatch.context() as patch:
+        setup = Recorder()
+        resources = create_resources(
+            setup.client("dynamodb"), setup.client("sqs"), setup.client("sns"), "cp-", s3=setup.client("s3")
+        )
+        patch.setattr(boto3, "Session", RecordedSession)
+        saver = make_checkpointer(Settings.from_env(resources.env()))
+        graph = ask_agent.build_graph(saver)
+        config: Any = {"configurable": {"thread_id": "t-large"}}
+        parked = graph.invoke({"order": "o-1"}, config)
+        # 200 KiB kept twice in the state: the checkpoint is offloaded to the bucket.
+        graph.invoke(Command(resume={parked["__interrupt__"][0].id: "x" * 200 * 1024}), config)
+        # A later run (or the runner's read of the thread's state) loads the offloaded checkpoint.
+        assert graph.get_state(config).values["shipping_to"] == "x" * 200 * 1024
+        objects = setup.client("s3").list_objects_v2(Bucket=resources.checkpoint_bucket)["Contents"]
+        assert objects
+        yield recorder.actions
+
+
+def test_the_runner_role_grants_what_its_checkpointer_calls_on_the_table_and_bucket(
+    default_synth: Synth, checkpoint_calls: set[str]
+) -> None:
+    stack = default_synth.stack
+    assert stack.checkpoints.bucket is not None
+    bucket = arn_of(default_synth, stack.checkpoints.bucket)
+    on_bucket = granted(default_synth, stack.runner.role, [bucket, {"Fn::Join": ["", [bucket, "/*"]]}])
+    s3_calls = {action for action in checkpoint_calls if action.startswith("s3:")}
+
+    assert on_bucket == {iam for call in s3_calls for iam in S3_IAM_ACTIONS[call]}
+    on_table = granted(default_synth, stack.runner.role, [arn_of(default_synth, stack.checkpoints.table)])
+    assert checkpoint_calls - s3_calls <= on_table

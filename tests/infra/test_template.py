@@ -11,7 +11,9 @@ from aws_cdk.assertions import Match
 from infra import constants
 from infra.api import INBOX_ROUTES, ROUTES
 from wait_service import metric_names
+from wait_service.answer_limits import MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
 from wait_service.resources import (
+    CHECKPOINT_BUCKET,
     CHECKPOINT_WRITES_DYNAMODB,
     CHECKPOINTS,
     CHECKPOINTS_DYNAMODB,
@@ -19,6 +21,8 @@ from wait_service.resources import (
     LEDGER,
     OUTBOX,
     RUNNER_TIMEOUT_SECONDS,
+    TTL_DAYS,
+    TTL_DELETION_LAG_DAYS,
     TableSpec,
 )
 from wait_service.settings import DEFAULT_GRAPH
@@ -97,15 +101,52 @@ def test_ledger_table_matches_its_spec(default_synth: Synth) -> None:
     assert (ledger["DeletionPolicy"], ledger["UpdateReplacePolicy"]) == ("Retain", "Retain")
 
 
-def test_aws_checkpointer_has_one_table_and_no_bucket_by_default(default_synth: Synth) -> None:
+def test_aws_checkpointer_has_one_table_and_a_bucket_by_default(default_synth: Synth) -> None:
     assert sorted(json.dumps(t, sort_keys=True) for t in tables_by_spec(default_synth)) == sorted(
         json.dumps(table_properties(spec), sort_keys=True) for spec in (LEDGER, CHECKPOINTS)
     )
-    default_synth.template.resource_count_is("AWS::S3::Bucket", 0)
-    env = default_synth.resources("AWS::Lambda::Function")[
-        logical_id(default_synth, default_synth.stack.runner.function)
-    ]
-    assert "AGENT_WAIT_CHECKPOINT_BUCKET" not in env["Properties"]["Environment"]["Variables"]
+    stack = default_synth.stack
+    assert stack.checkpoints.bucket is not None
+    default_synth.template.resource_count_is("AWS::S3::Bucket", 1)
+    variables = default_synth.resources("AWS::Lambda::Function")[
+        logical_id(default_synth, stack.runner.function)
+    ]["Properties"]["Environment"]["Variables"]
+    assert variables["AGENT_WAIT_CHECKPOINT_BUCKET"] == {
+        "Ref": logical_id(default_synth, stack.checkpoints.bucket)
+    }
+
+
+def test_checkpoints_are_retained_like_the_ledger(default_synth: Synth, jwt_synth: Synth) -> None:
+    for synth in (default_synth, jwt_synth):
+        for table in synth.resources("AWS::DynamoDB::Table").values():
+            assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    [bucket] = default_synth.resources("AWS::S3::Bucket").values()
+    assert bucket["DeletionPolicy"] == "Retain"
+
+
+def test_checkpoint_objects_outlive_the_items_that_point_at_them(default_synth: Synth) -> None:
+    # Items expire TTL_DAYS after their write (the runner's ttl_seconds = the ledger's days); an
+    # object written with its item expires only after DynamoDB's deletion lag on top, and its rule
+    # has the id DynamoDBSaver looks for, so the saver never adds a shorter rule of its own.
+    [bucket] = default_synth.resources("AWS::S3::Bucket").values()
+    [rule] = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert rule["Id"] == f"root-ttl-expiration-{TTL_DAYS}d" == CHECKPOINT_BUCKET.rule_id
+    assert rule["ExpirationInDays"] == TTL_DAYS + TTL_DELETION_LAG_DAYS > TTL_DAYS
+    assert rule["Status"] == "Enabled" and "Prefix" not in rule and "TagFilters" not in rule
+    assert constants.LEDGER_TTL_DAYS == TTL_DAYS
+
+
+def test_the_api_accepts_smaller_answers_when_checkpoints_cannot_offload(
+    default_synth: Synth, jwt_synth: Synth
+) -> None:
+    def max_answer(synth: Synth) -> str:
+        return synth.resources("AWS::Lambda::Function")[logical_id(synth, synth.stack.api_function.function)][
+            "Properties"
+        ]["Environment"]["Variables"]["AGENT_WAIT_MAX_ANSWER_BYTES"]
+
+    assert jwt_synth.stack.checkpoints.bucket is None
+    assert max_answer(default_synth) == str(MAX_ANSWER_BYTES)
+    assert max_answer(jwt_synth) == str(MAX_ANSWER_BYTES_WITHOUT_OFFLOAD)
 
 
 def test_dynamodb_checkpointer_has_its_two_tables(jwt_synth: Synth) -> None:
@@ -234,10 +275,18 @@ def test_inbox_feeds_the_runner_with_partial_batch_failures(default_synth: Synth
             "EventSourceArn": arn_of(default_synth, stack.inbox.queue),
             "FunctionName": {"Ref": logical_id(default_synth, stack.runner.function)},
             "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "BatchSize": 10,
+            # One run per invocation: the runner's timeout bounds one run, a timeout retries one run.
+            "BatchSize": 1,
+            "ScalingConfig": {"MaximumConcurrency": 10},
         },
     )
     default_synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
+
+
+def test_runner_max_concurrency_comes_from_context(bucket_synth: Synth) -> None:
+    bucket_synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping", {"BatchSize": 1, "ScalingConfig": {"MaximumConcurrency": 25}}
+    )
 
 
 # -- functions ------------------------------------------------------------------------------------
@@ -272,6 +321,7 @@ def test_api_environment_is_wired(default_synth: Synth) -> None:
         "AGENT_WAIT_INBOX_URL": {"Ref": logical_id(default_synth, stack.inbox.queue)},
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
         "AGENT_WAIT_INPUT_SCHEMA": "graph_input/graph_input_schema.json",
+        "AGENT_WAIT_MAX_ANSWER_BYTES": str(MAX_ANSWER_BYTES),
         "POWERTOOLS_SERVICE_NAME": "agent-wait",
         "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
         "LOG_LEVEL": constants.LOG_LEVEL,
@@ -293,6 +343,7 @@ def test_runner_environment_is_wired(default_synth: Synth) -> None:
         "AGENT_WAIT_GRAPH": DEFAULT_GRAPH,
         "AGENT_WAIT_CHECKPOINTER": "aws",
         "AGENT_WAIT_CHECKPOINT_TABLE": {"Ref": logical_id(default_synth, stack.checkpoints.table)},
+        "AGENT_WAIT_CHECKPOINT_BUCKET": {"Ref": logical_id(default_synth, stack.checkpoints.bucket)},
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
         "POWERTOOLS_SERVICE_NAME": "agent-wait",
         "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
@@ -394,6 +445,11 @@ def test_runner_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     arn_of(default_synth, stack.checkpoints.table),
                 ),
                 (
+                    ("s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"),
+                    {"Fn::Join": ["", [arn_of(default_synth, stack.checkpoints.bucket), "/*"]]},
+                ),
+                (("s3:GetLifecycleConfiguration",), arn_of(default_synth, stack.checkpoints.bucket)),
+                (
                     ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
                     arn_of(default_synth, stack.ledger.table),
                 ),
@@ -486,9 +542,10 @@ def test_runner_role_reaches_the_checkpoint_bucket_objects_only(bucket_synth: Sy
     assert stack.checkpoints.bucket is not None
     bucket = arn_of(bucket_synth, stack.checkpoints.bucket)
     assert (
-        ("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
+        ("s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"),
         {"Fn::Join": ["", [bucket, "/*"]]},
     ) in role_actions(bucket_synth, stack.runner.role)
+    assert (("s3:GetLifecycleConfiguration",), bucket) in role_actions(bucket_synth, stack.runner.role)
     variables = bucket_synth.resources("AWS::Lambda::Function")[
         logical_id(bucket_synth, stack.runner.function)
     ]["Properties"]["Environment"]["Variables"]
@@ -661,19 +718,68 @@ def test_alarms_on_dlq_depth_and_resume_failures(default_synth: Synth) -> None:
     )
 
 
-def test_alarms_notify_the_configured_topic_and_nobody_by_default(
+def _alarm_on(synth: Synth, metric: str, **dimensions: Any) -> dict[str, Any]:
+    """The one alarm on ``metric`` whose dimensions include ``dimensions`` (values as in the template)."""
+    found = [
+        a["Properties"]
+        for a in synth.resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == metric
+        and all(
+            {"Name": name, "Value": value} in a["Properties"].get("Dimensions", [])
+            for name, value in dimensions.items()
+        )
+    ]
+    assert len(found) == 1, (metric, dimensions, found)
+    return found[0]
+
+
+def test_alarms_on_inbox_age_lambda_errors_and_throttles_api_5xx_and_failed_runs(
+    default_synth: Synth,
+) -> None:
+    stack = default_synth.stack
+    inbox = _alarm_on(
+        default_synth,
+        "ApproximateAgeOfOldestMessage",
+        QueueName={"Fn::GetAtt": [logical_id(default_synth, stack.inbox.queue), "QueueName"]},
+    )
+    assert inbox["Threshold"] == constants.INBOX_AGE_ALARM_SECONDS
+    assert inbox["Threshold"] > INBOX.visibility_timeout
+    for construct in (stack.api_function, stack.runner):
+        function = {"Ref": logical_id(default_synth, construct.function)}
+        for metric in ("Errors", "Throttles"):
+            alarm = _alarm_on(default_synth, metric, FunctionName=function)
+            assert (alarm["Namespace"], alarm["Statistic"], alarm["Threshold"]) == ("AWS/Lambda", "Sum", 1)
+    api = _alarm_on(default_synth, "5XXError", ApiName="agent-wait")
+    assert (api["Namespace"], api["Statistic"], api["Threshold"]) == ("AWS/ApiGateway", "Sum", 1)
+    runs = _alarm_on(default_synth, metric_names.RUNS_FAILED, service="agent-wait")
+    assert (runs["Namespace"], runs["Threshold"]) == (constants.METRICS_NAMESPACE, 1)
+    for alarm in default_synth.resources("AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+        assert alarm["Properties"]["TreatMissingData"] == "notBreaching"
+
+
+def test_alarms_notify_the_configured_topic_when_they_fire_and_clear_and_nobody_by_default(
     default_synth: Synth, bucket_synth: Synth
 ) -> None:
-    unset = [
-        a["Properties"].get("AlarmActions")
-        for a in default_synth.resources("AWS::CloudWatch::Alarm").values()
-    ]
-    assert unset == [None] * len(unset)
-    actions = [
-        a["Properties"].get("AlarmActions") for a in bucket_synth.resources("AWS::CloudWatch::Alarm").values()
-    ]
-    assert len(actions) == 4
-    assert actions == [["arn:aws:sns:eu-west-1:123456789012:on-call"]] * 4
+    for alarm in default_synth.resources("AWS::CloudWatch::Alarm").values():
+        assert "AlarmActions" not in alarm["Properties"] and "OKActions" not in alarm["Properties"]
+    alarms = list(bucket_synth.resources("AWS::CloudWatch::Alarm").values())
+    # Two DLQs, resume failures, failed runs, errors and throttles of two functions, api 5xx, inbox age.
+    assert len(alarms) == 10 == len(bucket_synth.stack.observability.alarms)
+    for alarm in alarms:
+        assert alarm["Properties"]["AlarmActions"] == ["arn:aws:sns:eu-west-1:123456789012:on-call"]
+        assert alarm["Properties"]["OKActions"] == ["arn:aws:sns:eu-west-1:123456789012:on-call"]
+
+
+def test_api_gateway_account_role_is_left_to_the_account(any_synth: Synth) -> None:
+    # A stack that created API Gateway's account-level CloudWatch role would remove it for every API
+    # of the account on `cdk destroy`; the README has the one-time account setting instead.
+    any_synth.template.resource_count_is("AWS::ApiGateway::Account", 0)
+    roles = any_synth.resources("AWS::IAM::Role").values()
+    assert not any(
+        "apigateway.amazonaws.com" in json.dumps(role["Properties"]["AssumeRolePolicyDocument"])
+        for role in roles
+    )
 
 
 def test_outputs(default_synth: Synth) -> None:

@@ -182,7 +182,8 @@ def test_a_question_travels_the_whole_way(
     # Then the envelope reached the outbox, the topic's subscriber and the ledger
     [subscribed] = drain(stack.sqs, stack.resources.subscriber_url)
     assert subscribed == envelope
-    assert envelope["question"] == {"function": "issue_refund", "args": REFUND}
+    assert (envelope["question"]["function"], envelope["question"]["args"]) == ("issue_refund", REFUND)
+    assert envelope["question"]["args_schema"]["properties"]["amount"]["exclusiveMinimum"] == 0
     question_id = envelope["question_id"]
     assert envelope["reply_with"]["url"] == REPLY_URL.format(question_id=question_id)
     question = stack.ledger.get_question(question_id)
@@ -202,10 +203,15 @@ def test_a_question_travels_the_whole_way(
 
 
 def test_a_second_process_resumes_a_thread_parked_by_the_first(stack: Stack) -> None:
+    """Seed 003: "restart safety of a real backend unresolved": park here, resume in a new process."""
     # Given a thread parked by this process and answered over the api
     envelope = park(stack, "t-restart")
     reply = stack.call(
-        reply_event(envelope["question_id"], {"action": "approve"}, envelope["reply_with"]["if_match"])
+        reply_event(
+            envelope["question_id"],
+            {"action": "approve", "args": {"amount": 25}},
+            envelope["reply_with"]["if_match"],
+        )
     )
     assert reply["statusCode"] == 202
 
@@ -242,8 +248,33 @@ def test_a_second_process_resumes_a_thread_parked_by_the_first(stack: Stack) -> 
     thread = stack.ledger.get_thread("t-restart")
     assert thread.run_status == "done"
     assert isinstance(thread.output, dict)
-    assert thread.output["refund"] == {"refund_id": "rf-c-17-40", "customer": "c-17", "amount": 40}
+    assert thread.output["refund"] == {"refund_id": "rf-c-17-25", "customer": "c-17", "amount": 25}
     assert stack.ledger.get_question(envelope["question_id"]).status == "resumed"
+
+    # and the audit record, read over the api, is complete: proposed, authorized, diff, who, receipt
+    question_id = envelope["question_id"]
+    view = json.loads(
+        stack.call(
+            event(
+                "get_question.json",
+                f"/questions/{question_id}",
+                "/questions/{question_id}",
+                {"question_id": question_id},
+            )
+        )["body"]
+    )
+    audit = view["audit"]
+    assert audit["proposed"] == {"function": "issue_refund", "args": REFUND}
+    assert audit["authorized"] == {"function": "issue_refund", "args": REFUND | {"amount": 25}}
+    assert audit["diff"] == [{"op": "replace", "path": "/amount", "value": 25}]
+    assert audit["if_match"] == envelope["reply_with"]["if_match"]
+    assert audit["answered_by"] and audit["answered_at"]
+    receipt = audit["receipt"]
+    assert (receipt["ran"], receipt["outcome"], receipt["args"]) == (
+        True,
+        "returned",
+        REFUND | {"amount": 25},
+    )
 
 
 @pytest.mark.parametrize("kind", ["distinct", "identical"])

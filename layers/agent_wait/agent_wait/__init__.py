@@ -29,9 +29,18 @@ from agent_wait.envelope import (
 )
 from agent_wait.errors import AgentWaitError
 from agent_wait.framework import Framework
-from agent_wait.policy import OnExpiry, Policy, approval, decision, edit, free_text
+from agent_wait.policy import (
+    OnExpiry,
+    Policy,
+    approval,
+    check_args_against_schema,
+    decision,
+    edit,
+    free_text,
+)
 from agent_wait.publish import make_publish_interrupts, unpack_interrupt
-from agent_wait.wait import make_wait
+from agent_wait.receipts import Receipt, collect_receipts, emit_receipt
+from agent_wait.wait import args_schema_of, make_wait, operation_id_for
 
 __version__ = "0.1.0"
 
@@ -45,19 +54,25 @@ __all__ = [
     "OnExpiry",
     "Policy",
     "Question",
+    "Receipt",
     "ReplyWith",
     "__version__",
     "approval",
+    "args_schema_of",
     "async_question_id",
     "build_envelope",
     "canonical_json",
+    "check_args_against_schema",
+    "collect_receipts",
     "decision",
     "dedupe_key_for",
     "digest_of",
     "edit",
+    "emit_receipt",
     "free_text",
     "isoformat_z",
     "make_publish_interrupts",
     "make_wait",
+    "operation_id_for",
     "unpack_interrupt",
 ]

@@ -66,6 +66,23 @@ class Framework(ABC):
     def current_thread_id(self, call_args: Mapping[str, Any]) -> str:
         """The thread the current call runs on (async mode only)."""
 
+    def interrupt_with_id(self, value: Any, call_args: Mapping[str, Any]) -> tuple[Any, str | None]:
+        """Like :meth:`interrupt`, and also the id the answered question was published under.
+
+        ``@wait`` uses the id to emit a :class:`~agent_wait.receipts.Receipt` and to derive a
+        declared ``operation_id``. The default returns ``None`` for the id (unknown): such a
+        framework emits no receipts, and refuses ``@wait`` functions declaring ``operation_id``.
+        """
+        return self.interrupt(value, call_args), None
+
+    def is_control_flow(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised by a ``@wait`` body, parks or reroutes the run rather than failing it.
+
+        Such an exception (LangGraph's ``GraphBubbleUp``, ...) is re-raised without a receipt: the
+        call has not finished. The default is ``False``.
+        """
+        return False
+
     def is_hidden(self, name: str, annotation: Any) -> bool:
         """Whether parameter ``name`` (annotated ``annotation``) is injected by the framework.
 

@@ -19,6 +19,7 @@ try:
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import InjectedToolArg
     from langgraph.config import get_config
+    from langgraph.errors import GraphBubbleUp
     from langgraph.runtime import Runtime
     from langgraph.store.base import BaseStore
     from langgraph.types import Interrupt, interrupt
@@ -53,6 +54,10 @@ class LangGraphFramework(Framework):
     """Parks a call with ``langgraph.types.interrupt``; reads ``result["__interrupt__"]``.
 
     - ``interrupt``: ``interrupt(value)``; on the resume re-run LangGraph returns the answer.
+    - ``interrupt_with_id``: also the answered interrupt's id, recomputed the way LangGraph
+      computes ``Interrupt.id`` (checkpoint namespace and the answer's slot in the task's resume
+      values; pinned by ``tests/unit/langgraph``).
+    - ``is_control_flow``: ``GraphBubbleUp`` (an interrupt or a ``Command`` from inside a body).
     - ``interrupts_in``: ``(Interrupt.id, Interrupt.value)`` for each interrupt in the result
       (a dict with ``__interrupt__``, an object with ``.interrupts``, or a list of Interrupts).
     - ``current_thread_id``: ``get_config()["configurable"]["thread_id"]``.
@@ -71,6 +76,13 @@ class LangGraphFramework(Framework):
 
     def interrupt(self, value: Any, call_args: Mapping[str, Any]) -> Any:
         return interrupt(value)
+
+    def interrupt_with_id(self, value: Any, call_args: Mapping[str, Any]) -> tuple[Any, str | None]:
+        answer = interrupt(value)
+        return answer, _answered_interrupt_id(answer)
+
+    def is_control_flow(self, exc: BaseException) -> bool:
+        return isinstance(exc, GraphBubbleUp)
 
     def interrupts_in(self, result: Any) -> list[tuple[str, Any]]:
         if isinstance(result, Mapping):
@@ -96,6 +108,30 @@ class LangGraphFramework(Framework):
         if isinstance(annotation, str):
             return any(marker in annotation for marker in _INJECTED_ANNOTATION_NAMES)
         return _is_injected(annotation)
+
+
+def _answered_interrupt_id(answer: Any) -> str | None:
+    """The ``Interrupt.id`` of the interrupt ``answer`` was just returned for, or ``None``.
+
+    LangGraph 1.2 gives the interrupt raised while a task holds ``n`` answers the id
+    ``_interrupt_id(checkpoint_ns, n)`` and hands answers back by slot, from the task's scratchpad
+    list of resume values; the answer ``interrupt()`` returned is the very object in its slot.
+    These are LangGraph internals: any change makes this return ``None`` (the pinned tests fail),
+    never a wrong id silently.
+    """
+    try:
+        from langgraph._internal._constants import CONFIG_KEY_CHECKPOINT_NS, CONFIG_KEY_SCRATCHPAD
+        from langgraph.types import _interrupt_id
+
+        configurable = get_config()["configurable"]
+        namespace = configurable[CONFIG_KEY_CHECKPOINT_NS]
+        resume = configurable[CONFIG_KEY_SCRATCHPAD].resume
+    except (ImportError, KeyError, AttributeError, RuntimeError):
+        return None
+    slots = [index for index, item in enumerate(resume) if item is answer]
+    if len(slots) != 1:
+        return None  # not found, or one object answering several slots: ambiguous
+    return str(_interrupt_id(namespace, slots[0]))
 
 
 def _is_injected(annotation: Any) -> bool:

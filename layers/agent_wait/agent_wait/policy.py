@@ -14,6 +14,8 @@ Examples
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -29,6 +31,7 @@ __all__ = [
     "PolicyKind",
     "approval",
     "check_arg_edits",
+    "check_args_against_schema",
     "decision",
     "edit",
     "free_text",
@@ -143,8 +146,11 @@ class Policy(BaseModel):
 
         When ``question`` is the ``@wait`` question (``{"function": ..., "args": {...}}``), an
         approval's ``args`` may only name keys of ``question["args"]``: a typo is refused here, at
-        reply time, instead of being recorded and failing every resume. (An ``edit`` answer's
-        ``value`` replaces a proposed value, not the call's arguments, so it is not checked.)
+        reply time, instead of being recorded and failing every resume. When the question also
+        carries ``args_schema`` (the JSON Schema of the function's published parameters), the
+        edited call (``question["args"] | answer["args"]``) must validate against it, see
+        :func:`check_args_against_schema`. (An ``edit`` answer's ``value`` replaces a proposed
+        value, not the call's arguments, so it is not checked.)
 
         The error's ``field`` names the offending path (``answer``, ``answer.action``,
         ``answer.args.<key>``, ...).
@@ -175,7 +181,11 @@ class Policy(BaseModel):
             if edits is not None and isinstance(question, Mapping) and "function" in question:
                 published = question.get("args")
                 if isinstance(published, Mapping):
-                    check_arg_edits(edits, published, str(question["function"]))
+                    function = str(question["function"])
+                    check_arg_edits(edits, published, function)
+                    schema = question.get("args_schema")
+                    if isinstance(schema, Mapping) and isinstance(edits, Mapping):
+                        check_args_against_schema({**published, **edits}, dict(schema), function)
         elif self.kind == "decision":
             _check_decision(answer, self.options or [])
         else:
@@ -231,6 +241,55 @@ def check_arg_edits(edits: Any, published: Mapping[str, Any], function: str) -> 
             raise AnswerInvalidError(
                 f"{function}() has no published argument {key!r} to edit", field=f"answer.args.{key}"
             )
+
+
+def check_args_against_schema(args: Mapping[str, Any], schema: Mapping[str, Any], function: str) -> None:
+    """Raise :class:`~agent_wait.errors.AnswerInvalidError` unless ``args`` validate against ``schema``.
+
+    ``schema`` is a question's ``args_schema``: a self-contained JSON Schema object (local
+    ``$defs`` references only). Validation uses ``fastjsonschema`` (installed with the ``service``
+    extra, through ``aws-lambda-powertools[validation]``), imported on first use. Without it this raises
+    :class:`~agent_wait.errors.MissingExtraError`: a typed edit that cannot be checked is refused,
+    never let through. The error's ``field`` is ``answer.args.<path>`` (``answer.args`` when the
+    problem is the object itself, e.g. a missing key). ``format`` keywords are not checked (pydantic
+    emits formats no JSON Schema validator knows, and accepts more than the standard ones); the
+    resumed call's pydantic validation covers them.
+
+    Examples
+    --------
+    >>> schema = {"type": "object", "properties": {"amount": {"type": "number", "exclusiveMinimum": 0}}}
+    >>> check_args_against_schema({"amount": 25}, schema, "issue_refund")
+    >>> from agent_wait.errors import AnswerInvalidError
+    >>> try:
+    ...     check_args_against_schema({"amount": -1000}, schema, "issue_refund")
+    ... except AnswerInvalidError as exc:
+    ...     print(exc.field)
+    answer.args.amount
+    """
+    validate = _compiled_schema(json.dumps(schema, sort_keys=True, separators=(",", ":")))
+    import fastjsonschema  # importable: _compiled_schema raised otherwise
+
+    try:
+        validate(dict(args))
+    except fastjsonschema.JsonSchemaValueException as exc:
+        path = [str(part) for part in getattr(exc, "path", None) or []][1:]  # drop the leading "data"
+        field = ".".join(["answer.args", *path])
+        message = getattr(exc, "message", str(exc)).replace("data.", "").replace("data ", "args ")
+        raise AnswerInvalidError(f"{function}(): {message}", field=field) from exc
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_schema(schema_json: str) -> Callable[[Any], Any]:
+    try:
+        import fastjsonschema
+    except ImportError as exc:
+        from agent_wait.errors import MissingExtraError
+
+        raise MissingExtraError("service", module="typed edits (fastjsonschema)") from exc
+    # Formats are pydantic's hints ("path", "binary", a naive "date-time"), checked by the resumed
+    # call's pydantic validation, not here: types, ranges, patterns, enums and required keys are.
+    compiled: Callable[[Any], Any] = fastjsonschema.compile(json.loads(schema_json), use_formats=False)
+    return compiled
 
 
 def _check_decision(answer: Mapping[str, Any], options: list[str]) -> None:

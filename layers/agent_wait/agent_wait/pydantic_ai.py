@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
-    from pydantic_ai import ApprovalRequired, DeferredToolRequests, RunContext
+    from pydantic_ai import ApprovalRequired, CallDeferred, DeferredToolRequests, RunContext
 except ImportError as exc:
     from agent_wait.errors import MissingExtraError
 
@@ -43,6 +43,7 @@ class PydanticAIFramework(Framework):
 
     - ``interrupt``: on the approved re-run returns ``ctx.tool_call_metadata`` (the answer), or
       ``{"action": "approve"}`` when the host sent none; otherwise raises ``ApprovalRequired``.
+    - ``interrupt_with_id``: also ``ctx.tool_call_id``, the id the question is published under.
     - ``interrupts_in``: ``(tool_call_id, metadata[id])`` for every approval and deferred call
       of a ``DeferredToolRequests`` output; a call without metadata is published as a bare
       ``{"function", "args"}`` value.
@@ -63,6 +64,14 @@ class PydanticAIFramework(Framework):
         if ctx.tool_call_approved:
             return ctx.tool_call_metadata if ctx.tool_call_metadata is not None else dict(APPROVE)
         raise ApprovalRequired(metadata=value)
+
+    def interrupt_with_id(self, value: Any, call_args: Mapping[str, Any]) -> tuple[Any, str | None]:
+        answer = self.interrupt(value, call_args)
+        tool_call_id = _run_context(call_args).tool_call_id
+        return answer, str(tool_call_id) if tool_call_id else None
+
+    def is_control_flow(self, exc: BaseException) -> bool:
+        return isinstance(exc, (ApprovalRequired, CallDeferred))
 
     def interrupts_in(self, result: Any) -> list[tuple[str, Any]]:
         output = result if isinstance(result, DeferredToolRequests) else getattr(result, "output", None)

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
+    from strands.interrupt import InterruptException
     from strands.types.tools import ToolContext
 except ImportError as exc:
     from agent_wait.errors import MissingExtraError
@@ -66,6 +67,9 @@ class StrandsFramework(Framework):
 
     - ``interrupt``: ``tool_context.interrupt(interrupt_name(function), reason=value)``; on the
       resumed call Strands returns the ``interruptResponse`` answer.
+    - ``interrupt_with_id``: also the tool context's id for that interrupt name, the id the
+      question is published under.
+    - ``is_control_flow``: ``InterruptException`` (an interrupt raised inside a body).
     - ``interrupts_in``: ``(Interrupt.id, Interrupt.reason)`` for each interrupt of the result,
       including interrupts raised by hooks (published as bare values).
     - ``current_thread_id``: ``tool_context.invocation_state["thread_id"]``, else
@@ -84,10 +88,20 @@ class StrandsFramework(Framework):
     hidden_params = ("tool_context", "agent")
 
     def interrupt(self, value: Any, call_args: Mapping[str, Any]) -> Any:
-        question = value.get("question") if isinstance(value, Mapping) else None
-        function = question.get("function") if isinstance(question, Mapping) else None
-        name = interrupt_name(str(function)) if function else INTERRUPT_NAME
-        return _tool_context(call_args).interrupt(name, reason=value)
+        return _tool_context(call_args).interrupt(_name_of(value), reason=value)
+
+    def interrupt_with_id(self, value: Any, call_args: Mapping[str, Any]) -> tuple[Any, str | None]:
+        ctx = _tool_context(call_args)
+        answer = ctx.interrupt(_name_of(value), reason=value)
+        try:
+            # How Strands names the interrupt of this tool call (the id it was published under).
+            question_id = str(ctx._interrupt_id(_name_of(value)))
+        except AttributeError:
+            question_id = None
+        return answer, question_id
+
+    def is_control_flow(self, exc: BaseException) -> bool:
+        return isinstance(exc, InterruptException)
 
     def interrupts_in(self, result: Any) -> list[tuple[str, Any]]:
         found = getattr(result, "interrupts", None) or []
@@ -118,6 +132,12 @@ class StrandsFramework(Framework):
             return "ToolContext" in annotation
         origin = typing.get_origin(annotation) or annotation
         return isinstance(origin, type) and issubclass(origin, ToolContext)
+
+
+def _name_of(value: Any) -> str:
+    question = value.get("question") if isinstance(value, Mapping) else None
+    function = question.get("function") if isinstance(question, Mapping) else None
+    return interrupt_name(str(function)) if function else INTERRUPT_NAME
 
 
 def _tool_context(call_args: Mapping[str, Any]) -> ToolContext:

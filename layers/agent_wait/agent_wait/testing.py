@@ -29,6 +29,7 @@ from agent_wait.announce.memory import InMemoryAnnounce
 from agent_wait.envelope import Envelope, Question, async_question_id, build_envelope
 from agent_wait.policy import Policy, approval
 from agent_wait.publish import make_publish_interrupts
+from agent_wait.receipts import collect_receipts
 from agent_wait.wait import make_wait
 
 if TYPE_CHECKING:
@@ -211,7 +212,11 @@ class FrameworkConformance(ABC):
         calls: list[tuple[str, int]] = []
         _, question_id, value = self._parked(self._refund_tool(calls), "conf-surface")
         assert question_id
-        assert value["question"] == {"function": "issue_refund", "args": self.ARGS}
+        assert {k: v for k, v in value["question"].items() if k != "args_schema"} == {
+            "function": "issue_refund",
+            "args": self.ARGS,
+        }
+        assert value["question"]["args_schema"]["type"] == "object"
         assert value["__wait__"] == approval().model_dump(mode="json")
         assert value["__source__"]["function"].endswith("issue_refund")
         assert calls == []
@@ -223,7 +228,10 @@ class FrameworkConformance(ABC):
         envelopes = make_publish_interrupts(framework)(result, "conf-publish", sink)
         assert [e.question_id for e in envelopes] == [question_id]
         assert sink.envelopes == envelopes
-        assert envelopes[0].question == {"function": "issue_refund", "args": self.ARGS}
+        question = envelopes[0].question
+        assert isinstance(question, dict)
+        assert (question["function"], question["args"]) == ("issue_refund", self.ARGS)
+        assert "args_schema" in question
         assert envelopes[0].policy == approval()
 
     def test_approve_runs_the_body_with_the_original_args(self) -> None:
@@ -234,6 +242,16 @@ class FrameworkConformance(ABC):
         assert self.returned(final) == {"refunded": 40, "customer": "c-17"}
         assert calls == [("c-17", 40)]
         assert self.make_framework().interrupts_in(final) == []
+
+    def test_receipt_names_the_published_question_and_the_args_used(self) -> None:
+        """A resumed call's receipt carries the id the question was published under."""
+        calls: list[tuple[str, int]] = []
+        result, question_id, _ = self._parked(self._refund_tool(calls), "conf-receipt")
+        with collect_receipts() as receipts:
+            self.resume(result, question_id, {"action": "approve", "args": {"amount": 25}})
+        assert [(r.question_id, r.ran, r.args, r.outcome) for r in receipts] == [
+            (question_id, True, {**self.ARGS, "amount": 25}, "returned")
+        ]
 
     def test_approve_with_args_runs_the_body_with_them_merged(self) -> None:
         """ "{"action": "approve", "args": {…}} runs it with those" (seed 000)."""

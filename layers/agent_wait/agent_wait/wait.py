@@ -1,8 +1,12 @@
 """``@wait``: ask a human before a function runs, written once against :class:`Framework`.
 
 Interrupt mode (default): the wrapper raises the framework's interrupt with
-``{"question": {"function", "args"}, "__wait__": policy, "__source__": ...}`` before the body, and
-applies the answer when the call is re-run. Async mode: the wrapper publishes the envelope
+``{"question": {"function", "args", "args_schema"}, "__wait__": policy, "__source__": ...}``
+before the body, and applies the answer when the call is re-run. ``args_schema`` is the JSON
+Schema of the published parameters, built from the signature with pydantic, so a reply can be
+type-checked without importing the function. When the resumed call finishes the wrapper emits a
+:class:`~agent_wait.receipts.Receipt`; a declared ``operation_id`` parameter receives
+:func:`operation_id_for` of the question id. Async mode: the wrapper publishes the envelope
 itself and returns ``{"status": "pending_approval", "question_id": ...}`` without running the
 body.
 
@@ -23,36 +27,72 @@ Examples
 ...     return f"refunded {amount} to {customer}"
 >>> issue_refund("c-17", 40)
 'refunded 25 to c-17'
+>>> operation_id_for("q-1") == operation_id_for("q-1") != operation_id_for("q-2")
+True
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import logging
 import typing
+import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from agent_wait.announce.base import announce_safely
 from agent_wait.envelope import Question, async_question_id, build_envelope
+from agent_wait.errors import AnswerInvalidError
+from agent_wait.framework import Framework
 from agent_wait.policy import POLICY_CONSTRUCTORS, Policy, check_arg_edits, decision, resolve_policy
+from agent_wait.receipts import Receipt, emit_receipt
 
 if typing.TYPE_CHECKING:
     from agent_wait.envelope import Envelope
-    from agent_wait.framework import Framework
 
-__all__ = ["DECISION_PARAM", "SOURCE_KEY", "WAIT_KEY", "make_wait"]
+__all__ = [
+    "DECISION_PARAM",
+    "OPERATION_ID_PARAM",
+    "SOURCE_KEY",
+    "WAIT_KEY",
+    "args_schema_of",
+    "make_wait",
+    "operation_id_for",
+]
 
 logger = logging.getLogger("agent_wait")
 
 WAIT_KEY = "__wait__"
 SOURCE_KEY = "__source__"
 DECISION_PARAM = "decision"
+OPERATION_ID_PARAM = "operation_id"
 _RECEIVER_NAMES = ("self", "cls")
+_SUPPLIED_PARAMS = (DECISION_PARAM, OPERATION_ID_PARAM)
+
+
+def operation_id_for(question_id: str) -> str:
+    """The stable id of the external effect of the call parked on ``question_id``.
+
+    ``@wait`` passes it to a declared ``operation_id`` parameter: the same on every retry,
+    redelivery and re-run of that call, different for different questions. Key an idempotent
+    write on it (a conditional put, an idempotency key of the paying API) so the effect happens
+    once however often the body runs.
+
+    Examples
+    --------
+    >>> operation_id_for("q-1")
+    'op-8a3e90ba8a519e1e3e3da22b26bf3d8d'
+    """
+    return "op-" + hashlib.sha256(question_id.encode()).hexdigest()[:32]
+
 
 Mode = Literal["interrupt", "async"]
 Predicate = Callable[[dict[str, Any]], Any]
@@ -64,6 +104,8 @@ class _Call:
     bound: inspect.BoundArguments
     call_args: dict[str, Any]
     published: dict[str, Any]
+    question_id: str | None = None
+    asked: bool = field(default=False)
 
 
 class _Signature:
@@ -74,6 +116,7 @@ class _Signature:
         self.name = fn.__name__
         self.signature = inspect.signature(fn)
         self.has_decision = DECISION_PARAM in self.signature.parameters
+        self.has_operation_id = OPERATION_ID_PARAM in self.signature.parameters
         params = list(self.signature.parameters.values())
         hints = _type_hints(fn)
         self.var_keyword = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
@@ -81,9 +124,10 @@ class _Signature:
         for index, param in enumerate(params):
             annotation = hints.get(param.name, param.annotation)
             is_receiver = index == 0 and param.name in _RECEIVER_NAMES
-            if param.name == DECISION_PARAM or is_receiver or framework.is_hidden(param.name, annotation):
+            if param.name in _SUPPLIED_PARAMS or is_receiver or framework.is_hidden(param.name, annotation):
                 self.hidden.add(param.name)
         self.framework = framework
+        self.adapters, self.args_schema = _published_types(fn, self.signature, hints, self.hidden)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
         # bind_partial: the caller never passes `decision`, the wrapper supplies it.
@@ -94,7 +138,7 @@ class _Signature:
                 param.VAR_POSITIONAL,
                 param.VAR_KEYWORD,
             )
-            if required and param.name not in bound.arguments and param.name != DECISION_PARAM:
+            if required and param.name not in bound.arguments and param.name not in _SUPPLIED_PARAMS:
                 raise TypeError(f"{self.name}() missing required argument: {param.name!r}")
         call_args: dict[str, Any] = {}
         published: dict[str, Any] = {}
@@ -116,17 +160,140 @@ class _Signature:
         # is the defence for answers that reach the graph another way.
         check_arg_edits(edits, call.published, self.name)
         for key, value in edits.items():
+            adapter = self.adapters.get(key)
+            if adapter is not None:
+                try:
+                    adapter.validate_python(value)
+                except ValidationError as exc:
+                    raise AnswerInvalidError(
+                        f"{self.name}(): edited argument {key!r} is invalid: {exc.errors()[0]['msg']}",
+                        field=f"answer.args.{key}",
+                        question_id=call.question_id,
+                    ) from exc
+        # Validated, then passed as the human sent them (a 25 stays 25, as the digest saw it).
+        for key, value in edits.items():
+            call.published[key] = _jsonable(value)
             if key in self.signature.parameters:
                 call.bound.arguments[key] = value
             else:
                 call.bound.arguments[self.var_keyword or ""][key] = value
 
 
+def _published_types(
+    fn: Callable[..., Any],
+    signature: inspect.Signature,
+    hints: dict[str, Any],
+    hidden: set[str],
+) -> tuple[dict[str, TypeAdapter[Any]], dict[str, Any]]:
+    """Per-argument validators and the JSON Schema of the published parameters.
+
+    Pydantic's ``validate_call`` semantics: each parameter's annotation (``Annotated`` constraints
+    and a ``Field(...)`` default included), ``Any`` when untyped or when its type has no JSON
+    Schema (an arbitrary class). ``**kwargs`` allow extra keys, typed by their annotation.
+    """
+    fields: dict[str, Any] = {}
+    adapters: dict[str, TypeAdapter[Any]] = {}
+    extra: Any = None
+    for param in signature.parameters.values():
+        if param.name in hidden:
+            continue
+        annotation = hints.get(param.name, param.annotation)
+        if annotation is param.empty or isinstance(annotation, str):
+            annotation = Any
+        if param.kind is param.VAR_POSITIONAL:
+            annotation = list[annotation]  # type: ignore[valid-type]
+        default = param.default
+        if isinstance(default, FieldInfo):
+            annotation, default = Annotated[annotation, default], ...
+        elif default is param.empty:
+            default = ...
+        adapter = _schema_ready(annotation)
+        if adapter is None:
+            annotation, adapter = Any, TypeAdapter(Any)
+        elif default is not ... and not _accepts(adapter, default):
+            # `x: int = None`: the default is published, so the schema must accept it too.
+            annotation = Any if not _is_scalar(default) else annotation | Literal[default]
+            adapter = TypeAdapter(annotation)
+        if param.kind is param.VAR_KEYWORD:
+            extra = annotation
+            continue
+        adapters[param.name] = adapter
+        fields[param.name] = (annotation, default)
+    model = create_model(
+        f"{fn.__name__}_args",
+        __config__=ConfigDict(extra="forbid" if extra is None else "allow", arbitrary_types_allowed=True),
+        **fields,
+    )
+    with warnings.catch_warnings():
+        # A default that is not JSON (an object) is left out of the schema: that is fine.
+        warnings.simplefilter("ignore")
+        schema: dict[str, Any] = model.model_json_schema()
+    if extra is not None:
+        schema["additionalProperties"] = _schema_of(extra)
+    return adapters, schema
+
+
+def _schema_ready(annotation: Any) -> TypeAdapter[Any] | None:
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        adapter.json_schema()
+    except Exception:  # noqa: BLE001 - no validator or no JSON Schema for this type: treat as Any
+        return None
+    return adapter
+
+
+def _accepts(adapter: TypeAdapter[Any], value: Any) -> bool:
+    try:
+        adapter.validate_python(value)
+    except Exception:  # noqa: BLE001 - any refusal: the value is not of the type
+        return False
+    return True
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _schema_of(annotation: Any) -> Any:
+    adapter = _schema_ready(annotation)
+    if adapter is None or annotation is Any:
+        return True
+    return adapter.json_schema()
+
+
+def args_schema_of(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """The ``args_schema`` a ``@wait``-decorated ``fn`` puts in its questions (``None`` if undecorated).
+
+    Examples
+    --------
+    >>> from agent_wait.framework import Framework
+    >>> class Never(Framework):
+    ...     def interrupt(self, value, call_args): raise NotImplementedError
+    ...     def interrupts_in(self, result): return []
+    ...     def current_thread_id(self, call_args): return "t1"
+    >>> @make_wait(Never())("approval")
+    ... def issue_refund(customer: str, amount: float) -> None: ...
+    >>> args_schema_of(issue_refund)["required"]
+    ['customer', 'amount']
+    """
+    meta = getattr(fn, "__agent_wait__", None)
+    return meta.get("args_schema") if isinstance(meta, Mapping) else None
+
+
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # noqa: BLE001 - unresolvable forward refs: fall back to the raw annotations
-        return {}
+    except Exception:  # noqa: BLE001 - one unresolvable forward ref: resolve the others one by one
+        hints: dict[str, Any] = {}
+        namespace = getattr(fn, "__globals__", {})
+        for name, annotation in getattr(fn, "__annotations__", {}).items():
+            if isinstance(annotation, str):
+                try:
+                    annotation = eval(annotation, namespace)  # noqa: S307 - what get_type_hints does
+                except Exception:  # noqa: BLE001 - left as the raw string: treated as Any
+                    continue
+            hints[name] = annotation
+        return hints
 
 
 def _jsonable(value: Any) -> Any:
@@ -198,29 +365,57 @@ def make_wait(framework: Framework) -> Callable[..., Any]:
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             spec = _Signature(fn, framework)
+            if spec.has_operation_id and mode == "async":
+                raise TypeError(
+                    f"{fn.__name__}() declares operation_id, which needs interrupt mode: in async mode "
+                    "the body never runs under @wait"
+                )
+            if spec.has_operation_id and type(framework).interrupt_with_id is Framework.interrupt_with_id:
+                raise TypeError(
+                    f"{fn.__name__}() declares operation_id, but the {framework.name!r} framework cannot "
+                    "tell the id of an answered question (it does not implement interrupt_with_id)"
+                )
             source: dict[str, Any] = {"function": fn.__qualname__, "module": fn.__module__}
             runner = _Runner(spec, resolved, source, when, mode, announce, reply_url)
             if inspect.iscoroutinefunction(fn):
 
                 @functools.wraps(fn)
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    action, payload = runner.decide(args, kwargs)
+                    action, payload, call = runner.decide(args, kwargs)
                     if action == "return":
+                        runner.receipt(call, ran=False)
                         return payload
-                    return await fn(*payload.args, **payload.kwargs)
+                    try:
+                        result = await fn(*payload.args, **payload.kwargs)
+                    except Exception as exc:
+                        runner.receipt(call, ran=True, error=exc)
+                        raise
+                    runner.receipt(call, ran=True)
+                    return result
 
                 wrapper: Callable[..., Any] = async_wrapper
             else:
 
                 @functools.wraps(fn)
                 def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    action, payload = runner.decide(args, kwargs)
+                    action, payload, call = runner.decide(args, kwargs)
                     if action == "return":
+                        runner.receipt(call, ran=False)
                         return payload
-                    return fn(*payload.args, **payload.kwargs)
+                    try:
+                        result = fn(*payload.args, **payload.kwargs)
+                    except Exception as exc:
+                        runner.receipt(call, ran=True, error=exc)
+                        raise
+                    runner.receipt(call, ran=True)
+                    return result
 
                 wrapper = sync_wrapper
-            wrapper.__agent_wait__ = {"policy": resolved, "mode": mode}  # type: ignore[attr-defined]
+            wrapper.__agent_wait__ = {  # type: ignore[attr-defined]
+                "policy": resolved,
+                "mode": mode,
+                "args_schema": spec.args_schema,
+            }
             return wrapper
 
         return decorate
@@ -250,32 +445,72 @@ class _Runner:
         self.announce = announce
         self.reply_url = reply_url
 
-    def decide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Literal["run", "return"], Any]:
+    def decide(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Literal["run", "return"], Any, _Call]:
         call = self.spec.bind(args, kwargs)
         if not _should_ask(self.when, call.published, self.spec.name):
-            if self.spec.has_decision:
-                call.bound.arguments.setdefault(DECISION_PARAM, None)
-            return "run", call.bound
+            # Not asked: no question, so no receipt and no operation id (None unless passed).
+            for name in _SUPPLIED_PARAMS:
+                if name in self.spec.signature.parameters:
+                    call.bound.arguments.setdefault(name, None)
+            return "run", call.bound, call
         if self.mode == "async":
-            return "return", self._publish(call)
+            return "return", self._publish(call), call
         value = {
-            "question": {"function": self.spec.name, "args": call.published},
+            "question": {
+                "function": self.spec.name,
+                "args": call.published,
+                "args_schema": self.spec.args_schema,
+            },
             WAIT_KEY: self.policy_json,
             SOURCE_KEY: self.source,
         }
-        answer = self.spec.framework.interrupt(value, call.call_args)
+        answer, call.question_id = self.spec.framework.interrupt_with_id(value, call.call_args)
+        call.asked = True
+        if self.spec.has_operation_id:
+            if call.question_id is None:
+                raise RuntimeError(
+                    f"{self.spec.name}() declares operation_id but the answered question's id is unknown"
+                )
+            call.bound.arguments[OPERATION_ID_PARAM] = operation_id_for(call.question_id)
         if self.spec.has_decision:
             call.bound.arguments[DECISION_PARAM] = answer
-            return "run", call.bound
+            return "run", call.bound, call
         if isinstance(answer, Mapping) and answer.get("action") == "approve":
             if answer.get("args") is not None:
-                self.spec.apply_edits(call, answer["args"])
-            return "run", call.bound
-        return "return", answer
+                try:
+                    self.spec.apply_edits(call, answer["args"])
+                except AnswerInvalidError:
+                    self.receipt(call, ran=False)  # refused here: the body does not run
+                    raise
+            return "run", call.bound, call
+        return "return", answer, call
+
+    def receipt(self, call: _Call, *, ran: bool, error: Exception | None = None) -> None:
+        """Emit the receipt of a resumed call (nothing when no question was answered)."""
+        if not call.asked or call.question_id is None:
+            return
+        if error is not None and self.spec.framework.is_control_flow(error):
+            return  # the body parked or rerouted the run: the call has not finished
+        try:
+            receipt = Receipt(
+                question_id=call.question_id,
+                ran=ran,
+                args=dict(call.published) if ran else None,
+                outcome=("raised" if error is not None else "returned") if ran else None,
+                error=f"{type(error).__name__}: {error}" if error is not None else None,
+                at=datetime.now(UTC),
+            )
+        except ValidationError:
+            # Evidence, not control flow: a receipt that cannot be built never changes the call's result.
+            logger.warning("could not build the receipt of %s", self.spec.name, exc_info=True)
+            return
+        emit_receipt(receipt)
 
     def _publish(self, call: _Call) -> dict[str, Any]:
         thread_id = self.spec.framework.current_thread_id(call.call_args)
-        question = {"function": self.spec.name, "args": call.published}
+        question = {"function": self.spec.name, "args": call.published, "args_schema": self.spec.args_schema}
         # The qualified name, so Refunds.issue and Orders.issue on one thread do not share an id.
         question_id = async_question_id(thread_id, self.spec.fn.__qualname__, call.published)
         envelope = build_envelope(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, TypedDict
+from unittest.mock import ANY
 
 import pytest
 from langchain_core.messages import AIMessage
@@ -90,7 +91,11 @@ def test_injected_tool_params_are_kept_out_of_the_published_args() -> None:
     result = graph.invoke({"messages": []}, config)
 
     [envelope] = publish_interrupts(result, "hidden-1", None)
-    assert envelope.question == {"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}}
+    assert envelope.question == {
+        "function": "issue_refund",
+        "args": {"customer": "c-17", "amount": 40},
+        "args_schema": ANY,
+    }
 
     final = graph.invoke(Command(resume={envelope.question_id: {"action": "approve"}}), config)
     assert final["messages"][-1].content == "refunded 40"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import warnings
 from typing import TYPE_CHECKING, Any
+from unittest.mock import ANY
 
 import pytest
 from strands import Agent, tool
@@ -166,7 +167,7 @@ def test_direct_tool_parks_and_publishes_one_envelope_without_the_tool_context()
     [envelope] = publish_interrupts(result, "strands-1", sink)
     assert sink.envelopes == [envelope]
     assert envelope.question_id == interrupt.id
-    assert envelope.question == {"function": "issue_refund", "args": ARGS}
+    assert envelope.question == {"function": "issue_refund", "args": ARGS, "args_schema": ANY}
     assert envelope.policy == approval()
     assert envelope.source is not None and str(envelope.source["function"]).endswith("issue_refund")
     assert calls == []
@@ -310,11 +311,11 @@ def test_two_wait_functions_in_one_tool_call_are_asked_separately() -> None:
 
     agent = _agent([("offboard", {"customer": "c-17"})], [offboard])
     [first] = publish_interrupts(agent("offboard c-17"), "strands-two", None)
-    assert first.question == {"function": "refund", "args": {"amount": 10}}
+    assert first.question == {"function": "refund", "args": {"amount": 10}, "args_schema": ANY}
 
     second_run = agent(_answer(first.question_id, {"action": "approve"}))
     [second] = publish_interrupts(second_run, "strands-two", None)
-    assert second.question == {"function": "close_account", "args": {"customer": "c-17"}}
+    assert second.question == {"function": "close_account", "args": {"customer": "c-17"}, "args_schema": ANY}
     assert second.question_id != first.question_id
     assert done == ["refund"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from unittest.mock import ANY
 
 from agent_wait import InMemoryAnnounce, Policy, approval, edit, make_publish_interrupts, make_wait
 from agent_wait.announce import BaseAnnounce
@@ -37,7 +38,11 @@ def test_a_wait_value_unpacks_to_question_policy_and_source(framework: ScriptedF
 
     [env] = envelopes
     assert env.question_id == "iid-1" and env.thread_id == "thread-1"
-    assert env.question == {"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}}
+    assert env.question == {
+        "function": "issue_refund",
+        "args": {"customer": "c-17", "amount": 40},
+        "args_schema": ANY,
+    }
     assert env.policy == policy
     assert env.source is not None and str(env.source["function"]).endswith("issue_refund")
     assert env.expires_at == NOW + timedelta(seconds=120)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from unittest.mock import ANY
 
 import pytest
 from pydantic import ValidationError
@@ -31,7 +32,7 @@ def _park(framework: ScriptedFramework, fn: Any, *args: Any, **kwargs: Any) -> A
 
 def test_interrupt_value_carries_function_args_policy_and_source(framework: ScriptedFramework) -> None:
     """ "the wrapper raises the interrupt with {"question": {"function", "args"}, "__wait__": policy,
-    "__source__": ...} before the body" (issue 2)."""
+    "__source__": ...} before the body" (issue 2); the question also carries the args' JSON Schema."""
     ran: list[int] = []
     policy = approval(ttl=3600, prompt="Refund?")
 
@@ -45,6 +46,17 @@ def test_interrupt_value_carries_function_args_policy_and_source(framework: Scri
         "question": {
             "function": "issue_refund",
             "args": {"customer": "c-17", "amount": 40, "currency": "EUR"},
+            "args_schema": {
+                "additionalProperties": False,
+                "properties": {
+                    "customer": {"title": "Customer", "type": "string"},
+                    "amount": {"title": "Amount", "type": "integer"},
+                    "currency": {"default": "EUR", "title": "Currency", "type": "string"},
+                },
+                "required": ["customer", "amount"],
+                "title": "issue_refund_args",
+                "type": "object",
+            },
         },
         "__wait__": policy.model_dump(mode="json"),
         "__source__": {"function": issue_refund.__qualname__, "module": __name__},
@@ -379,7 +391,16 @@ def test_bare_decorator_works_on_a_function_without_parameters(framework: Script
         return "restarted"
 
     assert _park(framework, restart) == {
-        "question": {"function": "restart", "args": {}},
+        "question": {
+            "function": "restart",
+            "args": {},
+            "args_schema": {
+                "additionalProperties": False,
+                "properties": {},
+                "title": "restart_args",
+                "type": "object",
+            },
+        },
         "__wait__": Policy().model_dump(mode="json"),
         "__source__": {"function": restart.__qualname__, "module": __name__},
     }
@@ -427,7 +448,11 @@ def test_async_mode_publishes_and_returns_pending_without_running(framework: Scr
     assert calls == [] and framework.raised == []
     [env] = sink.envelopes
     assert (env.question_id, env.thread_id, env.dedupe_key) == (qid, "thread-1", f"wait.created:{qid}")
-    assert env.question == {"function": "issue_refund", "args": {"customer": "c-17", "amount": 40}}
+    assert env.question == {
+        "function": "issue_refund",
+        "args": {"customer": "c-17", "amount": 40},
+        "args_schema": ANY,
+    }
     assert env.policy == approval(ttl=60)
     assert env.expires_at is not None and (env.expires_at - env.created_at).total_seconds() == 60
     assert env.reply_with.url == f"https://x/questions/{qid}/reply"
@@ -470,7 +495,9 @@ def test_async_mode_methods_of_one_name_on_two_classes_do_not_share_an_id(
     refund, order = Refunds().issue(40), Orders().issue(40)
     assert refund["question_id"] != order["question_id"]
     assert refund["question_id"] == async_question_id("thread-1", Refunds.issue.__qualname__, {"amount": 40})
-    assert [e.question for e in sink.envelopes] == [{"function": "issue", "args": {"amount": 40}}] * 2
+    assert [e.question for e in sink.envelopes] == [
+        {"function": "issue", "args": {"amount": 40}, "args_schema": ANY}
+    ] * 2
 
 
 def test_async_mode_survives_a_raising_announcer(framework: ScriptedFramework) -> None:

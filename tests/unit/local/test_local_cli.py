@@ -146,6 +146,22 @@ def test_local_slack_options() -> None:
         "s",
         "C1",
     )
+    assert (args.inbox_visibility, args.log_file) == (None, None)
+
+
+def test_local_inbox_visibility_and_log_file() -> None:
+    args = build_parser({}).parse_args(["local", "--inbox-visibility", "2", "--log-file", "/tmp/x.log"])
+
+    assert (args.inbox_visibility, args.log_file) == (2, "/tmp/x.log")
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "soon", "43201"])
+def test_local_inbox_visibility_must_be_whole_seconds(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        build_parser({}).parse_args(["local", "--inbox-visibility", value])
+
+    assert exc.value.code == 2
+    assert "--inbox-visibility" in capsys.readouterr().err
 
 
 # -- answers -------------------------------------------------------------------------------

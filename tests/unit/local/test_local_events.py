@@ -128,3 +128,60 @@ def test_ledger_numbers_print_as_json_numbers() -> None:
     item = plain({"question": {"function": "f", "args": {"amount": Decimal("40"), "rate": Decimal("0.5")}}})
 
     assert describe_question(item["question"]) == "f(amount=40, rate=0.5)"
+
+
+def test_runner_lines_name_the_runner_function_and_the_last_failure_is_dead_lettered() -> None:
+    # Given an event log of a stack whose inbox dead-letters after 3 receives
+    ledger = Ledger()
+    lines: list[str] = []
+    log = EventLog(
+        lines.append,
+        ledger.threads.get,
+        ledger.questions.get,
+        now=lambda: datetime(2026, 11, 30, 10, 0, 5, tzinfo=UTC),
+        runner="agent-wait-runner",
+        max_receive_count=3,
+    )
+    start = _message({"thread_id": "t-1", "input": {}}, receive_count="1")
+    last = _message({"thread_id": "t-1", "input": {}}, receive_count="3")
+    ledger.threads["t-1"] = {"run_status": "failed", "error": "TimeoutError: the ledger did not answer"}
+
+    # When a run is received, fails once, then fails its last receive with a multi-line error
+    log.received([start])
+    log.batch_done(BatchResult([start], failed=[start["MessageId"]]))
+    log.batch_done(BatchResult([last], failed=[last["MessageId"]], error=RuntimeError("line one\nline two")))
+
+    # Then one line each: the retry, the DLQ move and the failed run, all naming the runner
+    assert lines == [
+        "10:00:05  run started      thread=t-1 input={} function=agent-wait-runner",
+        '10:00:05  retrying         thread=t-1 receive=1 error="reported failed" function=agent-wait-runner',
+        '10:00:05  dead-lettered    thread=t-1 receive=3 error="RuntimeError: line one\\nline two" '
+        "function=agent-wait-runner",
+        '10:00:05  run failed       thread=t-1 error="TimeoutError: the ledger did not answer" '
+        "function=agent-wait-runner",
+    ]
+
+
+def test_a_field_with_line_breaks_stays_on_one_line() -> None:
+    lines: list[str] = []
+    log = EventLog(lines.append, lambda _: None, lambda _: None, now=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+
+    log.emit("run failed", thread="t\n1", error="a\r\nb")
+
+    assert lines == ["00:00:00  run failed       thread=t\\n1 error=a\\r\\nb"]
+
+
+def test_a_batch_whose_every_record_failed_shows_the_record_error() -> None:
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    lines: list[str] = []
+    log = EventLog(lines.append, lambda _: None, lambda _: None, now=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    cause = TimeoutError("checkpoint write timed out")
+    error = BatchProcessingError("All records failed processing.", [(TimeoutError, cause, None)])
+    message = _message({"thread_id": "t-1", "input": {}})
+
+    log.batch_done(BatchResult([message], failed=[message["MessageId"]], error=error))
+
+    assert lines == [
+        '00:00:00  retrying         thread=t-1 receive=1 error="TimeoutError: checkpoint write timed out"'
+    ]

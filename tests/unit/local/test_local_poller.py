@@ -152,3 +152,59 @@ def test_each_invocation_gets_a_fresh_context_and_empty_polls_build_none() -> No
     poller.poll_once()
 
     assert len(made) == 1 and seen == made
+
+
+class WakingSqs(FakeSqs):
+    """Empty at first; ``send`` makes a message visible the way the local stack does (then wakes)."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.on_receive: Any = None
+
+    def receive_message(self, **kwargs: Any) -> dict[str, Any]:
+        answer = super().receive_message(**kwargs)
+        if self.on_receive is not None:
+            self.on_receive(len(self.receives))
+        return answer
+
+    def send(self, body: dict[str, Any]) -> None:
+        i = len(self.messages)
+        self.messages.append(
+            {
+                "MessageId": f"m{i}",
+                "ReceiptHandle": f"h{i}",
+                "Body": json.dumps(body),
+                "Attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": "g"},
+            }
+        )
+
+
+@pytest.mark.parametrize("during_receive", [False, True])
+def test_wake_ends_the_idle_wait_so_a_sent_message_is_handled_at_once(during_receive: bool) -> None:
+    # The idle wait is an hour: the message can only be handled within the bound below if the
+    # wake-up ends it, including a wake-up that lands while the empty receive is still in flight.
+    import threading
+
+    sqs = WakingSqs()
+    handled = threading.Event()
+    poller = _poller(sqs, lambda e, c: handled.set(), idle_sleep=3600)
+    first_receive_done = threading.Event()
+
+    def on_receive(count: int) -> None:
+        if count == 1:
+            if during_receive:
+                sqs.send({"thread_id": "t1"})
+                poller.wake()
+            first_receive_done.set()
+
+    sqs.on_receive = on_receive
+    poller.start()
+    try:
+        assert first_receive_done.wait(30)
+        if not during_receive:
+            sqs.send({"thread_id": "t1"})
+            poller.wake()
+        assert handled.wait(30)
+    finally:
+        poller.stop(timeout=30)
+    assert sqs.deleted == ["h0"]

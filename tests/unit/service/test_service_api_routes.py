@@ -265,6 +265,8 @@ def test_list_never_shows_thread_items(aws: Aws, call: Call, clock: FakeClock) -
         ({"limit": "0"}, "limit"),
         ({"limit": "many"}, "limit"),
         ({"status": "sleeping"}, "status"),
+        # Found by schemathesis (make stress): an empty thread id was a DynamoDB ValidationException, 500.
+        ({"thread_id": ""}, "thread_id"),
     ],
 )
 def test_list_rejects_bad_query_parameters_with_400(call: Call, query: dict[str, str], field: str) -> None:

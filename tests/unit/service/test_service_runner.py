@@ -7,6 +7,7 @@ import copy
 import json
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
+from unittest.mock import ANY
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
@@ -91,7 +92,7 @@ def test_start_parks_the_thread_and_fans_the_question_out(
     [subscribed] = drain(aws, aws.resources.subscriber_url)
     assert outboxed == subscribed
     assert outboxed["question_id"] == question_id
-    assert outboxed["question"] == {"function": "issue_refund", "args": REFUND}
+    assert outboxed["question"] == {"function": "issue_refund", "args": REFUND, "args_schema": ANY}
     assert outboxed["reply_with"]["url"] == f"https://api.example/questions/{question_id}/reply"
     question = ledger.get_question(question_id)
     assert question.status == "delivered"
@@ -209,7 +210,7 @@ class FailingGraph:
         self.pending = pending
         self.invoked: list[str] = []
 
-    def invoke(self, input: Any, config: Any) -> Any:
+    def invoke(self, input: Any, config: Any, *, durability: Any = None) -> Any:
         thread_id = config["configurable"]["thread_id"]
         self.invoked.append(thread_id)
         if thread_id in self.fail:
@@ -539,6 +540,7 @@ def test_a_run_queued_behind_a_question_never_blocks_the_answer(
     assert ledger.get_question(second).question == {
         "function": "issue_refund",
         "args": {"customer": "c-17", "amount": 10},
+        "args_schema": ANY,
     }
 
 

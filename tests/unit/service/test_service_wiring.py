@@ -52,6 +52,8 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_INBOX_CLIENT_ID": "client-1",
             "AGENT_WAIT_INBOX_DOMAIN": "auth.example.com",
             "AGENT_WAIT_JWT_AUDIENCE": "agent-wait/answer",
+            "AGENT_WAIT_DURABILITY": "sync",
+            "AGENT_WAIT_MAX_ANSWER_BYTES": "1000",
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -85,7 +87,10 @@ def test_settings_from_env_maps_every_variable() -> None:
         "inbox_client_id": "client-1",
         "inbox_domain": "auth.example.com",
         "jwt_audience": "agent-wait/answer",
+        "durability": "sync",
+        "max_answer_bytes": 1000,
     }
+    assert settings.checkpoint_ttl_seconds == 30 * 24 * 3600
 
 
 def test_settings_defaults_and_empty_values() -> None:

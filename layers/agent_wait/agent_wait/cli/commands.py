@@ -48,6 +48,13 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _positive_seconds(text: str) -> int:
+    """``--inbox-visibility``: whole seconds from 0 to SQS's 12 hours."""
+    if not text.isdigit() or int(text) > 43_200:
+        raise argparse.ArgumentTypeError(f"expected whole seconds from 0 to 43200, got {text!r}")
+    return int(text)
+
+
 def _key_arg(text: str) -> tuple[str, str]:
     key_id, sep, secret = text.partition("=")
     if not sep or not key_id or not secret:
@@ -157,6 +164,21 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help="verify POST /slack/interactions with this Slack signing secret",
     )
     local.add_argument("--slack-channel", metavar="C", help="the Slack channel questions are posted to")
+    local.add_argument(
+        "--inbox-visibility",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="the inbox's visibility timeout: a failed run is retried after this long "
+        "(default: the deployed one, six runner timeouts)",
+    )
+    local.add_argument(
+        "--log-file",
+        default=None,
+        metavar="PATH",
+        help="where the handlers' logs and tracebacks go (default: a new file in the temp folder, "
+        "printed at start)",
+    )
 
     questions = sub.add_parser("questions", help="list and show questions")
     qsub = questions.add_subparsers(dest="action", required=True, metavar="ACTION")

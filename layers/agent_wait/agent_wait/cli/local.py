@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -15,8 +17,10 @@ if TYPE_CHECKING:
 def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Start the stack, print ``API: <url>`` once it serves, then one line per event.
 
-    Everything runs in this process (moto, gateway, poller are threads), so stopping it leaves
-    nothing behind: SIGINT and SIGTERM both stop serving, let the batch in hand finish, and exit 0.
+    Everything runs in this process (moto, gateway, poller are threads) and all state is in its
+    memory, so stopping it leaves nothing behind: SIGINT and SIGTERM both stop serving, let the
+    batch in hand finish, and exit 0. The handlers' logs and any traceback go to the log file
+    named at start (``--log-file``, else a new file in the temp folder), not between the events.
     """
     module, sep, attribute = args.graph.partition(":")
     if not sep or not module or not attribute:
@@ -46,6 +50,13 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write(line + "\n")
         out.flush()
 
+    if args.log_file:
+        log_path = Path(args.log_file).resolve()
+    else:
+        handle, name = tempfile.mkstemp(prefix="agent-wait-local-", suffix=".log")
+        os.close(handle)
+        log_path = Path(name)
+
     stack = LocalStack(
         StackConfig(
             project=project,
@@ -57,6 +68,8 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             slack_api=args.slack_api,
             slack_signing_secret=args.slack_signing_secret,
             slack_channel=args.slack_channel,
+            inbox_visibility=args.inbox_visibility,
+            log_path=log_path,
         ),
         write=write,
     )
@@ -70,10 +83,14 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err.write(f"agent-wait: cannot start the local stack: {type(exc).__name__}: {exc}\n")
             return 1
         resources = stack.resources
+        write(f"log: {log_path} (handler logs and tracebacks)")
+        write("state: in memory (threads, questions and checkpoints end with this process)")
         write(f"moto: {stack.moto.endpoint}")
         write(f"outbox queue: {resources.outbox_url}")
         write(f"subscriber queue: {resources.subscriber_url}")
         write(f"graph: {args.graph}")
+        if args.inbox_visibility is not None:
+            write(f"inbox visibility: {args.inbox_visibility} s (a failed run is retried after it)")
         write(f"API: {stack.api_url}")
         write(f"inbox: {stack.api_url.rstrip('/')}/inbox")
         while not stop.wait(0.5):

@@ -7,9 +7,15 @@ The lines come from what the stack itself sees, never from the handlers' logs:
   ``interrupted`` (with question ids not seen before), ``done`` or ``failed``;
 - ``resumed``: a resume message was handled (and deleted from the inbox);
 - ``retrying``: a message failed and stays in the inbox for redelivery;
+- ``dead-lettered``: a message failed its last receive (``maxReceiveCount``): the queue moves it
+  to the DLQ instead of delivering it again;
 - ``answered``: the gateway answered a ``POST /questions/{id}/reply`` with 202;
 - ``expired``, ``escalated``, ``reminded``: a question's timer fired and did that (``timer``
   lines say when it did nothing, or failed).
+
+Every line is one line: values are JSON on one line, cut to a length. The lines the runner's
+work causes end with ``function=<runner function name>``, as a Lambda's log lines name it.
+Tracebacks never come here: the stack sends the handlers' logs to a file.
 
 Reading the ledger rather than the subscriber queue leaves that queue to the people and tests that
 want to see the envelope as a subscriber does.
@@ -89,6 +95,10 @@ class EventLog:
         Read the ledger's thread item by thread id and question item by question id.
     now:
         Clock for the line's time stamp.
+    runner:
+        The runner's function name, added to the lines of the runner's work.
+    max_receive_count:
+        The inbox's ``maxReceiveCount``: a message failing this receive is dead-lettered.
 
     Examples
     --------
@@ -107,8 +117,12 @@ class EventLog:
         question_item: ItemReader,
         *,
         now: Callable[[], datetime] = _now,
+        runner: str = "",
+        max_receive_count: int | None = None,
     ) -> None:
         self._write = write
+        self._runner = runner
+        self._max_receive_count = max_receive_count
         self._thread_item = thread_item
         self._question_item = question_item
         self._now = now
@@ -116,10 +130,13 @@ class EventLog:
         self._seen_questions: set[str] = set()
 
     def emit(self, what: str, **fields: str) -> None:
-        parts = " ".join(f"{key}={value}" for key, value in fields.items() if value)
+        parts = " ".join(f"{key}={_one_line(value)}" for key, value in fields.items() if value)
         line = f"{self._now():%H:%M:%S}  {what:<15}  {parts}".rstrip()
         with self._lock:
             self._write(line)
+
+    def _runner_line(self, what: str, **fields: str) -> None:
+        self.emit(what, **fields, function=self._runner)
 
     # -- poller -------------------------------------------------------------------------------
 
@@ -129,9 +146,9 @@ class EventLog:
             body = _body(message)
             thread_id = str(body.get("thread_id", "?"))
             if body.get("question_id"):
-                self.emit("resuming", thread=thread_id, question=str(body["question_id"]))
+                self._runner_line("resuming", thread=thread_id, question=str(body["question_id"]))
             else:
-                self.emit("run started", thread=thread_id, input=compact(body.get("input")))
+                self._runner_line("run started", thread=thread_id, input=compact(body.get("input")))
 
     def batch_done(self, outcome: BatchResult) -> None:
         """After the runner handled a batch: resumes, failures and each thread's new state."""
@@ -140,18 +157,28 @@ class EventLog:
             body = _body(message)
             thread_id = str(body.get("thread_id", "?"))
             if body.get("question_id"):
-                self.emit("resumed", thread=thread_id, question=str(body["question_id"]))
+                self._runner_line("resumed", thread=thread_id, question=str(body["question_id"]))
             if thread_id not in threads:
                 threads.append(thread_id)
         for message in outcome.failed_messages():
             body = _body(message)
-            count = (message.get("Attributes") or {}).get("ApproximateReceiveCount", "?")
-            reason = (
-                f"{type(outcome.error).__name__}: {outcome.error}" if outcome.error else "reported failed"
+            thread_id = str(body.get("thread_id", "?"))
+            count = str((message.get("Attributes") or {}).get("ApproximateReceiveCount", "?"))
+            reason = _describe(outcome.error) if outcome.error else "reported failed"
+            last = (
+                self._max_receive_count is not None
+                and count.isdigit()
+                and int(count) >= self._max_receive_count
             )
-            self.emit(
-                "retrying", thread=str(body.get("thread_id", "?")), receive=str(count), error=compact(reason)
+            self._runner_line(
+                "dead-lettered" if last else "retrying",
+                thread=thread_id,
+                receive=count,
+                error=compact(reason),
             )
+            if last and thread_id not in threads:
+                # The run ends here: its thread's last state (failed, from the runner) is a line too.
+                threads.append(thread_id)
         for thread_id in threads:
             self._thread_state(thread_id)
 
@@ -166,16 +193,16 @@ class EventLog:
                     continue
                 self._seen_questions.add(question_id)
                 question = self._question_item(str(question_id)) or {}
-                self.emit(
+                self._runner_line(
                     "question raised",
                     thread=thread_id,
                     question=str(question_id),
                     asks=describe_question(question.get("question")),
                 )
         elif status == "done":
-            self.emit("run done", thread=thread_id, output=compact(item.get("output")))
+            self._runner_line("run done", thread=thread_id, output=compact(item.get("output")))
         elif status == "failed":
-            self.emit("run failed", thread=thread_id, error=compact(item.get("error")))
+            self._runner_line("run failed", thread=thread_id, error=compact(item.get("error")))
 
     # -- clock --------------------------------------------------------------------------------
 
@@ -221,6 +248,19 @@ class EventLog:
             by=exchange.principal or "",
             answer=compact(answer),
         )
+
+
+def _describe(error: BaseException) -> str:
+    """``Type: message`` of what failed; for a batch whose every record failed, the first record's."""
+    children = getattr(error, "child_exceptions", None) or []
+    if children and isinstance(children[0], tuple) and len(children[0]) > 1 and children[0][1] is not None:
+        error = children[0][1]
+    return f"{type(error).__name__}: {error}"
+
+
+def _one_line(value: str) -> str:
+    """A field value with its line breaks escaped, so an event is always one line."""
+    return value.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _body(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -357,7 +357,7 @@ class Gateway:
     def bind(self) -> int:
         """Bind the port (so its number is known) without serving yet; returns the port."""
         if self._server is None:
-            self._server = ThreadingHTTPServer((self._host, self._port), self._request_handler())
+            self._server = _BurstServer((self._host, self._port), self._request_handler())
             self._server.daemon_threads = True
         return self.port
 
@@ -436,3 +436,10 @@ class Gateway:
             self._thread.join(timeout=10)
         self._server = None
         self._thread = None
+
+
+class _BurstServer(ThreadingHTTPServer):
+    """Accepts a burst of connections, as API Gateway does: the default backlog of 5 resets the
+    connections of 50 clients that reply at once (``make stress``)."""
+
+    request_queue_size = 128

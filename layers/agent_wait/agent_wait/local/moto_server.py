@@ -8,8 +8,10 @@ AWS serialized writes per item.
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -21,15 +23,45 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
+@dataclass(frozen=True)
+class Fault:
+    """An error response AWS could give instead of serving a request (throttling, a 5xx)."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/x-amz-json-1.0"
+
+
+# Decides, from the request's headers (``X-Amz-Target``, ...) and body, whether to fail it.
+FaultRule = Callable[[dict[str, Any], bytes], "Fault | None"]
+
+
 class SerializedApp:
-    """Wrap a WSGI app so that one request, body included, runs at a time."""
+    """Wrap a WSGI app so that one request, body included, runs at a time.
+
+    :attr:`fault` (``None`` by default) lets a test or a stress run make AWS fail chosen requests,
+    the way throttling or an outage would, without touching the code under test.
+    """
 
     def __init__(self, app: WSGIApp) -> None:
         self._app = app
         self._lock = threading.Lock()
+        self.fault: FaultRule | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self._lock:
+            rule = self.fault
+            if rule is not None:
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                body = environ["wsgi.input"].read(length) if length else b""
+                environ["wsgi.input"] = io.BytesIO(body)
+                fault = rule(environ, body)
+                if fault is not None:
+                    start_response(
+                        f"{fault.status} Injected",
+                        [("Content-Type", fault.content_type), ("Content-Length", str(len(fault.body)))],
+                    )
+                    return [fault.body]
             # Drain the response inside the lock: moto builds some bodies lazily.
             return list(self._app(environ, start_response))
 
@@ -68,9 +100,16 @@ class SerializedMotoServer:
         self._log_requests = log_requests
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._app: SerializedApp | None = None
+
+    def inject(self, rule: FaultRule | None) -> None:
+        """Fail every request ``rule`` returns a :class:`Fault` for; ``None`` stops injecting."""
+        if self._app is None:
+            raise RuntimeError("start() the server first")
+        self._app.fault = rule
 
     def start(self) -> None:
-        app = SerializedApp(DomainDispatcherApplication(create_backend_app))
+        app = self._app = SerializedApp(DomainDispatcherApplication(create_backend_app))
         handler = None if self._log_requests else _QuietRequestHandler
         self._server = make_server(self._host, self._port, app, threaded=True, request_handler=handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)

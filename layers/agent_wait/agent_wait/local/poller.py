@@ -17,9 +17,12 @@ The mapping itself is :func:`wait_service.sqs_events.consume_batch`, the one emu
 the tests; this module adds the loop, the watchers that print the stack's event lines, and the
 logging.
 
-Receives use short polling (``WaitTimeSeconds=0``) and sleep between empty polls: the local moto
-server serves one request at a time, so a long poll would hold every other AWS call for its whole
-wait.
+Receives use short polling (``WaitTimeSeconds=0``): the local moto server serves one request at a
+time, so a long poll would hold every other AWS call for its whole wait. Instead the poller waits
+between empty polls on a wake-up: :meth:`InboxPoller.wake` (the local stack calls it after each
+POST to the api, which may have queued a run or a resume) ends the wait at once, so a reply reaches
+the runner without waiting out a fixed sleep; ``idle_sleep`` only bounds the wait, for messages
+that come another way or become visible again on their own (a visibility timeout running out).
 """
 
 from __future__ import annotations
@@ -56,9 +59,9 @@ class InboxPoller:
     batch_size:
         At most 10, like the event source mapping's ``BatchSize`` for SQS.
     idle_sleep:
-        Seconds between empty polls.
+        Longest wait between empty polls; :meth:`wake` ends a wait early.
     sleep:
-        Injected for tests.
+        Injected for tests: called with ``idle_sleep`` instead of waiting for a wake-up.
     on_receive:
         Called with each batch before the handler sees it.
     on_batch:
@@ -97,7 +100,8 @@ class InboxPoller:
         self._batch_size = batch_size
         self._idle_sleep = idle_sleep
         self._stop = threading.Event()
-        self._sleep = sleep or self._stop.wait
+        self._wake = threading.Event()
+        self._sleep = sleep or self._wake.wait
         self._on_receive = on_receive
         self._on_batch = on_batch
         self._thread: threading.Thread | None = None
@@ -136,9 +140,16 @@ class InboxPoller:
             # A watcher (the event lines) never stops the poller.
             logger.exception("poller watcher raised")
 
+    def wake(self) -> None:
+        """End the current wait between empty polls (a message was probably just sent)."""
+        self._wake.set()
+
     def run(self) -> None:
         """Poll until :meth:`stop`; transient errors are logged and retried after a pause."""
         while not self._stop.is_set():
+            # Cleared before the receive: a message sent during it sets the flag again, so the
+            # wait below returns at once instead of missing that wake-up.
+            self._wake.clear()
             try:
                 outcome = self.poll_once()
             except Exception:
@@ -158,6 +169,7 @@ class InboxPoller:
     def stop(self, timeout: float | None = 30.0) -> None:
         """Stop after the batch in hand (a running invocation is never cut short)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=timeout)
         self._thread = None

@@ -4,8 +4,8 @@
 
 1. a :class:`~agent_wait.local.moto_server.SerializedMotoServer` (one AWS request at a time, so
    DynamoDB conditional writes stay atomic as on AWS) on 127.0.0.1;
-2. the ledger, checkpoint table, inbox, outbox and topic, from ``wait_service.resources`` (the same
-   specs the CDK app deploys);
+2. the ledger, checkpoint table and bucket, inbox, outbox and topic, from
+   ``wait_service.resources`` (the same specs the CDK app deploys);
 3. the environment the Lambdas get from the stack (``resources.env()``, ``AGENT_WAIT_GRAPH``,
    ``AGENT_WAIT_REPLY_URL``, ``AGENT_WAIT_INPUT_SCHEMA``: the graph's input schema, written to a
    temporary folder), with ``AWS_ENDPOINT_URL`` pointing at moto and fake credentials, so no call
@@ -16,12 +16,17 @@
    question timers moto stores but never fires; all loaded by file path from the project folder
    like Lambda loads them from their assets.
 
-Everything lives in memory: stopping the stack forgets every thread, question and message.
+Everything is in memory: moto keeps its tables, queues and bucket in this process, so stopping
+the stack forgets every thread, question and checkpoint.
+
+With ``log_path`` set, the handlers' logs (Powertools JSON lines, tracebacks) and the stack's own
+(the poller's and gateway's errors) go to that file, so the event lines stay one line per event.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -33,14 +38,16 @@ from typing import TYPE_CHECKING, Any
 
 from agent_wait.local.clock import ScheduleClock
 from agent_wait.local.events import EventLog, ledger_readers
-from agent_wait.local.gateway import Gateway
+from agent_wait.local.gateway import Exchange, Gateway
 from agent_wait.local.moto_server import SerializedMotoServer
 from agent_wait.local.poller import InboxPoller
 from agent_wait.local.runtime import context_factory, load_handler
 from wait_service.input_schema import INPUT_SCHEMA_FILE, write_input_schema
 from wait_service.resources import (
     API_TIMEOUT_SECONDS,
+    INBOX,
     LIFECYCLE_TIMEOUT_SECONDS,
+    RUNNER_BATCH_SIZE,
     RUNNER_TIMEOUT_SECONDS,
     create_resources,
 )
@@ -54,6 +61,9 @@ REGION = "us-east-1"
 # The local stack never holds a real bot token: the Slack API it talks to is a stand-in.
 LOCAL_SLACK_TOKEN = "xoxb-local-fake-token"
 LOCAL_SLACK_CHANNEL = "C-LOCAL"
+# The functions' names, as Lambda's contexts and log groups carry them.
+API_FUNCTION = "agent-wait-api"
+RUNNER_FUNCTION = "agent-wait-runner"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -82,6 +92,11 @@ class StackConfig:
         the signing secret ``POST /slack/interactions`` verifies with, and the channel.
     prefix:
         Prefix of every resource name.
+    inbox_visibility:
+        Seconds the inbox hides a received message (its ``VisibilityTimeout``), so a failed run is
+        retried after this long; ``None`` keeps the deployed value.
+    log_path:
+        File for the handlers' and the stack's logs; ``None`` leaves logging as it is.
     """
 
     project: Path = field(default_factory=Path.cwd)
@@ -95,6 +110,8 @@ class StackConfig:
     slack_api: str | None = None
     slack_signing_secret: str | None = None
     slack_channel: str | None = None
+    inbox_visibility: int | None = None
+    log_path: Path | None = None
 
 
 class LocalStack:
@@ -140,6 +157,8 @@ class LocalStack:
         self._saved_env: dict[str, str | None] = {}
         self._saved_path: list[str] | None = None
         self._schema_dir: Path | None = None
+        self._log_handler: logging.FileHandler | None = None
+        self._rerouted: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._started = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -154,6 +173,8 @@ class LocalStack:
         self._started = True
 
     def _start(self) -> None:
+        if self.config.log_path is not None:
+            self._log_to_file(self.config.log_path)
         self.moto.start()
         self._set_env(
             {
@@ -173,10 +194,18 @@ class LocalStack:
             self.client("sns"),
             prefix=self.config.prefix,
             scheduler=self.client("scheduler"),
+            s3=self.client("s3"),
         )
+        if self.config.inbox_visibility is not None:
+            self.client("sqs").set_queue_attributes(
+                QueueUrl=self._resources.inbox_url,
+                Attributes={"VisibilityTimeout": str(self.config.inbox_visibility)},
+            )
         readers = ledger_readers(self.client("dynamodb"), self._resources.ledger_table)
         if self._write is not None:
-            self.events = EventLog(self._write, *readers)
+            self.events = EventLog(
+                self._write, *readers, runner=RUNNER_FUNCTION, max_receive_count=INBOX.max_receive_count
+            )
         events = self.events
 
         # The contexts report the Lambda timeouts the CDK stack gives the functions (same constants).
@@ -184,8 +213,8 @@ class LocalStack:
             self._invoke_api,
             port=self.config.port,
             hmac_keys=self.config.hmac_keys,
-            context_factory=context_factory("agent-wait-api", API_TIMEOUT_SECONDS, self.config.region),
-            on_exchange=events.exchange if events else None,
+            context_factory=context_factory(API_FUNCTION, API_TIMEOUT_SECONDS, self.config.region),
+            on_exchange=self._after_exchange,
         )
         port = self.gateway.bind()
         self._set_env(
@@ -203,6 +232,7 @@ class LocalStack:
         )
         self._set_env(self._secrets_env())
         self._load_handlers()
+        self._reroute_handler_logs()
 
         self.poller = InboxPoller(
             self.client("sqs"),
@@ -210,7 +240,8 @@ class LocalStack:
             self._resources.inbox_arn,
             self.config.region,
             self._invoke_runner,
-            context_factory=context_factory("agent-wait-runner", RUNNER_TIMEOUT_SECONDS, self.config.region),
+            context_factory=context_factory(RUNNER_FUNCTION, RUNNER_TIMEOUT_SECONDS, self.config.region),
+            batch_size=RUNNER_BATCH_SIZE,
             on_receive=events.received if events else None,
             on_batch=events.batch_done if events else None,
         )
@@ -278,6 +309,15 @@ class LocalStack:
                 functions / "lifecycle" / "handler.py", "agent_wait_local_lifecycle_handler"
             )
 
+    def _after_exchange(self, exchange: Exchange) -> None:
+        if self.events is not None:
+            self.events.exchange(exchange)
+        # A POST may have queued a run or a resume: wake the poller rather than leave the message to
+        # its idle wait. After the event line, so "answered" is printed before "resuming". (The
+        # runner's own sends need no wake-up: the poller polls again right after each batch.)
+        if self.poller is not None and exchange.request.method == "POST":
+            self.poller.wake()
+
     def _invoke_api(self, event: dict[str, Any], context: Any) -> Any:
         if self._api_handler is None:
             raise RuntimeError("the api handler is not loaded")
@@ -305,6 +345,7 @@ class LocalStack:
             self.poller.stop()
             self.poller = None
         self.moto.stop()
+        self._restore_logging()
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -318,6 +359,39 @@ class LocalStack:
             shutil.rmtree(self._schema_dir, ignore_errors=True)
             self._schema_dir = None
         self._started = False
+
+    # -- logs ---------------------------------------------------------------------------------
+
+    def _log_to_file(self, path: Path) -> None:
+        """Send every log record of this process (tracebacks included) to ``path``."""
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(handler)
+        self._log_handler = handler
+
+    def _reroute_handler_logs(self) -> None:
+        """Powertools writes the handlers' JSON log lines to stdout: send them to the log file.
+
+        Every logger of the process that writes to stdout or stderr is rerouted (the handlers'
+        Powertools loggers are named by their service, whatever it was when they were imported).
+        """
+        if self._log_handler is None:
+            return
+        stream = self._log_handler.stream
+        loggers = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)]
+        for logger in loggers:
+            for handler in logger.handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.stderr):
+                    self._rerouted.append((handler, handler.setStream(stream)))
+
+    def _restore_logging(self) -> None:
+        for handler, stream in self._rerouted:
+            handler.setStream(stream)
+        self._rerouted = []
+        if self._log_handler is not None:
+            logging.getLogger().removeHandler(self._log_handler)
+            self._log_handler.close()
+            self._log_handler = None
 
     def __enter__(self) -> LocalStack:
         self.start()

@@ -1,0 +1,101 @@
+"""The lazy tracer: the X-Ray SDK is loaded only when tracing is on, and only at the first traced call."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+from wait_service.observability import LazyTracer, tracing_enabled
+
+IN_LAMBDA = {"LAMBDA_TASK_ROOT": "/var/task"}
+
+
+class FakeTracer:
+    """Records what the real Tracer would be asked to do."""
+
+    def __init__(self) -> None:
+        self.decorated: list[str] = []
+        self.calls: list[str] = []
+        self.annotations: dict[str, Any] = {}
+
+    def _wrap(self, kind: str, function: Any) -> Any:
+        self.decorated.append(f"{kind}:{function.__name__}")
+
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(function.__name__)
+            return function(*args, **kwargs)
+
+        return traced
+
+    def capture_method(self, method: Any) -> Any:
+        return self._wrap("method", method)
+
+    def capture_lambda_handler(self, handler: Any) -> Any:
+        return self._wrap("handler", handler)
+
+    def put_annotation(self, key: str, value: Any) -> None:
+        self.annotations[key] = value
+
+    def put_metadata(self, key: str, value: Any, namespace: str | None = None) -> None:
+        self.annotations[f"{namespace}:{key}"] = value
+
+
+def _lazy(environ: dict[str, str]) -> tuple[LazyTracer, list[FakeTracer]]:
+    built: list[FakeTracer] = []
+
+    def factory() -> Any:
+        built.append(FakeTracer())
+        return built[-1]
+
+    return LazyTracer(environ=environ, factory=factory), built
+
+
+def test_tracing_off_never_builds_the_tracer() -> None:
+    off = ({}, IN_LAMBDA | {"POWERTOOLS_TRACE_DISABLED": "true"}, IN_LAMBDA | {"AWS_SAM_LOCAL": "1"})
+    for environ in off:
+        lazy, built = _lazy(environ)
+
+        @lazy.capture_lambda_handler
+        def handler(event: Any, context: Any) -> Any:
+            return event
+
+        assert handler({"a": 1}, None) == {"a": 1}
+        lazy.put_annotation("k", "v")
+        assert built == [] and not lazy.loaded
+
+
+def test_tracing_on_builds_the_tracer_once_at_the_first_call_and_decorates_once() -> None:
+    lazy, built = _lazy(IN_LAMBDA)
+
+    class Service:
+        @lazy.capture_method
+        def run(self, x: int) -> int:
+            return x + 1
+
+    @lazy.capture_lambda_handler
+    def handler(event: Any, context: Any) -> Any:
+        return Service().run(event)
+
+    assert built == []  # decorating imports nothing
+    assert [handler(1, None), handler(2, None)] == [2, 3]
+    assert len(built) == 1 and lazy.loaded
+    assert built[0].decorated == ["handler:handler", "method:run"]
+    assert built[0].calls == ["handler", "run", "handler", "run"]
+    assert handler.__name__ == "handler"
+    lazy.put_annotation("thread_id", "t-1")
+    lazy.put_metadata("n", 2, namespace="ns")
+    assert built[0].annotations == {"thread_id": "t-1", "ns:n": 2}
+
+
+def test_tracing_enabled_follows_powertools_rules() -> None:
+    assert tracing_enabled(IN_LAMBDA)
+    assert not tracing_enabled({})
+    assert not tracing_enabled(IN_LAMBDA | {"POWERTOOLS_TRACE_DISABLED": "1"})
+    assert tracing_enabled(IN_LAMBDA | {"POWERTOOLS_TRACE_DISABLED": "false"})
+
+
+def test_importing_the_observability_module_does_not_import_the_xray_sdk() -> None:
+    code = "import sys, wait_service.observability; sys.exit('aws_xray_sdk' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

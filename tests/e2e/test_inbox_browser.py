@@ -109,6 +109,10 @@ def test_approve_by_clicking_ends_the_thread_done(local_stack: LocalProcess, pag
     until(page, lambda d: text_of(d, "answer-text") == "approved", "the outcome")
     assert question["digest"] in text_of(page, "audit")
     assert "alice" in text_of(page, "outcome")
+    # What ran: the receipt the resumed call left.
+    until(
+        page, lambda d: text_of(d, "receipt").startswith("yes, with customer = c-17, amount = 40"), "receipt"
+    )
 
 
 def test_an_edited_amount_is_the_amount_refunded(local_stack: LocalProcess, page: WebDriver) -> None:

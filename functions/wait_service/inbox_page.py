@@ -51,7 +51,25 @@ class InboxSignIn:
 
     @property
     def host(self) -> str:
-        return self.domain.removeprefix("https://").strip("/")
+        return self.origin.split("://", 1)[1]
+
+    @property
+    def origin(self) -> str:
+        """``https://<domain>``; a stand-in on this machine (``http://127.0.0.1:<port>``) keeps http.
+
+        Examples
+        --------
+        >>> InboxSignIn("abc", "agent-wait.auth.eu-west-1.amazoncognito.com").origin
+        'https://agent-wait.auth.eu-west-1.amazoncognito.com'
+        >>> InboxSignIn("abc", "http://127.0.0.1:9000/").origin
+        'http://127.0.0.1:9000'
+        >>> InboxSignIn("abc", "http://auth.example.com").origin
+        'https://auth.example.com'
+        """
+        domain = self.domain.strip().rstrip("/")
+        if domain.startswith(("http://127.0.0.1:", "http://localhost:")):
+            return domain
+        return "https://" + domain.split("://", 1)[-1]
 
     @property
     def scope(self) -> str:
@@ -85,7 +103,7 @@ def content_security_policy(sign_in: InboxSignIn | None = None, html: str | None
     True
     """
     html = page_html() if html is None else html
-    connect = "'self'" + (f" https://{sign_in.host}" if sign_in else "")
+    connect = "'self'" + (f" {sign_in.origin}" if sign_in else "")
     return "; ".join(
         (
             "default-src 'none'",
@@ -126,6 +144,7 @@ def page_config(sign_in: InboxSignIn | None, *, local: bool) -> dict[str, str]:
             "auth": "jwt",
             "client_id": sign_in.client_id,
             "domain": sign_in.host,
+            "origin": sign_in.origin,
             "scope": sign_in.scope,
             "token": sign_in.token,
         }

@@ -94,6 +94,7 @@ def test_config_with_a_user_pool_client_signs_in_with_pkce(api: WaitApi, context
         "auth": "jwt",
         "client_id": "client-1",
         "domain": "agent-wait.auth.eu-west-1.amazoncognito.com",
+        "origin": "https://agent-wait.auth.eu-west-1.amazoncognito.com",
         "scope": "openid",
         "token": "id",
     }

@@ -11,6 +11,7 @@ import pytest
 
 from agent_wait import Envelope, approval
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
+from agent_wait.errors import QuestionCollisionError
 from agent_wait.testing import sample_envelope
 from agent_wait.webhook import WebhookAnnounce, verify
 
@@ -124,8 +125,8 @@ def test_dynamodb_republish_keeps_status_created_at_and_lifecycle(
 def test_dynamodb_republish_with_another_digest_keeps_the_first_item_entirely(
     resources: LocalResources, aws_client: Any
 ) -> None:
-    """A republish that carries a different digest touches nothing: digest, question, policy,
-    envelope and expires_at all stay the first publish's, so the item never mixes two envelopes."""
+    """A publish under a taken id with a different digest touches nothing (digest, question, policy,
+    envelope and expires_at all stay the first publish's) and is reported as a collision."""
     ddb = aws_client("dynamodb")
     announce = DynamoDbAnnounce(resources.ledger_table, client=ddb)
     first = sample_envelope("q-digest", "thread-digest", policy=approval(ttl=60))
@@ -140,7 +141,9 @@ def test_dynamodb_republish_with_another_digest_keeps_the_first_item_entirely(
         policy=approval(ttl=3600),
     ).model_copy(update={"created_at": first.created_at.replace(hour=11)})
     assert changed.digest != first.digest and changed.expires_at != first.expires_at
-    assert announce.announce(changed)
+    with pytest.raises(QuestionCollisionError) as collided:
+        announce.deliver(changed)
+    assert collided.value.stored_digest == first.digest
 
     item = ddb.get_item(TableName=resources.ledger_table, Key=key, ConsistentRead=True)["Item"]
     assert item == stored

@@ -42,7 +42,7 @@ def test_sns_standard_topic_reaches_a_subscribed_queue_with_attributes(
     resources: LocalResources, aws_client: Any
 ) -> None:
     """ "SnsAnnounce (standard topic; type, dedupe_key, thread_id as message attributes so subscribers
-    can filter)" (issue 2)."""
+    can filter)"."""
     envelope = sample_envelope("q-sns", "thread-sns")
     assert SnsAnnounce(resources.topic_arn, client=aws_client("sns")).announce(envelope)
 
@@ -58,7 +58,7 @@ def test_sns_standard_topic_reaches_a_subscribed_queue_with_attributes(
 def test_sqs_fifo_three_publishes_of_one_question_give_one_message(
     resources: LocalResources, aws_client: Any
 ) -> None:
-    """ "SQS FIFO (three publishes of one question give one message)" (issue 2)."""
+    """ "SQS FIFO (three publishes of one question give one message)"."""
     sqs = aws_client("sqs")
     announce = SqsAnnounce(resources.outbox_url, client=sqs)
     publishes = [sample_envelope("q-fifo", "thread-fifo") for _ in range(3)]
@@ -75,7 +75,7 @@ def test_dynamodb_republish_keeps_status_created_at_and_lifecycle(
     resources: LocalResources, aws_client: Any
 ) -> None:
     """ "DynamoDbAnnounce (item key dedupe_key; a republish of the same question must not reset its
-    status or created_at)" (issue 2)."""
+    status or created_at)"."""
     ddb = aws_client("dynamodb")
     announce = DynamoDbAnnounce(resources.ledger_table, client=ddb)
     first = sample_envelope("q-ddb", "thread-ddb")

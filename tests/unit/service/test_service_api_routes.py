@@ -213,7 +213,7 @@ def test_list_questions_by_status_and_thread_with_pagination(aws: Aws, call: Cal
 def test_list_pending_merges_raised_and_delivered_newest_first(
     aws: Aws, call: Call, clock: FakeClock
 ) -> None:
-    """Issue 5 lists with `--status pending`: every question still waiting for an answer."""
+    """The CLI lists with `--status pending`: every question still waiting for an answer."""
     # Given seven questions a minute apart: odd ones delivered, q-6 answered
     ledger = ledger_of(aws, clock)
     for n in range(7):

@@ -517,7 +517,7 @@ def run_inbox(aws: Aws, runner: RunnerService) -> list[str]:
 def test_a_run_queued_behind_a_question_never_blocks_the_answer(
     aws: Aws, runner: RunnerService, ledger: Ledger, api: WaitApi
 ) -> None:
-    """Issue 3: "a thread that is queued or running takes the new run after the current one"."""
+    """ "a thread that is queued or running takes the new run after the current one"."""
     # Given two runs accepted for one thread before the first has run
     api.runs.start("t-1", REFUND)
     api.runs.start("t-1", REFUND | {"amount": 10})

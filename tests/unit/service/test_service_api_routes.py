@@ -118,6 +118,7 @@ def test_get_thread_is_200_with_status_pending_and_output(aws: Aws, call: Call, 
         "updated_at": "2026-11-30T10:00:00.000Z",
         "deferred_runs": 0,
         "attempt": None,
+        "output_omitted": None,
     }
 
 

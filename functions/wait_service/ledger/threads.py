@@ -191,7 +191,7 @@ class ThreadStore(LedgerTable):
             thread_id, "interrupted", sets={"pending": ":pending"}, values={":pending": to_attribute(pending)}
         )
 
-    def thread_done(self, thread_id: str, output_json: str) -> None:
+    def thread_done(self, thread_id: str, output_json: str) -> ThreadRecord:
         """The run ended; its output is kept unless it is too large for the thread item.
 
         A DynamoDB item holds 400 KB: an output over :data:`MAX_OUTPUT_BYTES` is left out (its size
@@ -207,10 +207,10 @@ class ThreadStore(LedgerTable):
             sets = {"output": ":output", "pending": ":none"}
             values = {":output": {"S": output_json}, ":none": {"L": []}}
             remove = ("error", "output_omitted")
-        self._finish(thread_id, "done", sets=sets, values=values, remove=remove)
+        return self._finish(thread_id, "done", sets=sets, values=values, remove=remove)
 
-    def thread_failed(self, thread_id: str, error: str) -> None:
-        self._finish(thread_id, "failed", sets={"error": ":error"}, values={":error": {"S": error}})
+    def thread_failed(self, thread_id: str, error: str) -> ThreadRecord:
+        return self._finish(thread_id, "failed", sets={"error": ":error"}, values={":error": {"S": error}})
 
     def _finish(
         self,
@@ -220,7 +220,7 @@ class ThreadStore(LedgerTable):
         sets: Mapping[str, str],
         values: Mapping[str, Any],
         remove: Iterable[str] = (),
-    ) -> None:
+    ) -> ThreadRecord:
         """Record how a run ended; a thread with a later run accepted stays ``queued`` for it.
 
         ``latest_run`` (the api's last accepted run) differs from ``current_run`` (the run ending)
@@ -228,7 +228,7 @@ class ThreadStore(LedgerTable):
         that run read this run's end as its own. The output is kept either way.
         """
         try:
-            self._update_thread(
+            record = self._update_thread(
                 thread_id,
                 run_status,
                 sets=sets,
@@ -236,11 +236,16 @@ class ThreadStore(LedgerTable):
                 remove=remove,
                 ends=True,
                 condition="attribute_not_exists(latest_run) OR latest_run = current_run",
+                return_item=True,
             )
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            self._update_thread(thread_id, "queued", sets=sets, values=values, remove=remove)
+            record = self._update_thread(
+                thread_id, "queued", sets=sets, values=values, remove=remove, return_item=True
+            )
+        assert record is not None
+        return record
 
     def _update_thread(
         self,
@@ -253,7 +258,9 @@ class ThreadStore(LedgerTable):
         ends: bool = False,
         condition: str | None = None,
         condition_values: Mapping[str, Any] | None = None,
-    ) -> None:
+        return_item: bool = False,
+    ) -> ThreadRecord | None:
+        """Write the thread item; with ``return_item``, returns it as written (same call)."""
         now = self._clock()
         expression_values: dict[str, Any] = {
             ":kind": {"S": "thread"},
@@ -299,4 +306,8 @@ class ThreadStore(LedgerTable):
         }
         if condition:
             kwargs["ConditionExpression"] = condition
-        self._client.update_item(**kwargs)
+        if not return_item:
+            self._client.update_item(**kwargs)
+            return None
+        response = self._client.update_item(**kwargs, ReturnValues="ALL_NEW")
+        return ThreadRecord.from_item(response["Attributes"])

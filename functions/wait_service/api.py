@@ -124,6 +124,11 @@ class ThreadView(BaseModel):
     attempt: int | None = Field(
         default=None, description="while retrying: the attempt that failed (the inbox allows 5)"
     )
+    output_omitted: int | None = Field(
+        default=None,
+        description="the size in bytes of an output too large for the ledger (`output` is null): "
+        "the whole output is in the thread's checkpoint",
+    )
 
     @classmethod
     def of(cls, record: ThreadRecord) -> ThreadView:
@@ -136,6 +141,7 @@ class ThreadView(BaseModel):
             updated_at=record.updated_at,
             deferred_runs=len(record.deferred),
             attempt=record.attempt if record.run_status == "retrying" else None,
+            output_omitted=record.output_omitted,
         )
 
 

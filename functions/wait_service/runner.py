@@ -37,7 +37,7 @@ from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import AnnounceError, QuestionCollisionError
 from agent_wait.receipts import Receipt, collect_receipts
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
-from wait_service.ledger import Clock, Ledger, QuestionRecord, utcnow
+from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
 from wait_service.metric_names import (
     QUESTION_COLLISIONS,
     QUESTIONS_RAISED,
@@ -482,9 +482,9 @@ class RunnerService:
                 self.ledger.thread_interrupted(thread_id, pending)
                 logger.info("thread parked", extra={"pending": pending, "delivered": delivered})
         else:
-            self.ledger.thread_done(thread_id, output_json(result))
+            ended = self.ledger.thread_done(thread_id, output_json(result))
             logger.info("thread done")
-            self._start_deferred(thread_id)
+            self._start_deferred(thread_id, ended)
 
         undelivered = [qid for qid in pending if qid not in delivered]
         if undelivered:
@@ -538,13 +538,15 @@ class RunnerService:
         logger.info("run deferred until the thread's questions are answered", extra={"pending": pending})
         return RunOutcome(thread_id=message.thread_id, status="deferred", pending=pending)
 
-    def _start_deferred(self, thread_id: str) -> None:
+    def _start_deferred(self, thread_id: str, thread: ThreadRecord | None = None) -> None:
         """Enqueue the oldest run deferred on the thread, now that its current run has ended.
 
-        Sent before it is dropped from the thread item: a crash in between sends it again on the
+        ``thread`` is the item the run's end was written as (no second read). The run is sent
+        before it is dropped from the thread item: a crash in between sends it again on the
         redelivery rather than losing it.
         """
-        thread = self.ledger.find_thread(thread_id)
+        if thread is None:
+            thread = self.ledger.find_thread(thread_id)
         if self.inbox is None or thread is None or not thread.deferred:
             return
         run = thread.deferred[0]
@@ -567,8 +569,7 @@ class RunnerService:
             extra={"collisions": [exc.question_id for exc in collisions], "error": error},
         )
         metrics.add_metric(name=QUESTION_COLLISIONS, unit=MetricUnit.Count, value=len(collisions))
-        self.ledger.thread_failed(thread_id, error)
-        self._start_deferred(thread_id)
+        self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, error))
         return RunOutcome(thread_id=thread_id, status="failed", error=error)
 
     def _graph_failed(
@@ -580,8 +581,7 @@ class RunnerService:
         metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
         if question is not None and self.ledger.mark_resume_failed(question, error):
             metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
-        self.ledger.thread_failed(thread_id, error)
-        self._start_deferred(thread_id)
+        self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, error))
         return RunOutcome(thread_id=thread_id, status="failed", error=error)
 
     def _infrastructure_failed(
@@ -602,8 +602,7 @@ class RunnerService:
         def record() -> None:
             if question is not None and self.ledger.mark_resume_failed(question, error):
                 metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
-            self.ledger.thread_failed(thread_id, error)
-            self._start_deferred(thread_id)
+            self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, error))
 
         self._best_effort(record)
 

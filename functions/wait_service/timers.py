@@ -148,7 +148,9 @@ class Timers:
 
     def cancel(self, question: QuestionRecord) -> None:
         """Delete the timers a decided question may still have; missing ones are fine."""
-        names = [schedule_name(question.question_id, "expire", question.escalation)]
+        names = []
+        if question.expires_at is not None:  # a question without a ttl never had an expiry timer
+            names.append(schedule_name(question.question_id, "expire", question.escalation))
         reminders = question.policy.get("reminders") or []
         names += [
             schedule_name(question.question_id, "remind", number)

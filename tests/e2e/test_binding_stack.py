@@ -113,3 +113,45 @@ def test_a_binding_question_takes_nothing_but_its_strong_etag(
     )
     _, _, question = http("GET", f"{local_stack.api}/questions/{question_id}")
     assert (question["status"], question["answer"]) == ("delivered", None)
+
+
+def test_a_typed_edit_is_refused_naming_the_field_and_a_valid_one_runs_as_audited(
+    local_stack: LocalProcess,
+) -> None:
+    # Given a refund of 40 waiting for approval; its question carries the arguments' schema
+    thread_id = f"e2e-typed-{uuid.uuid4().hex[:6]}"
+    question_id, etag = parked(local_stack, thread_id)
+    _, _, question = http("GET", f"{local_stack.api}/questions/{question_id}")
+    assert question["question"]["args_schema"]["properties"]["amount"]["exclusiveMinimum"] == 0
+    reply_url = f"{local_stack.api}/questions/{question_id}/reply"
+
+    # When an edit breaks the argument's type or constraint, it is refused naming the field
+    for amount in (-1000, "all the money"):
+        status, _, body = http(
+            "POST",
+            reply_url,
+            {"answer": {"action": "approve", "args": {"amount": amount}}},
+            {"If-Match": etag},
+        )
+        assert (status, body["field"]) == (422, "answer.args.amount"), body
+    _, _, unchanged = http("GET", f"{local_stack.api}/questions/{question_id}")
+    assert unchanged["answer"] is None
+
+    # And a valid edit runs with the edited value, the audit showing exactly what ran
+    status, _, _ = http(
+        "POST", reply_url, {"answer": {"action": "approve", "args": {"amount": 25}}}, {"If-Match": etag}
+    )
+    assert status == 202
+
+    def done() -> Any:
+        _, _, thread = http("GET", f"{local_stack.api}/threads/{thread_id}")
+        return thread if thread.get("status") == "done" else None
+
+    assert eventually(done, what="the refund")["output"]["refund"]["amount"] == 25
+    _, _, answered = http("GET", f"{local_stack.api}/questions/{question_id}")
+    audit = answered["audit"]
+    assert audit["proposed"]["args"] == REFUND
+    assert audit["authorized"]["args"] == REFUND | {"amount": 25}
+    assert audit["diff"] == [{"op": "replace", "path": "/amount", "value": 25}]
+    assert audit["if_match"] == etag
+    assert (audit["receipt"]["ran"], audit["receipt"]["args"]) == (True, REFUND | {"amount": 25})

@@ -1,4 +1,4 @@
-"""Each role grants exactly the ledger, queue and topic actions its code calls (issue 4).
+"""Each role grants exactly the ledger, queue and topic actions its code calls.
 
 The api and the runner are driven through every route's service call against in-process moto,
 with a botocore hook recording each AWS operation; the synthesized roles must grant those

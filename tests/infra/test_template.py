@@ -764,8 +764,9 @@ def test_alarms_notify_the_configured_topic_when_they_fire_and_clear_and_nobody_
     for alarm in default_synth.resources("AWS::CloudWatch::Alarm").values():
         assert "AlarmActions" not in alarm["Properties"] and "OKActions" not in alarm["Properties"]
     alarms = list(bucket_synth.resources("AWS::CloudWatch::Alarm").values())
-    # Two DLQs, resume failures, failed runs, errors and throttles of two functions, api 5xx, inbox age.
-    assert len(alarms) == 10 == len(bucket_synth.stack.observability.alarms)
+    # Three DLQs (inbox, outbox, lifecycle), resume failures, failed runs, errors and throttles of the
+    # three functions (api, runner, lifecycle), api 5xx, inbox age.
+    assert len(alarms) == 13 == len(bucket_synth.stack.observability.alarms)
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"] == ["arn:aws:sns:eu-west-1:123456789012:on-call"]
         assert alarm["Properties"]["OKActions"] == ["arn:aws:sns:eu-west-1:123456789012:on-call"]

@@ -11,6 +11,7 @@ import pytest
 
 from agent_wait import Envelope, approval
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
+from agent_wait.errors import QuestionCollisionError
 from agent_wait.testing import sample_envelope
 from agent_wait.webhook import WebhookAnnounce, verify
 
@@ -41,7 +42,7 @@ def test_sns_standard_topic_reaches_a_subscribed_queue_with_attributes(
     resources: LocalResources, aws_client: Any
 ) -> None:
     """ "SnsAnnounce (standard topic; type, dedupe_key, thread_id as message attributes so subscribers
-    can filter)" (issue 2)."""
+    can filter)"."""
     envelope = sample_envelope("q-sns", "thread-sns")
     assert SnsAnnounce(resources.topic_arn, client=aws_client("sns")).announce(envelope)
 
@@ -57,7 +58,7 @@ def test_sns_standard_topic_reaches_a_subscribed_queue_with_attributes(
 def test_sqs_fifo_three_publishes_of_one_question_give_one_message(
     resources: LocalResources, aws_client: Any
 ) -> None:
-    """ "SQS FIFO (three publishes of one question give one message)" (issue 2)."""
+    """ "SQS FIFO (three publishes of one question give one message)"."""
     sqs = aws_client("sqs")
     announce = SqsAnnounce(resources.outbox_url, client=sqs)
     publishes = [sample_envelope("q-fifo", "thread-fifo") for _ in range(3)]
@@ -74,7 +75,7 @@ def test_dynamodb_republish_keeps_status_created_at_and_lifecycle(
     resources: LocalResources, aws_client: Any
 ) -> None:
     """ "DynamoDbAnnounce (item key dedupe_key; a republish of the same question must not reset its
-    status or created_at)" (issue 2)."""
+    status or created_at)"."""
     ddb = aws_client("dynamodb")
     announce = DynamoDbAnnounce(resources.ledger_table, client=ddb)
     first = sample_envelope("q-ddb", "thread-ddb")
@@ -124,8 +125,8 @@ def test_dynamodb_republish_keeps_status_created_at_and_lifecycle(
 def test_dynamodb_republish_with_another_digest_keeps_the_first_item_entirely(
     resources: LocalResources, aws_client: Any
 ) -> None:
-    """A republish that carries a different digest touches nothing: digest, question, policy,
-    envelope and expires_at all stay the first publish's, so the item never mixes two envelopes."""
+    """A publish under a taken id with a different digest touches nothing (digest, question, policy,
+    envelope and expires_at all stay the first publish's) and is reported as a collision."""
     ddb = aws_client("dynamodb")
     announce = DynamoDbAnnounce(resources.ledger_table, client=ddb)
     first = sample_envelope("q-digest", "thread-digest", policy=approval(ttl=60))
@@ -140,7 +141,9 @@ def test_dynamodb_republish_with_another_digest_keeps_the_first_item_entirely(
         policy=approval(ttl=3600),
     ).model_copy(update={"created_at": first.created_at.replace(hour=11)})
     assert changed.digest != first.digest and changed.expires_at != first.expires_at
-    assert announce.announce(changed)
+    with pytest.raises(QuestionCollisionError) as collided:
+        announce.deliver(changed)
+    assert collided.value.stored_digest == first.digest
 
     item = ddb.get_item(TableName=resources.ledger_table, Key=key, ConsistentRead=True)["Item"]
     assert item == stored

@@ -1,4 +1,4 @@
-"""The receive path end to end on moto server, through real boto3 over HTTP (issue 3).
+"""The receive path end to end on moto server, through real boto3 over HTTP.
 
 The handlers are the deployed ones, loaded by file path and configured only through their
 environment (``AWS_ENDPOINT_URL`` points boto3 at the moto server); the inbox is consumed the way

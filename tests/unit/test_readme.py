@@ -1,4 +1,4 @@
-"""The README's example runs as written (issue 2: "the README's example runs as written")."""
+"""The README's example runs as written."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def readme_example() -> str:
 def test_readme_example_runs_as_written() -> None:
     # Given the example block exactly as the README shows it
     code = readme_example()
-    # Issue 2 asks for "a 20-line example": blank lines are layout, not example.
+    # The README promises "a 20-line example": blank lines are layout, not example.
     assert len([line for line in code.splitlines() if line.strip()]) <= 20
 
     # When a fresh interpreter runs it

@@ -71,16 +71,7 @@ __all__ = [
 class Ledger(QuestionStore, ThreadStore, QuestionPaging):
     """Reads and moves question and thread items in the ledger table.
 
-    Parameters
-    ----------
-    table_name:
-        The ledger table (``AGENT_WAIT_LEDGER_TABLE``).
-    client:
-        A boto3 DynamoDB client; ``None`` creates the default one.
-    clock:
-        Returns the current UTC time; injected by tests.
-    ttl_days:
-        Days after which an ended question or a finished thread is removed by DynamoDB TTL.
+    Takes the parameters of :class:`~wait_service.ledger.table.LedgerTable`.
 
     Examples
     --------

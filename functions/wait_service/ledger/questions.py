@@ -237,26 +237,20 @@ class QuestionStore(LedgerTable):
             ":ns": {"NS": [str(number)]},
         }
         open_names = _in_list("o", OPEN, values)
-        try:
-            self._client.update_item(
-                TableName=self.table_name,
-                Key={"dedupe_key": {"S": question_key(question_id)}},
-                UpdateExpression=(
-                    "SET updated_at = :now, lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage)"
-                    " ADD #r :ns"
-                ),
-                ConditionExpression=(
-                    f"attribute_exists(dedupe_key) AND #s IN ({open_names})"
-                    " AND (attribute_not_exists(#r) OR NOT contains(#r, :n))"
-                ),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if condition_failed(exc):
-                return False
-            raise
-        return True
+        return self._update_if(
+            TableName=self.table_name,
+            Key={"dedupe_key": {"S": question_key(question_id)}},
+            UpdateExpression=(
+                "SET updated_at = :now, lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage)"
+                " ADD #r :ns"
+            ),
+            ConditionExpression=(
+                f"attribute_exists(dedupe_key) AND #s IN ({open_names})"
+                " AND (attribute_not_exists(#r) OR NOT contains(#r, :n))"
+            ),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
     def mark_delivered(self, question_id: str, sinks: Iterable[str] = (), *, actor: str = "runner") -> bool:
         """``raised → delivered`` once every sink took the envelope; one lifecycle entry per sink."""
@@ -267,19 +261,13 @@ class QuestionStore(LedgerTable):
 
     def record_receipt(self, question_id: str, receipt: Mapping[str, Any]) -> bool:
         """Keep what the resumed call reported; the first receipt stands (``False`` if one does)."""
-        try:
-            self._client.update_item(
-                TableName=self.table_name,
-                Key={"dedupe_key": {"S": question_key(question_id)}},
-                UpdateExpression="SET receipt = :receipt",
-                ConditionExpression="attribute_exists(dedupe_key) AND attribute_not_exists(receipt)",
-                ExpressionAttributeValues={":receipt": to_attribute(dict(receipt))},
-            )
-        except ClientError as exc:
-            if condition_failed(exc):
-                return False
-            raise
-        return True
+        return self._update_if(
+            TableName=self.table_name,
+            Key={"dedupe_key": {"S": question_key(question_id)}},
+            UpdateExpression="SET receipt = :receipt",
+            ConditionExpression="attribute_exists(dedupe_key) AND attribute_not_exists(receipt)",
+            ExpressionAttributeValues={":receipt": to_attribute(dict(receipt))},
+        )
 
     def mark_resume_enqueued(self, question_id: str) -> None:
         """Note that the resume message for the recorded answer reached the inbox."""
@@ -331,15 +319,19 @@ class QuestionStore(LedgerTable):
             values[f":x{index}"] = to_attribute(value)
             sets.append(f"#x{index} = :x{index}")
         closed = _in_list("c", CLOSED, values)
+        return self._update_if(
+            TableName=self.table_name,
+            Key={"dedupe_key": {"S": question_key(question_id)}},
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression=f"#s IN ({closed}) AND attribute_not_exists(resumed_at)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def _update_if(self, **request: Any) -> bool:
+        """One conditional ``UpdateItem``; ``False`` when its condition does not hold."""
         try:
-            self._client.update_item(
-                TableName=self.table_name,
-                Key={"dedupe_key": {"S": question_key(question_id)}},
-                UpdateExpression="SET " + ", ".join(sets),
-                ConditionExpression=f"#s IN ({closed}) AND attribute_not_exists(resumed_at)",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
+            self._client.update_item(**request)
         except ClientError as exc:
             if condition_failed(exc):
                 return False

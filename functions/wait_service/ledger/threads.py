@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
     from pydantic import JsonValue
 
+# The largest run output kept on a thread item (DynamoDB holds 400 KB per item, the rest of the
+# thread item included); a larger one stays in the checkpoint only.
+MAX_OUTPUT_BYTES = 300 * 1024
 RunStatus = Literal["queued", "running", "retrying", "interrupted", "done", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 
@@ -39,6 +42,8 @@ class ThreadRecord:
     started_at: str | None = None
     # While `retrying`: the attempt that failed (1-based) of how many the inbox allows.
     attempt: int | None = None
+    # The size of an output too large to keep on the thread item (it stays in the checkpoint).
+    output_omitted: int | None = None
     # Runs that reached the thread while it waited on a question, oldest first: (run_id, input).
     deferred: list[DeferredRun] = field(default_factory=list)
 
@@ -56,6 +61,7 @@ class ThreadRecord:
             updated_at=data.get("updated_at"),
             started_at=data.get("started_at"),
             attempt=int(data["attempt"]) if data.get("attempt") is not None else None,
+            output_omitted=int(data["output_omitted"]) if data.get("output_omitted") is not None else None,
             deferred=[
                 DeferredRun(str(run["run_id"]), json.loads(run["input"]))
                 for run in data.get("deferred") or []
@@ -185,17 +191,26 @@ class ThreadStore(LedgerTable):
             thread_id, "interrupted", sets={"pending": ":pending"}, values={":pending": to_attribute(pending)}
         )
 
-    def thread_done(self, thread_id: str, output_json: str) -> None:
-        self._finish(
-            thread_id,
-            "done",
-            sets={"output": ":output", "pending": ":none"},
-            values={":output": {"S": output_json}, ":none": {"L": []}},
-            remove=("error",),
-        )
+    def thread_done(self, thread_id: str, output_json: str) -> ThreadRecord:
+        """The run ended; its output is kept unless it is too large for the thread item.
 
-    def thread_failed(self, thread_id: str, error: str) -> None:
-        self._finish(thread_id, "failed", sets={"error": ":error"}, values={":error": {"S": error}})
+        A DynamoDB item holds 400 KB: an output over :data:`MAX_OUTPUT_BYTES` is left out (its size
+        kept as ``output_omitted``) so that the run's end is recorded all the same; the whole output
+        stays in the thread's checkpoint.
+        """
+        size = len(output_json.encode())
+        if size > MAX_OUTPUT_BYTES:
+            sets = {"output_omitted": ":omitted", "pending": ":none"}
+            values: dict[str, Any] = {":omitted": {"N": str(size)}, ":none": {"L": []}}
+            remove: tuple[str, ...] = ("error", "output")
+        else:
+            sets = {"output": ":output", "pending": ":none"}
+            values = {":output": {"S": output_json}, ":none": {"L": []}}
+            remove = ("error", "output_omitted")
+        return self._finish(thread_id, "done", sets=sets, values=values, remove=remove)
+
+    def thread_failed(self, thread_id: str, error: str) -> ThreadRecord:
+        return self._finish(thread_id, "failed", sets={"error": ":error"}, values={":error": {"S": error}})
 
     def _finish(
         self,
@@ -205,7 +220,7 @@ class ThreadStore(LedgerTable):
         sets: Mapping[str, str],
         values: Mapping[str, Any],
         remove: Iterable[str] = (),
-    ) -> None:
+    ) -> ThreadRecord:
         """Record how a run ended; a thread with a later run accepted stays ``queued`` for it.
 
         ``latest_run`` (the api's last accepted run) differs from ``current_run`` (the run ending)
@@ -213,7 +228,7 @@ class ThreadStore(LedgerTable):
         that run read this run's end as its own. The output is kept either way.
         """
         try:
-            self._update_thread(
+            record = self._update_thread(
                 thread_id,
                 run_status,
                 sets=sets,
@@ -221,11 +236,16 @@ class ThreadStore(LedgerTable):
                 remove=remove,
                 ends=True,
                 condition="attribute_not_exists(latest_run) OR latest_run = current_run",
+                return_item=True,
             )
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            self._update_thread(thread_id, "queued", sets=sets, values=values, remove=remove)
+            record = self._update_thread(
+                thread_id, "queued", sets=sets, values=values, remove=remove, return_item=True
+            )
+        assert record is not None
+        return record
 
     def _update_thread(
         self,
@@ -238,7 +258,9 @@ class ThreadStore(LedgerTable):
         ends: bool = False,
         condition: str | None = None,
         condition_values: Mapping[str, Any] | None = None,
-    ) -> None:
+        return_item: bool = False,
+    ) -> ThreadRecord | None:
+        """Write the thread item; with ``return_item``, returns it as written (same call)."""
         now = self._clock()
         expression_values: dict[str, Any] = {
             ":kind": {"S": "thread"},
@@ -284,4 +306,8 @@ class ThreadStore(LedgerTable):
         }
         if condition:
             kwargs["ConditionExpression"] = condition
-        self._client.update_item(**kwargs)
+        if not return_item:
+            self._client.update_item(**kwargs)
+            return None
+        response = self._client.update_item(**kwargs, ReturnValues="ALL_NEW")
+        return ThreadRecord.from_item(response["Attributes"])

@@ -66,7 +66,7 @@ class TestCompositeAnnounce(AnnounceConformance):
 
 def test_one_failing_child_never_stops_the_others(caplog: pytest.LogCaptureFixture) -> None:
     """ "CompositeAnnounce (delivers to all children concurrently; one failing child never stops the
-    others or the run)" (issue 2)."""
+    others or the run)"."""
     before, after = InMemoryAnnounce(name="before"), InMemoryAnnounce(name="after")
     broken, raising = _Broken(), _RaisingAnnounce(name="raising")
     composite = CompositeAnnounce([before, broken, raising, after])

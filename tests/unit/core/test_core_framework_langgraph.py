@@ -64,7 +64,7 @@ def _tool_node_graph(tools: list[Any], calls: list[dict[str, Any]]) -> Any:
 
 def test_injected_tool_params_are_kept_out_of_the_published_args() -> None:
     """ "hidden/injected parameters (LangGraph state, config, runtime; a framework's context) are
-    kept out of the published args" (issue 2)."""
+    kept out of the published args"."""
     seen: dict[str, Any] = {}
 
     @tool

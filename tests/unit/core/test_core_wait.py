@@ -32,7 +32,7 @@ def _park(framework: ScriptedFramework, fn: Any, *args: Any, **kwargs: Any) -> A
 
 def test_interrupt_value_carries_function_args_policy_and_source(framework: ScriptedFramework) -> None:
     """ "the wrapper raises the interrupt with {"question": {"function", "args"}, "__wait__": policy,
-    "__source__": ...} before the body" (issue 2); the question also carries the args' JSON Schema."""
+    "__source__": ...} before the body"; the question also carries the args' JSON Schema."""
     ran: list[int] = []
     policy = approval(ttl=3600, prompt="Refund?")
 
@@ -139,7 +139,7 @@ def refund(framework: ScriptedFramework) -> tuple[Any, list[tuple[str, int]]]:
 
 
 def test_approve_runs_the_body(framework: ScriptedFramework, refund: Any) -> None:
-    """ "{"action": "approve"} runs the body" (issue 2)."""
+    """ "{"action": "approve"} runs the body"."""
     tool, calls = refund
     framework.answers.append({"action": "approve"})
     assert tool("c-17", 40) == {"refunded": 40}
@@ -147,7 +147,7 @@ def test_approve_runs_the_body(framework: ScriptedFramework, refund: Any) -> Non
 
 
 def test_approve_with_args_merges_them_over_the_originals(framework: ScriptedFramework, refund: Any) -> None:
-    """ "{"action": "approve", "args": {...}} runs it with those args merged" (issue 2)."""
+    """ "{"action": "approve", "args": {...}} runs it with those args merged"."""
     tool, calls = refund
     framework.answers.append({"action": "approve", "args": {"amount": 25}})
     assert tool("c-17", amount=40) == {"refunded": 25}
@@ -175,7 +175,7 @@ def test_approve_with_null_args_runs_with_the_originals(framework: ScriptedFrame
 def test_anything_else_is_returned_in_its_place_unexecuted(
     framework: ScriptedFramework, refund: Any, answer: Any
 ) -> None:
-    """ "anything else is returned in its place, unexecuted" (issue 2)."""
+    """ "anything else is returned in its place, unexecuted"."""
     tool, calls = refund
     framework.answers.append(answer)
     assert tool("c-17", 40) == answer
@@ -234,7 +234,7 @@ def test_edits_reach_var_keyword_args(framework: ScriptedFramework) -> None:
     "answer", [{"action": "approve"}, {"action": "reject"}, "free text", {"choice": "b"}]
 )
 def test_decision_parameter_always_runs_with_the_answer(framework: ScriptedFramework, answer: Any) -> None:
-    """ "a declared decision parameter always runs and receives the answer" (issue 2)."""
+    """ "a declared decision parameter always runs and receives the answer"."""
 
     @make_wait(framework)(decision(["a", "b"]))
     def choose(item: str, decision: Any) -> Any:
@@ -432,7 +432,7 @@ def test_async_mode_requires_an_announcer_at_decoration(framework: ScriptedFrame
 def test_async_mode_publishes_and_returns_pending_without_running(framework: ScriptedFramework) -> None:
     """ "async mode: question_id = sha256(thread | function | canonical args); the wrapper announces
     through its own announcers and returns {"status": "pending_approval", "question_id": ...} without
-    running the body" (issue 2)."""
+    running the body"."""
     sink = InMemoryAnnounce()
     calls: list[int] = []
 

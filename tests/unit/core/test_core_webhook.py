@@ -100,7 +100,7 @@ def test_no_key_id_header_without_a_key_id() -> None:
 
 
 def test_retries_non_2xx_and_network_errors_with_exponential_backoff() -> None:
-    """ "retries with exponential backoff, at most 5 attempts" (issue 2)."""
+    """ "retries with exponential backoff, at most 5 attempts"."""
     opener = FakeOpener(500, urllib.error.URLError("refused"), TimeoutError("slow"), 302, 201)
     clock = FakeClock()
     assert _hook(opener, clock).announce(sample_envelope()) is True

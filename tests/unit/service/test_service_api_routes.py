@@ -118,6 +118,7 @@ def test_get_thread_is_200_with_status_pending_and_output(aws: Aws, call: Call, 
         "updated_at": "2026-11-30T10:00:00.000Z",
         "deferred_runs": 0,
         "attempt": None,
+        "output_omitted": None,
     }
 
 
@@ -213,7 +214,7 @@ def test_list_questions_by_status_and_thread_with_pagination(aws: Aws, call: Cal
 def test_list_pending_merges_raised_and_delivered_newest_first(
     aws: Aws, call: Call, clock: FakeClock
 ) -> None:
-    """Issue 5 lists with `--status pending`: every question still waiting for an answer."""
+    """The CLI lists with `--status pending`: every question still waiting for an answer."""
     # Given seven questions a minute apart: odd ones delivered, q-6 answered
     ledger = ledger_of(aws, clock)
     for n in range(7):

@@ -1,4 +1,4 @@
-"""``POST /questions/{question_id}/reply``: every status code of issue 3, through the api handler."""
+"""``POST /questions/{question_id}/reply``: every status code, through the api handler."""
 
 from __future__ import annotations
 

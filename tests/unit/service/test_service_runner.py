@@ -517,7 +517,7 @@ def run_inbox(aws: Aws, runner: RunnerService) -> list[str]:
 def test_a_run_queued_behind_a_question_never_blocks_the_answer(
     aws: Aws, runner: RunnerService, ledger: Ledger, api: WaitApi
 ) -> None:
-    """Issue 3: "a thread that is queued or running takes the new run after the current one"."""
+    """ "a thread that is queued or running takes the new run after the current one"."""
     # Given two runs accepted for one thread before the first has run
     api.runs.start("t-1", REFUND)
     api.runs.start("t-1", REFUND | {"amount": 10})
@@ -616,3 +616,27 @@ def test_a_question_published_under_an_id_the_ledger_holds_for_another_is_a_coll
     # and the question that stood first is untouched
     [other] = ledger.list_questions(thread_id="t-other").items
     assert (other.status, other.question) == ("raised", {"function": "other", "args": {}})
+
+
+class BigOutputGraph:
+    """A graph whose run ends with an output larger than a DynamoDB item holds."""
+
+    def invoke(self, input: Any, config: Any, *, durability: Any = None) -> Any:
+        return {"report": "x" * 450_000}
+
+    def get_state(self, config: Any) -> Any:
+        return SimpleNamespace(interrupts=[], metadata={}, values={})
+
+
+def test_an_output_too_large_for_the_ledger_still_ends_the_run_done(
+    runner: RunnerService, ledger: Ledger
+) -> None:
+    """Nothing accepted is lost: the run's end is recorded; the whole output stays in the checkpoint."""
+    service = RunnerService(BigOutputGraph(), runner.announce, runner.ledger)
+
+    outcome = service.run(StartMessage(thread_id="t-big", input={}))
+
+    assert outcome.status == "done"
+    thread = ledger.get_thread("t-big")
+    assert (thread.run_status, thread.output) == ("done", None)
+    assert thread.output_omitted is not None and thread.output_omitted > 450_000

@@ -26,7 +26,6 @@ from typing import Literal
 
 PAGE_FILE = Path(__file__).parent / "static" / "inbox.html"
 HTML = "text/html; charset=utf-8"
-AuthMode = Literal["local", "jwt", "iam"]
 _INLINE = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL) for tag in ("script", "style")}
 
 
@@ -86,6 +85,7 @@ def page_html() -> str:
     return PAGE_FILE.read_text(encoding="utf-8")
 
 
+@cache
 def _hashes(tag: str, html: str) -> str:
     return " ".join(
         "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"

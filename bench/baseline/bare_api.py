@@ -90,6 +90,12 @@ class ReplyAccepted(BaseModel):
     status: Literal["answered"] = "answered"
 
 
+class RevokeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=4096)
+
+
 class ErrorBody(BaseModel):
     error: str
     message: str
@@ -167,6 +173,30 @@ def build_app(
             ExpressionAttributeValues={":now": {"S": "now"}},
         )
         return Response(status_code=202, content_type=JSON, body=ReplyAccepted(question_id=question_id))
+
+    @app.post("/questions/<question_id>/revoke", responses={200: {"description": "revoked"}, **errors})
+    def revoke(
+        question_id: Annotated[str, Path(min_length=1)],
+        request: Annotated[RevokeRequest, Body()],
+    ) -> Response[QuestionView]:
+        key = {"dedupe_key": {"S": f"question#{question_id}"}}
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET #s = :s",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":s": {"S": "revoked"}},
+        )
+        view = QuestionView(question_id=question_id, thread_id="", status="revoked", digest="")
+        return Response(status_code=200, content_type=JSON, body=view)
+
+    @app.get("/inbox", include_in_schema=False, enable_validation=False)
+    def inbox() -> Response[str]:
+        return Response(status_code=200, content_type="text/html", body="<!doctype html>")
+
+    @app.get("/inbox/config", include_in_schema=False, enable_validation=False)
+    def inbox_config() -> Response[str]:
+        return Response(status_code=200, content_type=JSON, body="{}")
 
     @app.get("/openapi.json", include_in_schema=False, enable_validation=False)
     def openapi() -> Response[str]:

@@ -138,16 +138,23 @@ def respond(state: RefundState) -> RefundState:
     return {"reply": MODEL.summarize(state)}
 
 
-def builder() -> StateGraph[RefundState, None, RefundInput, RefundState]:
-    """The uncompiled graph: plan → act (asks) → respond."""
-    graph = StateGraph(RefundState, input_schema=RefundInput)
+def wire(graph: Any, act_node: Any) -> Any:
+    """plan → ``act_node`` (asks) → respond, on ``graph``: the refund agent's shape."""
     graph.add_node("plan", plan)
-    graph.add_node("act", act)
+    graph.add_node("act", act_node)
     graph.add_node("respond", respond)
     graph.add_edge(START, "plan")
     graph.add_edge("plan", "act")
     graph.add_edge("act", "respond")
     graph.add_edge("respond", END)
+    return graph
+
+
+def builder() -> StateGraph[RefundState, None, RefundInput, RefundState]:
+    """The uncompiled graph: plan → act (asks) → respond."""
+    graph: StateGraph[RefundState, None, RefundInput, RefundState] = wire(
+        StateGraph(RefundState, input_schema=RefundInput), act
+    )
     return graph
 
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from pydantic import Field
 
 from agent_wait import approval
 from agent_wait.langgraph import wait
-from examples.refund_agent import MODEL, RefundInput, RefundState, respond
+from examples.refund_agent import RefundInput, RefundState, wire
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -49,10 +49,6 @@ def issue_refund(customer: str, amount: float) -> dict[str, Any]:
     return {"refund_id": f"rf-{customer}-{amount}", "customer": customer, "amount": amount}
 
 
-def plan(state: TimedRefundState) -> TimedRefundState:
-    return {"proposal": MODEL.propose(state["customer"], state["amount"])}
-
-
 def act(state: TimedRefundState) -> TimedRefundState:
     # The policy is the run's: `approval(**policy)` refuses one that makes no sense.
     ask_first = wait(approval(**state.get("policy", {})))(issue_refund)
@@ -64,12 +60,6 @@ def act(state: TimedRefundState) -> TimedRefundState:
 
 def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> CompiledStateGraph[Any]:
     """The compiled agent; the runner passes the deployment's checkpointer."""
-    graph = StateGraph(TimedRefundState, input_schema=TimedRefundInput)
-    graph.add_node("plan", plan)
-    graph.add_node("act", act)
-    graph.add_node("respond", respond)
-    graph.add_edge(START, "plan")
-    graph.add_edge("plan", "act")
-    graph.add_edge("act", "respond")
-    graph.add_edge("respond", END)
-    return graph.compile(checkpointer=checkpointer)
+    graph = wire(StateGraph(TimedRefundState, input_schema=TimedRefundInput), act)
+    compiled: CompiledStateGraph[Any] = graph.compile(checkpointer=checkpointer)
+    return compiled

@@ -13,9 +13,10 @@ adds the announcers and timers the lifecycle function needs.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -47,6 +48,12 @@ Outcome = Literal["unknown", "expired", "escalated", "reminded", "decided", "rec
 # no api or lifecycle invocation outlives its Lambda timeout. Only a decision standing longer than
 # this without `resume_enqueued_at` was left by a writer that died, and is safe to recover.
 RESUME_LEASE = timedelta(seconds=max(API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS) + 1)
+
+
+class ThreadReplies(Protocol):
+    """Where a question's own conversation is (``SlackAnnounce``): replies in its thread."""
+
+    def follow_up(self, question_id: str, text: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,10 @@ class Decisions:
         return self.expire(question, action.answer, rung=question.escalation)
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+
+
 class LifecycleService(Decisions):
     """Handles the timers of questions: expiry (and escalation) and reminders.
 
@@ -172,6 +183,9 @@ class LifecycleService(Decisions):
         Sets the next rung's expiry timer; ``None`` when the deployment has no scheduler.
     default_ttl:
         Seconds, for a ladder whose policy sets no ttl of its own.
+    chat:
+        Where each step is also told in the question's own thread (the Slack message it was
+        posted as), best effort: a chat that fails never fails the timer.
     clock:
         Current UTC time; injected by tests.
 
@@ -190,12 +204,14 @@ class LifecycleService(Decisions):
         timers: Timers | None = None,
         *,
         default_ttl: int | None = None,
+        chat: ThreadReplies | None = None,
         clock: Clock = utcnow,
     ) -> None:
         super().__init__(ledger, inbox, clock=clock)
         self.announce = announce
         self.timers = timers
         self.default_ttl = default_ttl
+        self.chat = chat
 
     def handle(self, event: TimerEvent) -> Outcome:
         """Act on one timer; returns what it did (for the log and the tests)."""
@@ -221,7 +237,13 @@ class LifecycleService(Decisions):
         action = on_expiry_action(question.policy, rung)
         if isinstance(action, Expire):
             decided = self.expire(question, action.answer, rung=rung)
-            return "expired" if decided.status == "expired" else "decided"
+            if decided.status != "expired":
+                return "decided"
+            self._tell(
+                question.question_id,
+                f"Expired: nobody answered in time, so the system answered {_compact(decided.answer)}.",
+            )
+            return "expired"
         ttl = int(question.policy.get("ttl") or self.default_ttl or 0)
         if ttl <= 0:
             return "stale"
@@ -251,6 +273,11 @@ class LifecycleService(Decisions):
             expires_at=parse_time(question.expires_at),
         )
         self._announce(envelope)
+        self._tell(
+            question.question_id,
+            f"Escalated to {envelope.route} (rung {number}): still waiting for an answer, "
+            f"now until {question.expires_at}.",
+        )
         if self.timers is not None:
             self.timers.set(
                 [
@@ -272,7 +299,17 @@ class LifecycleService(Decisions):
         elif number not in question.reminders_sent:
             return "closed"  # decided between the read and the write
         self._announce(self._envelope(question).follow_up("wait.reminder", number))
+        self._tell(question.question_id, f"Reminder {number}: this question is still waiting for an answer.")
         return "reminded"
+
+    def _tell(self, question_id: str, text: str) -> None:
+        if self.chat is None:
+            return
+        try:
+            self.chat.follow_up(question_id, text)
+        except Exception:
+            # The ledger, the topic and the outbox have the step: a chat is a courtesy.
+            logger.warning("could not reply in the question's chat thread", exc_info=True)
 
     def _envelope(self, question: QuestionRecord) -> Envelope:
         if question.envelope is None:
@@ -322,16 +359,16 @@ def build_lifecycle(
     return LifecycleService(
         ledger,
         Inbox(settings.require("inbox_url"), sqs),
-        # The ledger records each step itself; the events go to the topic and the outbox (and to
-        # the Slack thread of the question's message, when the deployment posts to Slack).
+        # The ledger records each step itself; the events go to the topic and the outbox, and each
+        # step is told in the Slack thread of the question's message when the deployment posts there.
         CompositeAnnounce(
             [
                 SnsAnnounce(settings.require("topic_arn"), client=sns),
                 SqsAnnounce(settings.require("outbox_url"), client=sqs),
-                *filter(None, [build_slack_announce(settings, dynamodb=dynamodb)]),
             ]
         ),
         timers,
         default_ttl=settings.default_ttl,
+        chat=build_slack_announce(settings, dynamodb=dynamodb),
         clock=clock,
     )

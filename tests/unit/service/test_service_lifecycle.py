@@ -463,3 +463,50 @@ def test_a_reply_past_due_on_a_ladder_is_still_an_answer(
 
     assert response["statusCode"] == 202
     assert ledger.get_question("q-1").status == "answered"
+
+
+class Chat:
+    """Records the replies a question's chat thread gets; ``down`` makes every reply fail."""
+
+    def __init__(self, down: bool = False) -> None:
+        self.down = down
+        self.replies: list[tuple[str, str]] = []
+
+    def follow_up(self, question_id: str, text: str) -> None:
+        if self.down:
+            raise RuntimeError("Slack is down")
+        self.replies.append((question_id, text))
+
+
+def test_expiry_escalation_and_reminders_are_told_in_the_questions_chat_thread(
+    aws: Aws, lifecycle: LifecycleService, clock: FakeClock
+) -> None:
+    """Slack: "Expiry, escalation and reminders post to the thread of the message"."""
+    chat = Chat()
+    lifecycle.chat = chat
+    aws.raise_question(policy=approval(ttl=60, on_expiry=LADDER, reminders=[30]), now=clock.now)
+
+    fire(lifecycle, "remind", 1)
+    fire(lifecycle, "expire", 0)
+    fire(lifecycle, "expire", 1)
+    fire(lifecycle, "expire", 2)
+
+    texts = [text for question_id, text in chat.replies if question_id == "q-1"]
+    assert texts[0] == "Reminder 1: this question is still waiting for an answer."
+    assert texts[1].startswith("Escalated to managers (rung 1)")
+    assert texts[2].startswith("Escalated to directors (rung 2)")
+    assert texts[3] == (
+        'Expired: nobody answered in time, so the system answered {"action": "reject", '
+        '"reason": "nobody answered in time"}.'
+    )
+
+
+def test_a_chat_that_fails_never_fails_the_timer(
+    aws: Aws, lifecycle: LifecycleService, ledger: Ledger, clock: FakeClock
+) -> None:
+    lifecycle.chat = Chat(down=True)
+    aws.raise_question(policy=approval(ttl=60), now=clock.now)
+
+    assert fire(lifecycle, "expire") == "expired"
+    assert ledger.get_question("q-1").status == "expired"
+    assert resumes(aws) == [{"thread_id": "t-1", "question_id": "q-1"}]

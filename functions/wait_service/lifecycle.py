@@ -355,7 +355,7 @@ def build_lifecycle(
     ledger = Ledger(
         settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
     )
-    timers = build_timers(settings, scheduler)
+    timers = build_timers(settings, scheduler, clock=clock)
     return LifecycleService(
         ledger,
         Inbox(settings.require("inbox_url"), sqs),

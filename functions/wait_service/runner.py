@@ -680,6 +680,6 @@ def build_runner(
         default_ttl=settings.default_ttl,
         clock=clock,
         inbox=Inbox(settings.require("inbox_url"), sqs),
-        timers=build_timers(settings, scheduler),
+        timers=build_timers(settings, scheduler, clock=clock),
         durability=settings.durability,
     )

@@ -22,6 +22,8 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
 
     from agent_wait import Envelope
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from wait_service.settings import Settings
 
 TimerKind = Literal["expire", "remind"]
+# How far ahead a timer whose time has already passed is set.
+PAST_DUE_DELAY = timedelta(seconds=5)
 
 
 class TimerEvent(BaseModel):
@@ -90,6 +94,9 @@ class Timers:
         The role EventBridge Scheduler assumes to invoke it (``AGENT_WAIT_SCHEDULER_ROLE_ARN``).
     client:
         A boto3 ``scheduler`` client; ``None`` creates the default one.
+    clock:
+        Current UTC time; a timer whose time has passed (a republish re-arms a question's timers) is
+        set a few seconds ahead instead, since a one-time schedule must lie in the future.
 
     Examples
     --------
@@ -103,11 +110,14 @@ class Timers:
         target_arn: str,
         role_arn: str,
         client: EventBridgeSchedulerClient | None = None,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         if client is None:
             import boto3
 
             client = boto3.client("scheduler")
+        self._clock = clock
         self.group = group
         self.target_arn = target_arn
         self.role_arn = role_arn
@@ -127,12 +137,13 @@ class Timers:
 
     def set(self, timers: list[Timer]) -> None:
         """Create each timer's schedule; one that exists already is left as it is."""
+        earliest = self._clock() + PAST_DUE_DELAY
         for timer in timers:
             try:
                 self._client.create_schedule(
                     Name=schedule_name(timer.event.question_id, timer.event.timer, timer.event.n),
                     GroupName=self.group,
-                    ScheduleExpression=at_expression(timer.at),
+                    ScheduleExpression=at_expression(max(timer.at, earliest)),
                     ScheduleExpressionTimezone="UTC",
                     FlexibleTimeWindow={"Mode": "OFF"},
                     ActionAfterCompletion="DELETE",
@@ -165,7 +176,12 @@ class Timers:
                     raise
 
 
-def build_timers(settings: Settings, client: EventBridgeSchedulerClient | None = None) -> Timers | None:
+def build_timers(
+    settings: Settings,
+    client: EventBridgeSchedulerClient | None = None,
+    *,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Timers | None:
     """The deployment's timers, or ``None`` when it configures no schedule group."""
     if not settings.schedule_group:
         return None
@@ -174,6 +190,7 @@ def build_timers(settings: Settings, client: EventBridgeSchedulerClient | None =
         settings.require("lifecycle_arn"),
         settings.require("scheduler_role_arn"),
         client,
+        clock=clock,
     )
 
 

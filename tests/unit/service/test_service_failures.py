@@ -97,7 +97,7 @@ def runner_with(aws: Aws, clock: FakeClock, faults: Faults) -> RunnerService:
         Ledger(aws.resources.ledger_table, dynamodb, clock=clock),
         default_ttl=600,
         clock=clock,
-        timers=build_timers(aws.settings, client("scheduler")),
+        timers=build_timers(aws.settings, client("scheduler"), clock=clock),
     )
 
 

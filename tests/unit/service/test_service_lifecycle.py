@@ -404,7 +404,7 @@ def test_the_runner_arms_a_questions_timers_and_disarms_them_once_it_is_decided(
         ledger,
         default_ttl=600,
         clock=clock,
-        timers=build_timers(aws.settings, aws.scheduler),
+        timers=build_timers(aws.settings, aws.scheduler, clock=clock),
     )
 
     # When a run parks on a question (the sample's policy has no ttl: the default of 600 s applies)
@@ -510,3 +510,27 @@ def test_a_chat_that_fails_never_fails_the_timer(
     assert fire(lifecycle, "expire") == "expired"
     assert ledger.get_question("q-1").status == "expired"
     assert resumes(aws) == [{"thread_id": "t-1", "question_id": "q-1"}]
+
+
+def test_a_timer_whose_time_has_passed_is_set_a_few_seconds_ahead(aws: Aws, clock: FakeClock) -> None:
+    """A republish re-arms a question's timers; a one-time schedule must lie in the future."""
+    from datetime import timedelta
+
+    from wait_service.timers import PAST_DUE_DELAY, Timer, Timers
+
+    timers = Timers(
+        aws.resources.schedule_group or "",
+        aws.settings.lifecycle_arn or "",
+        aws.settings.scheduler_role_arn or "",
+        aws.scheduler,
+        clock=clock,
+    )
+    past = TimerEvent(question_id="q-past", timer="remind", n=1)
+    future = TimerEvent(question_id="q-future", timer="expire", n=0)
+
+    timers.set([Timer(past, clock.now - timedelta(minutes=5)), Timer(future, clock.now + timedelta(hours=1))])
+
+    schedules = aws.schedules()
+    ahead = clock.now + PAST_DUE_DELAY
+    assert schedules[schedule_name("q-past", "remind", 1)]["at"] == f"at({ahead:%Y-%m-%dT%H:%M:%S})"
+    assert schedules[schedule_name("q-future", "expire", 0)]["at"] == "at(2026-11-30T11:00:00)"

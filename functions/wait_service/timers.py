@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from wait_service.settings import Settings
 
 TimerKind = Literal["expire", "remind"]
-# How far ahead a timer whose time has already passed is set.
+# How far ahead a timer whose time has already passed is set (the next ones one second apart each,
+# so they still fire in their order).
 PAST_DUE_DELAY = timedelta(seconds=5)
 
 
@@ -96,7 +97,8 @@ class Timers:
         A boto3 ``scheduler`` client; ``None`` creates the default one.
     clock:
         Current UTC time; a timer whose time has passed (a republish re-arms a question's timers) is
-        set a few seconds ahead instead, since a one-time schedule must lie in the future.
+        set a few seconds ahead instead, since a one-time schedule must lie in the future. Timers
+        still to come keep their time.
 
     Examples
     --------
@@ -137,13 +139,18 @@ class Timers:
 
     def set(self, timers: list[Timer]) -> None:
         """Create each timer's schedule; one that exists already is left as it is."""
-        earliest = self._clock() + PAST_DUE_DELAY
+        now = self._clock()
+        late = 0
         for timer in timers:
+            at = timer.at
+            if at <= now:
+                at = now + PAST_DUE_DELAY + timedelta(seconds=late)
+                late += 1
             try:
                 self._client.create_schedule(
                     Name=schedule_name(timer.event.question_id, timer.event.timer, timer.event.n),
                     GroupName=self.group,
-                    ScheduleExpression=at_expression(max(timer.at, earliest)),
+                    ScheduleExpression=at_expression(at),
                     ScheduleExpressionTimezone="UTC",
                     FlexibleTimeWindow={"Mode": "OFF"},
                     ActionAfterCompletion="DELETE",

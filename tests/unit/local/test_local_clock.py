@@ -108,3 +108,14 @@ def test_a_schedule_deleted_before_it_fires_never_fires(scheduler: Any) -> None:
 def test_only_one_shot_expressions_are_read() -> None:
     assert parse_at("at(2026-11-30T10:00:05)") == NOW + timedelta(seconds=5)
     assert parse_at("cron(0 12 * * ? *)") is None
+
+
+def test_timers_due_in_the_same_second_fire_in_their_own_order(scheduler: Any) -> None:
+    fired: list[Any] = []
+    clock = ScheduleClock(scheduler, "timers", lambda event, _: fired.append(event["n"]), now=lambda: NOW)
+    schedule(scheduler, "remind-2-q4", NOW, {"question_id": "q4", "timer": "remind", "n": 2})
+    schedule(scheduler, "remind-1-q4", NOW, {"question_id": "q4", "timer": "remind", "n": 1})
+
+    clock.fire_due()
+
+    assert fired == [1, 2]

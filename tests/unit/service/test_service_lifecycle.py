@@ -525,12 +525,25 @@ def test_a_timer_whose_time_has_passed_is_set_a_few_seconds_ahead(aws: Aws, cloc
         aws.scheduler,
         clock=clock,
     )
-    past = TimerEvent(question_id="q-past", timer="remind", n=1)
+    first = TimerEvent(question_id="q-past", timer="remind", n=1)
+    second = TimerEvent(question_id="q-past", timer="remind", n=2)
+    soon = TimerEvent(question_id="q-soon", timer="remind", n=1)
     future = TimerEvent(question_id="q-future", timer="expire", n=0)
 
-    timers.set([Timer(past, clock.now - timedelta(minutes=5)), Timer(future, clock.now + timedelta(hours=1))])
+    timers.set(
+        [
+            Timer(first, clock.now - timedelta(minutes=5)),
+            Timer(second, clock.now - timedelta(minutes=4)),
+            Timer(soon, clock.now + timedelta(seconds=1)),
+            Timer(future, clock.now + timedelta(hours=1)),
+        ]
+    )
 
+    # Past ones a few seconds ahead, one second apart in their order; the others keep their time
     schedules = aws.schedules()
     ahead = clock.now + PAST_DUE_DELAY
     assert schedules[schedule_name("q-past", "remind", 1)]["at"] == f"at({ahead:%Y-%m-%dT%H:%M:%S})"
+    later = ahead + timedelta(seconds=1)
+    assert schedules[schedule_name("q-past", "remind", 2)]["at"] == f"at({later:%Y-%m-%dT%H:%M:%S})"
+    assert schedules[schedule_name("q-soon", "remind", 1)]["at"] == "at(2026-11-30T10:00:01)"
     assert schedules[schedule_name("q-future", "expire", 0)]["at"] == "at(2026-11-30T11:00:00)"

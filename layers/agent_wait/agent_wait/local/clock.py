@@ -50,6 +50,13 @@ def parse_at(expression: str) -> datetime | None:
     return datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC)
 
 
+def _order(payload: Any) -> tuple[str, int]:
+    if not isinstance(payload, dict):
+        return ("", 0)
+    n = payload.get("n")
+    return (str(payload.get("timer", "")), n if isinstance(n, int) else 0)
+
+
 @dataclass
 class _Schedule:
     at: datetime
@@ -112,7 +119,8 @@ class ScheduleClock:
         now = self._now()
         due = sorted(
             ((name, schedule) for name, schedule in self._known.items() if schedule.at <= now),
-            key=lambda entry: entry[1].at,
+            # Timers due in the same second fire in their own order (reminder 1 before reminder 2).
+            key=lambda entry: (entry[1].at, _order(entry[1].input)),
         )
         for name, schedule in due:
             schedule.attempts += 1

@@ -45,7 +45,7 @@ local: $(STAMP) ## Start the local stack: moto server, api on http://127.0.0.1:8
 lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy layers/agent_wait/agent_wait functions infra examples stress app.py
+	$(BIN)/mypy layers/agent_wait/agent_wait functions cli infra examples stress app.py
 
 .PHONY: format
 format: $(STAMP) ## Apply ruff's fixes and formatting

@@ -449,8 +449,8 @@ _LINE = re.compile(r"\s(question raised|run done)\s+.*?thread=(\S+)")
 
 def local_round_trip(threads: int = 30) -> list[Figure]:
     """Reply 202 → thread done on the local stack (moto, the real handlers), one thread at a time."""
-    from agent_wait.cli.client import ApiClient
-    from agent_wait.local.stack import LocalStack, StackConfig
+    from agent_wait_cli.client import ApiClient
+    from agent_wait_cli.local.stack import LocalStack, StackConfig
 
     seen: dict[tuple[str, str], threading.Event] = {}
     lock = threading.Lock()

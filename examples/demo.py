@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agent_wait.cli.client import ApiClient, ApiError, Response
-from agent_wait.local.events import ledger_readers
-from agent_wait.local.stack import LocalStack, StackConfig
+from agent_wait_cli.client import ApiClient, ApiError, Response
+from agent_wait_cli.local.events import ledger_readers
+from agent_wait_cli.local.stack import LocalStack, StackConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable

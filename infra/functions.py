@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 # What goes into each function's code asset (destination in the asset → folder of the repository).
 API_SOURCES = {"": "functions/api", "wait_service": "functions/wait_service"}
 RUNNER_SOURCES = {"": "functions/runner", "wait_service": "functions/wait_service", "examples": "examples"}
+# The sample's local walkthrough drives the CLI; the runner never imports it.
+RUNNER_EXCLUDE = ("demo.py",)
 HANDLER = "handler.handler"
 
 
@@ -108,6 +110,7 @@ class ServiceFunction(Construct):
         construct_id: str,
         *,
         sources: dict[str, str],
+        exclude: tuple[str, ...] = (),
         layers: list[lambda_.ILayerVersion],
         environment: dict[str, str],
         memory_mb: int,
@@ -138,7 +141,7 @@ class ServiceFunction(Construct):
             runtime=runtime(),
             architecture=architecture(),
             handler=HANDLER,
-            code=code_asset(sources),
+            code=code_asset(sources, exclude=exclude),
             layers=layers,
             role=self.role,
             memory_size=memory_mb,
@@ -295,6 +298,7 @@ class RunnerFunction(ServiceFunction):
             scope,
             construct_id,
             sources=RUNNER_SOURCES,
+            exclude=RUNNER_EXCLUDE,
             layers=layers.for_runner,
             environment=environment,
             memory_mb=constants.RUNNER_MEMORY_MB,

@@ -75,7 +75,7 @@ class Layers(Construct):
         self.agent_wait = lambda_.LayerVersion(
             self,
             "AgentWait",
-            description="agent_wait library (without cli and local)",
+            description="agent_wait library",
             code=code_asset(AGENT_WAIT_SOURCES, exclude=AGENT_WAIT_EXCLUDE),
             compatible_runtimes=[runtime()],
             compatible_architectures=[architecture()],

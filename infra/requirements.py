@@ -44,9 +44,9 @@ if TYPE_CHECKING:
 LayerName = Literal["core", "graph"]
 Target = Literal["lambda", "host"]
 
-# The first-party layer: the library without its console script and local stack (never run in Lambda).
+# The first-party layer: the library, without its pytest helpers (never imported in Lambda).
 AGENT_WAIT_SOURCES: dict[str, str] = {"python/agent_wait": "layers/agent_wait/agent_wait"}
-AGENT_WAIT_EXCLUDE: tuple[str, ...] = ("cli", "local")
+AGENT_WAIT_EXCLUDE: tuple[str, ...] = ("testing.py",)
 
 CORE_PACKAGES: tuple[str, ...] = (
     "aws-lambda-powertools[tracer,validation]",

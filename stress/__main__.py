@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=450, help="schemathesis examples per operation (450)")
     args = parser.parse_args(argv)
 
-    from agent_wait.local.stack import LocalStack, StackConfig
+    from agent_wait_cli.local.stack import LocalStack, StackConfig
 
     warnings.filterwarnings("ignore")
     work = Path(tempfile.mkdtemp(prefix="agent-wait-stress-"))

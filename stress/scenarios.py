@@ -16,13 +16,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_wait.local.moto_server import Fault
-from agent_wait.local.runtime import load_handler
+from agent_wait_cli.local.moto_server import Fault
+from agent_wait_cli.local.runtime import load_handler
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agent_wait.local.stack import LocalStack
+    from agent_wait_cli.local.stack import LocalStack
 
 ROOT = Path(__file__).resolve().parent.parent
 # Every wait ends within this many seconds or the scenario reports what it saw instead.
@@ -390,7 +390,7 @@ def _schemathesis_run(api: Api, examples_per_operation: int) -> list[Outcome]:
 
 _CHILD = """
 import json, sys
-from agent_wait.local.runtime import LambdaContext, load_handler
+from agent_wait_cli.local.runtime import LambdaContext, load_handler
 handler = load_handler(__import__('pathlib').Path(sys.argv[1]), 'stress_runner_child')
 event = json.load(sys.stdin)
 print('RESULT=' + json.dumps(handler(event, LambdaContext('agent-wait-runner', timeout_seconds=120))))

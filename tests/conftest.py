@@ -2,7 +2,7 @@
 
 Unit tests touch no network. Integration tests use ``moto_server``: one moto server per session,
 bound to 127.0.0.1 on a free port and serving one request at a time (see
-``agent_wait.local.moto_server``), so DynamoDB conditional writes stay atomic as on AWS.
+``agent_wait_cli.local.moto_server``), so DynamoDB conditional writes stay atomic as on AWS.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from agent_wait.local.moto_server import SerializedMotoServer
+    from agent_wait_cli.local.moto_server import SerializedMotoServer
     from wait_service.resources import LocalResources
 
 # Never reach a real account from a test, whatever the developer's shell exports.
@@ -33,7 +33,7 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "agent-wait-tests")
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[SerializedMotoServer]:
-    from agent_wait.local.moto_server import SerializedMotoServer
+    from agent_wait_cli.local.moto_server import SerializedMotoServer
 
     server = SerializedMotoServer(host="127.0.0.1", port=0)
     server.start()

@@ -1,6 +1,6 @@
 """The resources agent-wait needs, as plain data.
 
-The CDK constructs (``infra/``) and the local stack (``agent_wait.local``) both build from these
+The CDK constructs (``infra/``) and the local stack (``agent_wait_cli.local``) both build from these
 specs, so what a user deploys and what ``make demo`` runs on cannot drift apart;
 ``tests/infra/test_local_matches_template.py`` checks the synthesized template against them.
 """

@@ -2,7 +2,7 @@
 
 Lambda's event source mapping receives messages, hands them to the function as one SQS event
 and deletes those not named in ``batchItemFailures``. Tests and the local stack's poller
-(``agent_wait.local.poller``) do the same with these helpers, so the runner handler sees exactly
+(``agent_wait_cli.local.poller``) do the same with these helpers, so the runner handler sees exactly
 the event shape, and the queue exactly the deletes, it gets on AWS.
 """
 

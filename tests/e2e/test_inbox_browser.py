@@ -20,8 +20,8 @@ from e2e_support import LocalProcess, eventually, http
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from agent_wait.cli.client import ApiClient
-from agent_wait.cli.inbox import InboxProxy
+from agent_wait_cli.client import ApiClient
+from agent_wait_cli.inbox import InboxProxy
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from agent_wait.local.gateway import Gateway
-from agent_wait.local.poller import InboxPoller
-from agent_wait.local.stack import LocalStack, StackConfig
+from agent_wait_cli.local.gateway import Gateway
+from agent_wait_cli.local.poller import InboxPoller
+from agent_wait_cli.local.stack import LocalStack, StackConfig
 from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_TIMEOUT_SECONDS, QueueSpec, create_queue
 from wait_service.settings import DEFAULT_GRAPH
 
@@ -211,7 +211,7 @@ def test_moto_server_fails_the_requests_a_fault_rule_picks(aws_client: Any) -> N
     from botocore.config import Config
     from botocore.exceptions import ClientError
 
-    from agent_wait.local.moto_server import Fault, SerializedMotoServer
+    from agent_wait_cli.local.moto_server import Fault, SerializedMotoServer
 
     with SerializedMotoServer(log_requests=False) as server:
         import boto3

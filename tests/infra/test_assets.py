@@ -122,11 +122,18 @@ def test_layers_hold_no_dead_weight(report: AssemblyReport) -> None:
     assert (graph / "yaml" / "__init__.pyc").is_file()  # pure-Python yaml stays importable
 
 
-def test_agent_wait_layer_excludes_cli_and_local(report: AssemblyReport) -> None:
+def test_assets_ship_no_local_stack_cli_or_test_code(report: AssemblyReport) -> None:
     layer = next(layer for layer in report.layers if layer.display_name == "Layers/AgentWait/Code")
     package = layer.path / "python" / "agent_wait"
     assert (package / "__init__.py").is_file()
-    assert not (package / "cli").exists() and not (package / "local").exists()
+    assert not (package / "testing.py").exists()
+    folders = [f.path for f in report.functions] + [layer.path for layer in report.layers]
+    for folder in folders:
+        for forbidden in ("moto", "agent_wait_cli"):
+            assert not list(folder.rglob(forbidden)), f"{folder.name} ships {forbidden}"
+        for top_level in ("tests", "pytest", "_pytest"):
+            assert not (folder / top_level).exists() and not (folder / "python" / top_level).exists()
+        assert not list(folder.rglob("demo.py")), f"{folder.name} ships the local demo"
 
 
 def test_third_party_layers_hold_wheels_for_the_lambda_platform(report: AssemblyReport) -> None:

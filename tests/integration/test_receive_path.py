@@ -25,7 +25,7 @@ from wait_service.sqs_events import consume_batch
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from agent_wait.local.moto_server import SerializedMotoServer
+    from agent_wait_cli.local.moto_server import SerializedMotoServer
     from wait_service.resources import LocalResources
 
 pytestmark = pytest.mark.integration

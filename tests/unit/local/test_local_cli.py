@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from agent_wait.cli import main
-from agent_wait.cli.client import ApiClient, UsageError, is_loopback, region_from_url
-from agent_wait.cli.commands import build_answer, build_parser
-from agent_wait.cli.tail import endpoint_for, follow, unwrap
-from agent_wait.local.gateway import HttpRequest, SignatureError, verify_signature
+from agent_wait_cli import main
+from agent_wait_cli.client import ApiClient, UsageError, is_loopback, region_from_url
+from agent_wait_cli.commands import build_answer, build_parser
+from agent_wait_cli.local.gateway import HttpRequest, SignatureError, verify_signature
+from agent_wait_cli.tail import endpoint_for, follow, unwrap
 from wait_service.settings import DEFAULT_GRAPH
 
 QUESTION = {

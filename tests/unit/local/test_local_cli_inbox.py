@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from agent_wait.cli import main
-from agent_wait.cli.client import ApiClient
-from agent_wait.cli.commands import build_parser
-from agent_wait.cli.inbox import InboxProxy
+from agent_wait_cli import main
+from agent_wait_cli.client import ApiClient
+from agent_wait_cli.commands import build_parser
+from agent_wait_cli.inbox import InboxProxy
 
 DEPLOYED = "https://abc.execute-api.eu-west-1.amazonaws.com/prod"
 

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agent_wait.local.clock import MAX_ATTEMPTS, ScheduleClock, parse_at
+from agent_wait_cli.local.clock import MAX_ATTEMPTS, ScheduleClock, parse_at
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from agent_wait.local.events import EventLog, compact, describe_question
-from agent_wait.local.gateway import Exchange, HttpRequest, HttpResponse
+from agent_wait_cli.local.events import EventLog, compact, describe_question
+from agent_wait_cli.local.gateway import Exchange, HttpRequest, HttpResponse
 from wait_service.sqs_events import BatchResult
 
 
@@ -123,7 +123,7 @@ def test_describe_and_compact() -> None:
 def test_ledger_numbers_print_as_json_numbers() -> None:
     from decimal import Decimal
 
-    from agent_wait.local.events import plain
+    from agent_wait_cli.local.events import plain
 
     item = plain({"question": {"function": "f", "args": {"amount": Decimal("40"), "rate": Decimal("0.5")}}})
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agent_wait.local.gateway import (
+from agent_wait.signing import signed_headers
+from agent_wait_cli.local.gateway import (
     DEFAULT_PRINCIPAL,
     Exchange,
     Gateway,
@@ -22,7 +23,6 @@ from agent_wait.local.gateway import (
     to_proxy_event,
     verify_signature,
 )
-from agent_wait.signing import signed_headers
 
 NOW = 1_800_000_000.0
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_wait.local.poller import InboxPoller
+from agent_wait_cli.local.poller import InboxPoller
 
 if TYPE_CHECKING:
     from wait_service.sqs_events import BatchResult

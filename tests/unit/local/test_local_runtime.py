@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agent_wait.local.runtime import LambdaContext, load_handler
+from agent_wait_cli.local.runtime import LambdaContext, load_handler
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -352,7 +352,7 @@ def test_api_does_not_import_langgraph() -> None:
 
 
 def test_events_from_the_local_gateway_reach_the_same_routes(aws: Aws, call: Call) -> None:
-    from agent_wait.local.gateway import HttpRequest, to_proxy_event
+    from agent_wait_cli.local.gateway import HttpRequest, to_proxy_event
 
     envelope = aws.raise_question()
     body = json.dumps({"answer": {"action": "approve"}}).encode()

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ScheduleClock", "parse_at"]
 
-logger = logging.getLogger("agent_wait.local")
+logger = logging.getLogger("agent_wait_cli.local")
 
 Handler = Callable[[Any, Any], Any]
 # Lambda invokes an asynchronous event up to three times (the first try and two retries).

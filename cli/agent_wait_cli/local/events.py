@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from agent_wait.local.gateway import Exchange
+    from agent_wait_cli.local.gateway import Exchange
     from wait_service.sqs_events import BatchResult
 
 ItemReader = Callable[[str], Mapping[str, Any] | None]

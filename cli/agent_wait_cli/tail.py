@@ -12,8 +12,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agent_wait.cli import render
-from agent_wait.cli.client import ApiConnectionError, UsageError, is_loopback
+from agent_wait_cli import render
+from agent_wait_cli.client import ApiConnectionError, UsageError, is_loopback
 
 if TYPE_CHECKING:
     import argparse
@@ -73,7 +73,7 @@ def check_queue_url(queue_url: str) -> str:
     >>> check_queue_url("agent-wait-outbox.fifo")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    agent_wait.cli.client.UsageError: --queue-url 'agent-wait-outbox.fifo' is not a queue URL: ...
+    agent_wait_cli.client.UsageError: --queue-url 'agent-wait-outbox.fifo' is not a queue URL: ...
     """
     parts = urllib.parse.urlsplit(queue_url)
     segments = [s for s in parts.path.split("/") if s]

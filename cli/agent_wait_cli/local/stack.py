@@ -2,7 +2,7 @@
 
 :class:`LocalStack` plays every AWS part the handlers need, in this process:
 
-1. a :class:`~agent_wait.local.moto_server.SerializedMotoServer` (one AWS request at a time, so
+1. a :class:`~agent_wait_cli.local.moto_server.SerializedMotoServer` (one AWS request at a time, so
    DynamoDB conditional writes stay atomic as on AWS) on 127.0.0.1;
 2. the ledger, checkpoint table and bucket, inbox, outbox and topic, from
    ``wait_service.resources`` (the same specs the CDK app deploys);
@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_wait.local.clock import ScheduleClock
-from agent_wait.local.events import EventLog, ledger_readers
-from agent_wait.local.gateway import Exchange, Gateway
-from agent_wait.local.moto_server import SerializedMotoServer
-from agent_wait.local.poller import InboxPoller
-from agent_wait.local.runtime import context_factory, load_handler
+from agent_wait_cli.local.clock import ScheduleClock
+from agent_wait_cli.local.events import EventLog, ledger_readers
+from agent_wait_cli.local.gateway import Exchange, Gateway
+from agent_wait_cli.local.moto_server import SerializedMotoServer
+from agent_wait_cli.local.poller import InboxPoller
+from agent_wait_cli.local.runtime import context_factory, load_handler
 from wait_service.input_schema import INPUT_SCHEMA_FILE, write_input_schema
 from wait_service.resources import (
     API_TIMEOUT_SECONDS,

@@ -3,7 +3,7 @@
 A browser cannot sign SigV4, so against a deployed ``auth=iam`` api this small server stands in
 front of it: it fetches the page from the api (``GET /inbox``), answers ``GET /inbox/config``
 itself (who is answering), and forwards every api call the page makes to the api, signed the way
-the CLI signs (``agent_wait.cli.client.ApiClient``: SigV4 with your AWS credentials, ``--jwt``,
+the CLI signs (``agent_wait_cli.client.ApiClient``: SigV4 with your AWS credentials, ``--jwt``,
 or ``--hmac-key``). Only this machine can reach it, and only the page itself may call it: a request
 carrying another site's ``Origin``, or addressed to another host name, is refused (no other web
 page can make it answer questions with your credentials).
@@ -19,14 +19,14 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from agent_wait.cli.client import ApiError, UsageError, is_loopback
+from agent_wait_cli.client import ApiError, UsageError, is_loopback
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
     from typing import TextIO
 
-    from agent_wait.cli.client import ApiClient
+    from agent_wait_cli.client import ApiClient
 
 # The api routes the page calls; anything else is not forwarded.
 FORWARDED = ("/questions", "/threads/", "/inbox")

@@ -31,7 +31,7 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"agent-wait: {project} has no functions/api/handler.py; pass --project\n")
         return 2
     try:
-        from agent_wait.local.stack import LocalStack, StackConfig
+        from agent_wait_cli.local.stack import LocalStack, StackConfig
     except ImportError as exc:
         err.write(f"agent-wait: {exc}\n")
         return 2

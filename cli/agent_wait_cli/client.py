@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_wait.local.gateway import header_value
 from agent_wait.signing import signed_headers
+from agent_wait_cli.local.gateway import header_value
 
 # The deployed api's HMAC-verified write routes (no SigV4 or Cognito at the gateway) live under it.
 SIGNED_PREFIX = "/signed"
@@ -141,7 +141,7 @@ def check_api_url(url: str) -> str:
     >>> check_api_url("h:80")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    agent_wait.cli.client.UsageError: --api 'h:80' has no scheme: use --api http://h:80 (or https://...
+    agent_wait_cli.client.UsageError: --api 'h:80' has no scheme: use --api http://h:80 (or https://...
     """
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.netloc:

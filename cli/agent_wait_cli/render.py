@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from agent_wait.local.events import compact, describe_question
+from agent_wait_cli.local.events import compact, describe_question
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 60) -> str:

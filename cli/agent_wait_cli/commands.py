@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, TextIO
 
-from agent_wait.cli import render
-from agent_wait.cli.client import ApiClient, ApiError, CliError, Opener, UsageError
+from agent_wait_cli import render
+from agent_wait_cli.client import ApiClient, ApiError, CliError, Opener, UsageError
 from wait_service.settings import DEFAULT_GRAPH
 
 DEFAULT_API = "http://127.0.0.1:8787"
@@ -454,12 +454,12 @@ class Cli:
         return 0
 
     def tail(self) -> int:
-        from agent_wait.cli.tail import follow
+        from agent_wait_cli.tail import follow
 
         return follow(self.args, self.out, self.err)
 
     def inbox(self) -> int:
-        from agent_wait.cli.inbox import run_inbox
+        from agent_wait_cli.inbox import run_inbox
 
         return run_inbox(self.args, self.client, self.out)
 
@@ -517,7 +517,7 @@ def main(
     err = err or sys.stderr
     args = build_parser(environ).parse_args(argv)
     if args.command == "local":
-        from agent_wait.cli.local import run_local
+        from agent_wait_cli.local_command import run_local
 
         return run_local(args, out, err)
     command = COMMANDS[(args.command, getattr(args, "action", None))]

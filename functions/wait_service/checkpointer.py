@@ -3,7 +3,8 @@
 ``aws`` (default): ``langgraph-checkpoint-aws`` ``DynamoDBSaver``, one table, S3 offload of
 payloads over 350 KB when a bucket is configured (the stack and the local stack configure one),
 items and objects expiring with the ledger's TTL. ``dynamodb``: ``langgraph-checkpoint-dynamodb``'s
-saver over its two tables. Both are imported only when chosen, so the unused backend need not be
+saver over its two tables, its items expiring with the ledger's TTL too, no offload and no subgraph
+checkpoints (``wait_service.checkpoint_dynamodb``). Both are imported only when chosen, so the unused backend need not be
 installed. ``AWS_ENDPOINT_URL`` (the local stack) is honoured by boto3 itself, so no endpoint is
 passed here.
 
@@ -73,11 +74,14 @@ def make_checkpointer(
         checkpoints = settings.require("checkpoint_table")
         writes = settings.require("checkpoint_writes_table")
         try:
-            from langgraph_checkpoint_dynamodb.saver import DynamoDBSaver as LegacyDynamoDBSaver
+            from wait_service.checkpoint_dynamodb import ExpiringDynamoDBSaver
         except ImportError as exc:
             raise MissingExtraError("checkpoint-dynamodb", module="wait_service.checkpointer") from exc
-        saver: BaseCheckpointSaver[str] = LegacyDynamoDBSaver(
-            checkpoints_table_name=checkpoints, writes_table_name=writes
+        # Its items carry the same TTL as the ledger's (the package itself writes none).
+        saver: BaseCheckpointSaver[str] = ExpiringDynamoDBSaver(
+            checkpoints_table_name=checkpoints,
+            writes_table_name=writes,
+            ttl_seconds=settings.checkpoint_ttl_seconds,
         )
         return saver
     raise SettingsError(f"AGENT_WAIT_CHECKPOINTER must be 'aws' or 'dynamodb', not {settings.checkpointer!r}")

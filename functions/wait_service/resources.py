@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from wait_service.answer_limits import MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
@@ -154,12 +156,23 @@ LEDGER = TableSpec(
 )
 # The single-table layout langgraph-checkpoint-aws's DynamoDBSaver reads and writes.
 CHECKPOINTS = TableSpec(logical_id="Checkpoints", partition_key="PK", sort_key="SK", ttl_attribute="ttl")
-# langgraph-checkpoint-dynamodb (optional backend): two tables.
+# langgraph-checkpoint-dynamodb 0.1.0 (optional backend): two tables keyed as its saver reads and
+# writes them (the tables its README, shipped as the package's metadata, describes; the package has
+# no helper that creates them). Checkpoints: one partition per thread, sorted by checkpoint id (the
+# latest is the last). Writes: one partition per checkpoint (`thread:::checkpoint:::namespace`), one
+# item per `task:::index`. The package writes no TTL attribute: wait_service.checkpointer stamps
+# `ttl` on every item it puts, so these items expire with the ledger too.
 CHECKPOINTS_DYNAMODB = TableSpec(
-    logical_id="CheckpointsLegacy", partition_key="PK", sort_key="SK", ttl_attribute="ttl"
+    logical_id="CheckpointsLegacy",
+    partition_key="thread_id",
+    sort_key="checkpoint_id",
+    ttl_attribute="ttl",
 )
 CHECKPOINT_WRITES_DYNAMODB = TableSpec(
-    logical_id="CheckpointWritesLegacy", partition_key="PK", sort_key="SK", ttl_attribute="ttl"
+    logical_id="CheckpointWritesLegacy",
+    partition_key="thread_id_checkpoint_id_checkpoint_ns",
+    sort_key="task_id_idx",
+    ttl_attribute="ttl",
 )
 # Where DynamoDBSaver offloads checkpoint payloads over 350 KB. Every object is written with its
 # checkpoint item (a rewrite of the item rewrites the object), so expiring objects after the items'
@@ -211,6 +224,8 @@ class LocalResources:
     lifecycle_arn: str | None = None
     scheduler_role_arn: str | None = None
     checkpoint_bucket: str | None = None
+    checkpointer: str = "aws"
+    checkpoint_writes_table: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -222,7 +237,10 @@ class LocalResources:
             "AGENT_WAIT_OUTBOX_URL": self.outbox_url,
             "AGENT_WAIT_TOPIC_ARN": self.topic_arn,
             "AGENT_WAIT_LEDGER_TTL_DAYS": str(TTL_DAYS),
+            "AGENT_WAIT_CHECKPOINTER": self.checkpointer,
         }
+        if self.checkpoint_writes_table:
+            env["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] = self.checkpoint_writes_table
         if self.schedule_group and self.lifecycle_arn and self.scheduler_role_arn:
             env |= {
                 "AGENT_WAIT_SCHEDULE_GROUP": self.schedule_group,
@@ -231,6 +249,9 @@ class LocalResources:
             }
         if self.checkpoint_bucket:
             env["AGENT_WAIT_CHECKPOINT_BUCKET"] = self.checkpoint_bucket
+        else:
+            # As the stack configures the api: an answer must fit in a checkpoint item beside the state.
+            env["AGENT_WAIT_MAX_ANSWER_BYTES"] = str(MAX_ANSWER_BYTES_WITHOUT_OFFLOAD)
         return env
 
 
@@ -306,16 +327,30 @@ def create_resources(
     *,
     scheduler: EventBridgeSchedulerClient | None = None,
     s3: S3Client | None = None,
+    checkpointer: str = "aws",
 ) -> LocalResources:
-    """Create the ledger, checkpoint table (and bucket, given ``s3``), inbox, outbox and topic (and,
+    """Create the ledger, checkpoint table(s) (and bucket, given ``s3``), inbox, outbox and topic (and,
     given a ``scheduler`` client, the timers' schedule group) from the specs above.
+
+    ``checkpointer`` picks the checkpoint tables as the stack's ``checkpointer`` context does:
+    ``aws`` (one table, and the bucket given ``s3``) or ``dynamodb`` (its two tables, no bucket:
+    that saver cannot offload).
 
     A standard SQS queue ``<prefix>subscriber`` is subscribed to the topic with raw delivery, so
     that the local stack and tests can see an envelope exactly as a downstream subscriber does.
     """
+    if checkpointer not in ("aws", "dynamodb"):
+        raise ValueError(f"checkpointer must be 'aws' or 'dynamodb', not {checkpointer!r}")
     ledger = create_table(dynamodb, LEDGER, prefix + "ledger")
-    checkpoints = create_table(dynamodb, CHECKPOINTS, prefix + "checkpoints")
-    bucket = create_bucket(s3, CHECKPOINT_BUCKET, prefix + CHECKPOINT_BUCKET.name) if s3 is not None else None
+    writes: str | None = None
+    bucket: str | None = None
+    if checkpointer == "dynamodb":
+        checkpoints = create_table(dynamodb, CHECKPOINTS_DYNAMODB, prefix + "checkpoints")
+        writes = create_table(dynamodb, CHECKPOINT_WRITES_DYNAMODB, prefix + "checkpoint-writes")
+    else:
+        checkpoints = create_table(dynamodb, CHECKPOINTS, prefix + "checkpoints")
+        if s3 is not None:
+            bucket = create_bucket(s3, CHECKPOINT_BUCKET, prefix + CHECKPOINT_BUCKET.name)
     inbox_url, inbox_arn, inbox_dlq_url = create_queue(sqs, INBOX, prefix)
     outbox_url, _, outbox_dlq_url = create_queue(sqs, OUTBOX, prefix)
     topic_arn = sns.create_topic(Name=prefix + TOPIC.name)["TopicArn"]
@@ -350,4 +385,6 @@ def create_resources(
         topic_arn=topic_arn,
         subscriber_url=subscriber_url,
         checkpoint_bucket=bucket,
+        checkpointer=checkpointer,
+        checkpoint_writes_table=writes,
     )

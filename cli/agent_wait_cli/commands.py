@@ -144,6 +144,14 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     )
     local.add_argument("--project", default=".", help="project folder with functions/ (default: current dir)")
     local.add_argument(
+        "--checkpointer",
+        choices=("aws", "dynamodb"),
+        default="aws",
+        help="the runner's checkpointer, as the stack's `checkpointer` context: aws (default: "
+        "langgraph-checkpoint-aws, one table and an offload bucket) or dynamodb "
+        "(langgraph-checkpoint-dynamodb, its two tables, no offload)",
+    )
+    local.add_argument(
         "--hmac-key",
         type=_key_arg,
         action="append",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import tempfile
@@ -34,6 +35,13 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from agent_wait_cli.local.stack import LocalStack, StackConfig
     except ImportError as exc:
         err.write(f"agent-wait: {exc}\n")
+        return 2
+    checkpointer = getattr(args, "checkpointer", "aws")
+    if checkpointer == "dynamodb" and importlib.util.find_spec("langgraph_checkpoint_dynamodb") is None:
+        err.write(
+            "agent-wait: --checkpointer dynamodb needs langgraph-checkpoint-dynamodb: "
+            "pip install 'agent-wait[checkpoint-dynamodb]'\n"
+        )
         return 2
 
     # Metrics are disabled locally; Powertools still warns that there were none to publish.
@@ -70,6 +78,7 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             slack_channel=args.slack_channel,
             inbox_visibility=args.inbox_visibility,
             log_path=log_path,
+            checkpointer=checkpointer,
         ),
         write=write,
     )
@@ -89,6 +98,7 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write(f"outbox queue: {resources.outbox_url}")
         write(f"subscriber queue: {resources.subscriber_url}")
         write(f"graph: {args.graph}")
+        write(f"checkpointer: {checkpointer}")
         if args.inbox_visibility is not None:
             write(f"inbox visibility: {args.inbox_visibility} s (a failed run is retried after it)")
         write(f"API: {stack.api_url}")

@@ -23,7 +23,6 @@ why the api takes smaller answers without a checkpoint bucket (``wait_service.an
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph_checkpoint_dynamodb.saver import DynamoDBSaver
@@ -32,6 +31,8 @@ from langgraph_checkpoint_dynamodb.write import Write
 from wait_service.resources import CHECKPOINT_WRITES_DYNAMODB, CHECKPOINTS_DYNAMODB
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 

@@ -4,9 +4,9 @@
 payloads over 350 KB when a bucket is configured (the stack and the local stack configure one),
 items and objects expiring with the ledger's TTL. ``dynamodb``: ``langgraph-checkpoint-dynamodb``'s
 saver over its two tables, its items expiring with the ledger's TTL too, no offload and no subgraph
-checkpoints (``wait_service.checkpoint_dynamodb``). Both are imported only when chosen, so the unused backend need not be
-installed. ``AWS_ENDPOINT_URL`` (the local stack) is honoured by boto3 itself, so no endpoint is
-passed here.
+checkpoints (``wait_service.checkpoint_dynamodb``). Both are imported only when chosen, so the
+unused backend need not be installed. ``AWS_ENDPOINT_URL`` (the local stack) is honoured by boto3
+itself, so no endpoint is passed here.
 
 :func:`runner_clients` builds everything from boto3's one default session, and the ledger, the
 announcers and the checkpointer share one DynamoDB client: a cold start creates one session and one

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from test_template import logical_id
 
+from tests.checkpoint_dynamodb_schema import package_key_schemas
 from wait_service.resources import CHECKPOINT_BUCKET
 
 if TYPE_CHECKING:
@@ -97,6 +98,28 @@ def test_tables_match(default_synth: Synth, resources: LocalResources, aws_clien
         default_synth, stack.checkpoints.table
     )
     assert _template_table(default_synth, stack.ledger.table)["ttl"] == "expires_ttl"
+
+
+def test_dynamodb_checkpointer_tables_match(jwt_synth: Synth, aws_client: Any) -> None:
+    # The local stack's `--checkpointer dynamodb` tables are the stack's `checkpointer=dynamodb` ones,
+    # and both are keyed as langgraph-checkpoint-dynamodb reads them.
+    from wait_service.resources import create_resources
+
+    dynamodb = aws_client("dynamodb")
+    local = create_resources(
+        dynamodb, aws_client("sqs"), aws_client("sns"), prefix="t-ddb-", checkpointer="dynamodb"
+    )
+    stack = jwt_synth.stack
+    assert local.checkpoint_writes_table is not None and stack.checkpoints.writes_table is not None
+    package = package_key_schemas()
+    pairs = {
+        "checkpoints": (local.checkpoint_table, stack.checkpoints.table),
+        "writes": (local.checkpoint_writes_table, stack.checkpoints.writes_table),
+    }
+    for role, (name, construct) in pairs.items():
+        local_table, deployed = _local_table(dynamodb, name), _template_table(jwt_synth, construct)
+        assert local_table == deployed, role
+        assert deployed["keys"] == package[role], role
 
 
 def test_queues_match(default_synth: Synth, resources: LocalResources, aws_client: Any) -> None:

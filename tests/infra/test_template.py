@@ -10,6 +10,7 @@ from aws_cdk.assertions import Match
 
 from infra import constants
 from infra.api import INBOX_ROUTES, ROUTES
+from tests.checkpoint_dynamodb_schema import package_key_schemas
 from wait_service import metric_names
 from wait_service.answer_limits import MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
 from wait_service.resources import (
@@ -154,6 +155,26 @@ def test_dynamodb_checkpointer_has_its_two_tables(jwt_synth: Synth) -> None:
         json.dumps(table_properties(spec), sort_keys=True)
         for spec in (LEDGER, CHECKPOINTS_DYNAMODB, CHECKPOINT_WRITES_DYNAMODB)
     )
+
+
+def test_dynamodb_checkpointer_tables_are_keyed_as_the_package_reads_them(jwt_synth: Synth) -> None:
+    # The keys come from langgraph-checkpoint-dynamodb itself, not from wait_service.resources.
+    package = package_key_schemas()
+    stack = jwt_synth.stack
+    assert stack.checkpoints.writes_table is not None
+    tables = jwt_synth.resources("AWS::DynamoDB::Table")
+    for role, construct in (
+        ("checkpoints", stack.checkpoints.table),
+        ("writes", stack.checkpoints.writes_table),
+    ):
+        props = tables[logical_id(jwt_synth, construct)]["Properties"]
+        assert [(k["AttributeName"], k["KeyType"]) for k in props["KeySchema"]] == package[role], role
+        assert sorted(
+            (a["AttributeName"], a["AttributeType"]) for a in props["AttributeDefinitions"]
+        ) == sorted((name, "S") for name, _ in package[role]), role
+        # The items expire with the ledger (the runner's saver stamps `ttl`) and are kept on destroy.
+        assert props["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
+        assert tables[logical_id(jwt_synth, construct)]["DeletionPolicy"] == "Retain"
 
 
 def test_checkpoint_bucket_is_private_encrypted_and_tls_only(bucket_synth: Synth) -> None:

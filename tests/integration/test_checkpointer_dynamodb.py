@@ -148,7 +148,9 @@ def test_an_answer_at_the_limit_resumes_and_one_over_it_is_413(notes: Stack, aws
     assert notes.run_inbox() == 1
     thread = notes.ledger.get_thread("t-limit")
     assert thread.run_status == "done", thread
-    assert json.loads(notes.call(thread_event("t-limit"))["body"])["output"] == {"note_bytes": 2 * len(answer)}
+    assert json.loads(notes.call(thread_event("t-limit"))["body"])["output"] == {
+        "note_bytes": 2 * len(answer)
+    }
 
     # with the largest checkpoint item (the answer twice in the state) well inside DynamoDB's limit
     dynamodb = aws_client("dynamodb")

@@ -97,6 +97,9 @@ class StackConfig:
         retried after this long; ``None`` keeps the deployed value.
     log_path:
         File for the handlers' and the stack's logs; ``None`` leaves logging as it is.
+    checkpointer:
+        ``aws`` (one table and the offload bucket) or ``dynamodb`` (langgraph-checkpoint-dynamodb's
+        two tables, no bucket, and the api's smaller answer limit), as the stack's context sets it.
     """
 
     project: Path = field(default_factory=Path.cwd)
@@ -112,6 +115,7 @@ class StackConfig:
     slack_channel: str | None = None
     inbox_visibility: int | None = None
     log_path: Path | None = None
+    checkpointer: str = "aws"
 
 
 class LocalStack:
@@ -195,6 +199,7 @@ class LocalStack:
             prefix=self.config.prefix,
             scheduler=self.client("scheduler"),
             s3=self.client("s3"),
+            checkpointer=self.config.checkpointer,
         )
         if self.config.inbox_visibility is not None:
             self.client("sqs").set_queue_attributes(

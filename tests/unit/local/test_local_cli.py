@@ -6,6 +6,7 @@ import io
 import json
 import urllib.error
 from email.message import Message
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,6 +163,35 @@ def test_local_inbox_visibility_must_be_whole_seconds(value: str, capsys: pytest
 
     assert exc.value.code == 2
     assert "--inbox-visibility" in capsys.readouterr().err
+
+
+def test_local_checkpointer_is_aws_or_dynamodb(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser({})
+    assert parser.parse_args(["local"]).checkpointer == "aws"
+    assert parser.parse_args(["local", "--checkpointer", "dynamodb"]).checkpointer == "dynamodb"
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["local", "--checkpointer", "redis"])
+    assert exc.value.code == 2
+    assert "--checkpointer" in capsys.readouterr().err
+
+
+def test_local_dynamodb_without_its_package_is_one_line_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "langgraph_checkpoint_dynamodb" else real(name, *a),
+    )
+    root = Path(__file__).resolve().parents[3]
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["local", "--checkpointer", "dynamodb", "--project", str(root)], out=out, err=err) == 2
+    assert err.getvalue().count("\n") == 1
+    assert "agent-wait[checkpoint-dynamodb]" in err.getvalue()
+    assert out.getvalue() == ""
 
 
 # -- answers -------------------------------------------------------------------------------

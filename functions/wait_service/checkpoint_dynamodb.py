@@ -66,7 +66,7 @@ class _ExpiringTable:
         return getattr(self._table, name)
 
 
-class ExpiringDynamoDBSaver(DynamoDBSaver):  # type: ignore[misc]
+class ExpiringDynamoDBSaver(DynamoDBSaver):
     """langgraph-checkpoint-dynamodb's saver whose items expire, whose writes all land, and which
     refuses subgraph checkpoints instead of mixing them with their parent's (see the module).
 
@@ -101,7 +101,9 @@ class ExpiringDynamoDBSaver(DynamoDBSaver):  # type: ignore[misc]
         self.ttl_seconds = ttl_seconds
         self._clock = clock
         self._sleep = sleep
-        self.checkpoints_table = _ExpiringTable(self.checkpoints_table, self.expires_at)
+        # The package's `put` writes through this table: every checkpoint item gets its `ttl`.
+        package: Any = self
+        package.checkpoints_table = _ExpiringTable(package.checkpoints_table, self.expires_at)
 
     def expires_at(self) -> int:
         """The ``ttl`` of an item written now."""

@@ -249,8 +249,9 @@ class LocalResources:
             }
         if self.checkpoint_bucket:
             env["AGENT_WAIT_CHECKPOINT_BUCKET"] = self.checkpoint_bucket
-        else:
-            # As the stack configures the api: an answer must fit in a checkpoint item beside the state.
+        if self.checkpointer == "dynamodb":
+            # As the stack configures the api: with no offload an answer must fit in a checkpoint
+            # item beside the state.
             env["AGENT_WAIT_MAX_ANSWER_BYTES"] = str(MAX_ANSWER_BYTES_WITHOUT_OFFLOAD)
         return env
 

@@ -209,3 +209,57 @@ def test_the_runner_role_grants_what_its_checkpointer_calls_on_the_table_and_buc
     assert on_bucket == {iam for call in s3_calls for iam in S3_IAM_ACTIONS[call]}
     on_table = granted(default_synth, stack.runner.role, [arn_of(default_synth, stack.checkpoints.table)])
     assert checkpoint_calls - s3_calls <= on_table
+
+
+@pytest.fixture(scope="module")
+def dynamodb_checkpoint_calls() -> Iterator[set[str]]:
+    """The actions ``checkpointer=dynamodb``'s saver calls while a thread parks, is read and resumes."""
+    from langgraph.types import Command
+
+    from examples import ask_agent
+    from wait_service.checkpointer import make_checkpointer
+
+    recorder = Recorder()
+    real_client = boto3.client
+
+    def recorded_client(*args: Any, **kwargs: Any) -> Any:
+        client = real_client(*args, **kwargs)
+        client.meta.events.register("before-call.*.*", recorder._record)
+        return client
+
+    def recorded_resource(*args: Any, **kwargs: Any) -> Any:
+        resource = boto3.session.Session().resource(*args, **kwargs)  # type: ignore[call-overload]
+        resource.meta.client.meta.events.register("before-call.*.*", recorder._record)
+        return resource
+
+    with mock_aws(), pytest.MonkeyPatch.context() as patch:
+        setup = Recorder()
+        resources = create_resources(
+            setup.client("dynamodb"),
+            setup.client("sqs"),
+            setup.client("sns"),
+            "cpd-",
+            checkpointer="dynamodb",
+        )
+        # The package builds its client and resource with boto3's module-level helpers.
+        patch.setattr(boto3, "client", recorded_client)
+        patch.setattr(boto3, "resource", recorded_resource)
+        saver = make_checkpointer(Settings.from_env(resources.env()))
+        graph = ask_agent.build_graph(saver)
+        config: Any = {"configurable": {"thread_id": "t-ddb"}}
+        parked = graph.invoke({"order": "o-1"}, config)
+        graph.invoke(Command(resume={parked["__interrupt__"][0].id: "by sea"}), config)
+        latest = graph.get_state(config)
+        assert latest.values["shipping_to"] == "by sea"
+        # A checkpoint read by its id (a config naming checkpoint_id) is a GetItem.
+        assert graph.get_state(latest.config).values == latest.values
+        yield recorder.actions
+
+
+def test_the_runner_role_grants_what_the_dynamodb_checkpointer_calls(
+    jwt_synth: Synth, dynamodb_checkpoint_calls: set[str]
+) -> None:
+    stack = jwt_synth.stack
+    assert stack.checkpoints.writes_table is not None
+    tables = [arn_of(jwt_synth, stack.checkpoints.table), arn_of(jwt_synth, stack.checkpoints.writes_table)]
+    assert granted(jwt_synth, stack.runner.role, tables) == dynamodb_checkpoint_calls

@@ -13,8 +13,10 @@ that is enough. Three things it does not do are added or refused here, and nothi
 - **Checkpoint namespaces (subgraphs).** Its checkpoints table is keyed by thread and checkpoint id
   only, so a subgraph's checkpoints would land in its parent's partition and be read back as the
   parent's latest; and its read of a namespace's latest checkpoint passes the filter wrongly and
-  fails. A checkpoint in a namespace is refused with :class:`NamespaceUnsupportedError`, which
-  ends the run as ``failed`` with a message naming ``checkpointer=aws``.
+  fails. A graph whose nodes run checkpointed subgraphs is refused when the runner is built
+  (:func:`refuse_subgraphs`: at Lambda init, so the synth's import check and ``agent-wait local``
+  report it), and any checkpoint in a namespace still reaching the saver is refused with
+  :class:`NamespaceUnsupportedError`, which ends the run as ``failed`` naming ``checkpointer=aws``.
 
 It never offloads: a checkpoint item holds the graph's whole state in DynamoDB's 400 KB, which is
 why the api takes smaller answers without a checkpoint bucket (``wait_service.answer_limits``).
@@ -29,6 +31,7 @@ from langgraph_checkpoint_dynamodb.saver import DynamoDBSaver
 from langgraph_checkpoint_dynamodb.write import Write
 
 from wait_service.resources import CHECKPOINT_WRITES_DYNAMODB, CHECKPOINTS_DYNAMODB
+from wait_service.settings import SettingsError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -177,5 +180,29 @@ def _refuse_namespace(config: RunnableConfig) -> None:
         raise NamespaceUnsupportedError(
             f"checkpointer=dynamodb cannot keep the checkpoints of a subgraph (namespace {namespace!r}): "
             "langgraph-checkpoint-dynamodb 0.1.0 keys checkpoints by thread and checkpoint id only. "
-            "Deploy with checkpointer=aws, or run the subgraph without its own checkpoints."
+            "Deploy with checkpointer=aws, or compile the subgraph with checkpointer=False "
+            "(it then cannot pause: ask the question in the parent graph)."
+        )
+
+
+def refuse_subgraphs(graph: Any, name: str) -> None:
+    """Refuse graph ``name`` when any node runs a subgraph that keeps its own checkpoints.
+
+    LangGraph finds those subgraphs itself (``get_subgraphs``: compiled graphs added as nodes or
+    called from a node's function); one compiled with ``checkpointer=False`` keeps none and passes.
+
+    Raises
+    ------
+    SettingsError
+        Naming the nodes, ``checkpointer=aws`` and ``checkpointer=False``.
+    """
+    get_subgraphs = getattr(graph, "get_subgraphs", None)
+    nodes = sorted({path for path, _ in get_subgraphs()}) if get_subgraphs is not None else []
+    if nodes:
+        raise SettingsError(
+            f"checkpointer=dynamodb cannot run graph {name}: node(s) {', '.join(nodes)} run subgraphs "
+            "that keep their own checkpoints, which langgraph-checkpoint-dynamodb 0.1.0 cannot store "
+            "(it keys checkpoints by thread and checkpoint id only). Deploy with checkpointer=aws, "
+            "or compile those subgraphs with checkpointer=False (they then cannot pause: ask the "
+            "question in the parent graph)."
         )

@@ -669,6 +669,10 @@ def build_runner(
     graph = load_graph(
         settings.graph, checkpointer if checkpointer is not None else make_checkpointer(settings)
     )
+    if settings.checkpointer == "dynamodb":
+        from wait_service.checkpoint_dynamodb import refuse_subgraphs
+
+        refuse_subgraphs(graph, settings.graph)
     ledger = Ledger(
         settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
     )

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
-from e2e_support import eventually, http, start_local
+from e2e_support import ROOT, cli_path, eventually, http, start_local
 
 from tests.checkpoint_dynamodb_schema import package_key_schemas
 from wait_service.answer_limits import MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.e2e
 
@@ -68,3 +73,52 @@ def test_local_dynamodb_checkpointer_parks_and_resumes() -> None:
         assert (done["status"], done["output"]["refund"]["amount"]) == ("done", 40), done
     finally:
         assert local.stop() == 0, "\n".join(local.lines)
+
+
+SUBGRAPH_AGENT = """
+from typing_extensions import TypedDict
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+
+class State(TypedDict, total=False):
+    topic: str
+    answer: str
+
+
+def ask(state: State) -> State:
+    return {"answer": str(interrupt({"prompt": state["topic"]}))}
+
+
+def build_graph(checkpointer=None):
+    inner = StateGraph(State)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "ask")
+    inner.add_edge("ask", END)
+    graph = StateGraph(State)
+    graph.add_node("review", inner.compile())
+    graph.add_edge(START, "review")
+    graph.add_edge("review", END)
+    return graph.compile(checkpointer=checkpointer)
+"""
+
+
+def test_local_dynamodb_refuses_a_graph_with_a_checkpointed_subgraph(tmp_path: Path) -> None:
+    (tmp_path / "sub_agent.py").write_text(SUBGRAPH_AGENT)
+    env = os.environ | {"PYTHONPATH": str(tmp_path)}
+    argv = [
+        cli_path(),
+        "local",
+        "--port",
+        "0",
+        "--checkpointer",
+        "dynamodb",
+        "--graph",
+        "sub_agent:build_graph",
+    ]
+
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "checkpointer=dynamodb cannot run graph sub_agent:build_graph: node(s) review" in done.stderr
+    assert "Deploy with checkpointer=aws" in done.stderr

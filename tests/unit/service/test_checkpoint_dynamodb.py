@@ -18,10 +18,11 @@ from wait_service.checkpoint_dynamodb import (
     ExpiringDynamoDBSaver,
     NamespaceUnsupportedError,
     UnprocessedWritesError,
+    refuse_subgraphs,
 )
 from wait_service.checkpointer import make_checkpointer
 from wait_service.resources import create_resources
-from wait_service.settings import Settings
+from wait_service.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -113,6 +114,55 @@ def test_a_subgraph_checkpoint_is_refused_naming_checkpointer_aws(tables: tuple[
     checkpoints, _, client = tables
     items = client.scan(TableName=checkpoints)["Items"]
     assert all(item.get("checkpoint_ns", {}).get("S", "") == "" for item in items)
+
+
+def build_with_subgraph(checkpointer: Any = None) -> Any:
+    """``AGENT_WAIT_GRAPH`` factory: a graph whose node runs a checkpointed subgraph."""
+    return build(checkpointer, subgraph=True)
+
+
+def test_a_graph_with_a_checkpointed_subgraph_is_refused_when_the_runner_is_built(
+    tables: tuple[str, str, Any],
+) -> None:
+    from wait_service.runner import build_runner
+
+    checkpoints, writes, _ = tables
+    settings = Settings(
+        checkpointer="dynamodb",
+        checkpoint_table=checkpoints,
+        checkpoint_writes_table=writes,
+        ledger_table="l",
+        inbox_url="https://sqs.us-east-1.amazonaws.com/123456789012/i.fifo",
+        outbox_url="https://sqs.us-east-1.amazonaws.com/123456789012/o.fifo",
+        topic_arn="arn:aws:sns:us-east-1:123456789012:t",
+        graph="test_checkpoint_dynamodb:build_with_subgraph",
+    )
+
+    with pytest.raises(SettingsError, match=r"node\(s\) inner .*checkpointer=aws.*checkpointer=False"):
+        build_runner(settings)
+
+
+def test_a_subgraph_without_checkpoints_passes_and_runs(tables: tuple[str, str, Any]) -> None:
+    # A subgraph compiled with checkpointer=False keeps no checkpoints (and so cannot pause itself):
+    # the question is asked by the parent graph.
+    inner = StateGraph(State)
+    inner.add_node("shout", lambda state: {"topic": state["topic"].upper()})
+    inner.add_edge(START, "shout")
+    inner.add_edge("shout", END)
+    graph = StateGraph(State)
+    graph.add_node("enrich", inner.compile(checkpointer=False))
+    graph.add_node("ask", ask)
+    graph.add_edge(START, "enrich")
+    graph.add_edge("enrich", "ask")
+    graph.add_edge("ask", END)
+    compiled = graph.compile(checkpointer=saver_for(tables))
+    refuse_subgraphs(build(None), "flat")
+    refuse_subgraphs(compiled, "no-checkpoints")
+
+    config: Any = {"configurable": {"thread_id": "t-flat-sub"}}
+    [question] = compiled.invoke({"topic": "shipping"}, config)["__interrupt__"]
+    assert question.value == {"prompt": "SHIPPING"}
+    assert compiled.invoke(Command(resume={question.id: "by air"}), config)["answer"] == "by air"
 
 
 class Unprocessing:

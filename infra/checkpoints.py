@@ -23,7 +23,9 @@ class Checkpoints(Construct):
     ``aws``: the single ``PK``/``SK`` table ``DynamoDBSaver`` (langgraph-checkpoint-aws) expects, TTL on
     ``ttl``, and with ``bucket=True`` (the stack's default) an S3 bucket it offloads checkpoints over
     350 KB to, built from ``wait_service.resources.CHECKPOINT_BUCKET`` as the local stack builds it.
-    ``dynamodb``: the checkpoints and writes tables of langgraph-checkpoint-dynamodb.
+    ``dynamodb``: the checkpoints and writes tables of langgraph-checkpoint-dynamodb, keyed as that
+    package reads them, TTL on ``ttl`` (the runner's saver stamps it: the package writes none); no
+    bucket, since that saver cannot offload.
 
     Examples
     --------

@@ -9,7 +9,8 @@ that is enough. Three things it does not do are added or refused here, and nothi
   checkpoints expire with the ledger records that point at them, as with ``checkpointer=aws``.
 - **Unprocessed writes.** It sends each batch of pending writes once and ignores the
   ``UnprocessedItems`` DynamoDB hands back when throttled, so a question's interrupt could be lost.
-  Here they are sent again, with backoff, until none is left (or :class:`UnprocessedWritesError`).
+  Here they are sent again, with backoff, until none is left (or :class:`UnprocessedWritesError`,
+  an infrastructure failure: the inbox message is retried).
 - **Checkpoint namespaces (subgraphs).** Its checkpoints table is keyed by thread and checkpoint id
   only, so a subgraph's checkpoints would land in its parent's partition and be read back as the
   parent's latest; and its read of a namespace's latest checkpoint passes the filter wrongly and
@@ -31,6 +32,7 @@ from langgraph_checkpoint_dynamodb.saver import DynamoDBSaver
 from langgraph_checkpoint_dynamodb.write import Write
 
 from wait_service.resources import CHECKPOINT_WRITES_DYNAMODB, CHECKPOINTS_DYNAMODB
+from wait_service.runner import InfrastructureError
 from wait_service.settings import SettingsError
 
 if TYPE_CHECKING:
@@ -49,8 +51,8 @@ class NamespaceUnsupportedError(NotImplementedError):
     """A subgraph checkpoint (non-empty ``checkpoint_ns``), which ``checkpointer=dynamodb`` cannot keep."""
 
 
-class UnprocessedWritesError(RuntimeError):
-    """DynamoDB kept refusing some of a task's pending writes (throttling)."""
+class UnprocessedWritesError(InfrastructureError):
+    """DynamoDB kept refusing some of a task's pending writes (throttling): the run is retried."""
 
 
 class _ExpiringTable:

@@ -22,6 +22,7 @@ from wait_service.checkpoint_dynamodb import (
 )
 from wait_service.checkpointer import make_checkpointer
 from wait_service.resources import create_resources
+from wait_service.runner import is_infrastructure_failure
 from wait_service.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -219,3 +220,5 @@ def test_writes_still_unprocessed_after_every_attempt_fail_the_run(tables: tuple
 
     assert len(saver.client.sent) == UNPROCESSED_ATTEMPTS
     assert waits == [0.05 * 2**n for n in range(UNPROCESSED_ATTEMPTS - 1)]
+    # The runner retries the message (backoff, then the DLQ) rather than failing the thread.
+    assert is_infrastructure_failure(UnprocessedWritesError("left"))

@@ -15,6 +15,7 @@ client per service instead of three DynamoDB clients and a second session.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,8 @@ def make_checkpointer(
         checkpoints = settings.require("checkpoint_table")
         writes = settings.require("checkpoint_writes_table")
         try:
+            # The package itself first: the module below may already be imported.
+            importlib.import_module("langgraph_checkpoint_dynamodb.saver")
             from wait_service.checkpoint_dynamodb import ExpiringDynamoDBSaver
         except ImportError as exc:
             raise MissingExtraError("checkpoint-dynamodb", module="wait_service.checkpointer") from exc

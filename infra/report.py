@@ -272,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         failed |= not result.ok
         if result.ok:
             graph = "imports langgraph" if "langgraph" in result.modules else "no langgraph"
+            spec = function.environment.get("AGENT_WAIT_GRAPH")
+            if spec and spec.split(".", 1)[0] in result.modules:
+                graph += f", graph {spec}"
             _out(f"  {function.name:<22} ok ({graph})")
         else:
             _out(f"  {function.name:<22} FAILED\n{result.output}")

@@ -21,12 +21,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from infra.constants import REPO_ROOT
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 class ConfigError(ValueError):
@@ -66,7 +64,7 @@ def context_path(key: str, value: Any, *, folder: bool) -> Path | None:
         return None
     if not isinstance(value, str):
         raise ConfigError(f"context {key}: expected a path, got {json.dumps(value)}")
-    path = (REPO_ROOT / value.strip()).expanduser().resolve()
+    path = (REPO_ROOT / Path(value.strip()).expanduser()).resolve()
     kind = "folder" if folder else "file"
     if not (path.is_dir() if folder else path.is_file()):
         raise ConfigError(f"context {key}: {kind} {path} not found")

@@ -14,11 +14,25 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from infra.constants import DEFAULT_STACK_NAME
+from infra.constants import DEFAULT_STACK_NAME, RUNNER_MEMORY_MB
+from infra.runner_config import (
+    RUNNER_MEMORY_RANGE,
+    RUNNER_TIMEOUT_RANGE,
+    ConfigError,
+    RunnerPolicy,
+    check_names_apart,
+    context_int,
+    context_path,
+    runner_environment,
+    runner_policy,
+    runner_secrets,
+)
+from wait_service.resources import RUNNER_TIMEOUT_SECONDS
 from wait_service.settings import DEFAULT_GRAPH
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
 AuthMode = Literal["iam", "jwt"]
 Checkpointer = Literal["aws", "dynamodb"]
@@ -31,9 +45,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
-
-class ConfigError(ValueError):
-    """A context value the stack cannot be built from; the message names the key."""
+__all__ = ["ConfigError", "StackConfig"]
 
 
 def _signing_keys(value: Any) -> dict[str, str]:
@@ -94,6 +106,19 @@ class StackConfig:
     inbox_client_id, inbox_domain
         ``jwt`` mode: the user pool app client (no secret, authorization code grant) and the hosted
         UI domain the inbox page signs people in with; set both or neither.
+    graph_source
+        A folder bundled at the root of the runner's code (``graph`` is imported from it); ``None``:
+        the sample (``examples/``). Relative paths are relative to the project root.
+    graph_requirements
+        A requirements file installed into the graph layer on top of the runner's own pins.
+    runner_policy
+        IAM statements (from a JSON file) added to the runner's role, and the cdk-nag findings the
+        file acknowledges.
+    runner_environment, runner_secrets
+        The runner's extra environment variables, and ``{"ENV_NAME": "<secret ARN>"}`` whose
+        values the runner reads at init (its role may read exactly those secrets).
+    runner_memory, runner_timeout
+        The runner's memory (MB) and timeout (seconds); the inbox hides a message six times the timeout.
 
     Examples
     --------
@@ -123,6 +148,14 @@ class StackConfig:
     # The inbox page's sign-in (auth=jwt): a public app client of the pool and its hosted UI domain.
     inbox_client_id: str | None = None
     inbox_domain: str | None = None
+    # Bring your own agent: the runner's code, graph layer, permissions, environment and size.
+    graph_source: Path | None = None
+    graph_requirements: Path | None = None
+    runner_policy: RunnerPolicy | None = None
+    runner_environment: dict[str, str] = field(default_factory=dict)
+    runner_secrets: dict[str, str] = field(default_factory=dict)
+    runner_memory: int = RUNNER_MEMORY_MB
+    runner_timeout: int = RUNNER_TIMEOUT_SECONDS
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -175,7 +208,23 @@ class StackConfig:
             slack_signing_secret=text("slack_signing_secret"),
             inbox_client_id=text("inbox_client_id"),
             inbox_domain=text("inbox_domain"),
+            graph_source=context_path("graph_source", get("graph_source"), folder=True),
+            graph_requirements=context_path("graph_requirements", get("graph_requirements"), folder=False),
+            runner_policy=runner_policy(get("runner_policy")),
+            runner_environment=runner_environment(get("runner_environment")),
+            runner_secrets=runner_secrets(get("runner_secrets")),
+            runner_memory=context_int(
+                "runner_memory", get("runner_memory"), RUNNER_MEMORY_MB, RUNNER_MEMORY_RANGE, "MB"
+            ),
+            runner_timeout=context_int(
+                "runner_timeout",
+                get("runner_timeout"),
+                RUNNER_TIMEOUT_SECONDS,
+                RUNNER_TIMEOUT_RANGE,
+                "seconds",
+            ),
         )
+        check_names_apart(config.runner_environment, config.runner_secrets)
         for key in ("slack_bot_token_secret", "slack_signing_secret"):
             value = getattr(config, key)
             if value is not None and not _SECRET_ARN.match(value):

@@ -49,3 +49,6 @@ INBOX_AGE_ALARM_SECONDS: Final = 900
 
 # Where the bundlers keep built layers between synths, keyed on what went into them.
 BUNDLE_CACHE_DIR: Final = REPO_ROOT / "cdk.out" / ".bundle-cache"
+# Metadata on the graph layer naming the user's requirements file (context graph_requirements), so
+# the assembly's import check (infra.report) builds the same layer for the host.
+GRAPH_REQUIREMENTS_METADATA: Final = "agent-wait:graph-requirements"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
@@ -13,13 +16,19 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra import constants
+from infra.bundling import asset_files
 from infra.layers import architecture, code_asset, runtime
 from infra.nag import acknowledge
+from infra.requirements import build_layer, file_digest
+from infra.runner_config import ConfigError, acknowledged_findings, secret_grant
 from wait_service.answer_limits import MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
 from wait_service.input_schema import INPUT_SCHEMA_FILE, write_input_schema
-from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_BATCH_SIZE, RUNNER_TIMEOUT_SECONDS
+from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_BATCH_SIZE
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from infra.bundling import Sources
     from infra.checkpoints import Checkpoints
     from infra.config import StackConfig
     from infra.fanout import Fanout
@@ -33,6 +42,25 @@ RUNNER_SOURCES = {"": "functions/runner", "wait_service": "functions/wait_servic
 # The sample's local walkthrough drives the CLI; the runner never imports it.
 RUNNER_EXCLUDE = ("demo.py",)
 HANDLER = "handler.handler"
+# A user's agent (context graph_source) replaces the sample: its folder's contents at the asset's root.
+RUNNER_OWN_SOURCES = {"": "functions/runner", "wait_service": "functions/wait_service"}
+# The runner reads these secrets (names -> ARNs, never values) into its environment at init.
+RUNNER_SECRETS_VARIABLE = "AGENT_WAIT_RUNNER_SECRETS"
+
+
+def runner_sources(config: StackConfig) -> tuple[Sources, tuple[str, ...]]:
+    """What the runner's asset holds, and the top-level names left out: the sample, or the user's folder.
+
+    Raises :class:`~infra.config.ConfigError` when the user's folder would replace a file of ours.
+    """
+    if config.graph_source is None:
+        return RUNNER_SOURCES, RUNNER_EXCLUDE
+    sources: Sources = [*RUNNER_OWN_SOURCES.items(), ("", config.graph_source)]
+    try:
+        asset_files(sources, ())
+    except ValueError as exc:
+        raise ConfigError(f"context graph_source: {exc}") from exc
+    return sources, ()
 
 
 # -- the graph's input schema, shipped with the api -------------------------------------------
@@ -40,10 +68,41 @@ HANDLER = "handler.handler"
 GRAPH_INPUT_ASSET_DIR = "graph_input"
 
 
-def graph_input_dir(graph: str) -> str:
-    """Write the input schema of ``graph`` under cdk.out; the folder, relative to the repository."""
-    relative = f"cdk.out/.graph-input/{hashlib.sha256(graph.encode()).hexdigest()[:12]}"
-    write_input_schema(graph, constants.REPO_ROOT / relative / INPUT_SCHEMA_FILE)
+def graph_input_dir(
+    graph: str, *, source: Path | None = None, requirements: Path | None = None, checkpointer: str = "aws"
+) -> str:
+    """Write the input schema of ``graph`` under cdk.out; the folder, relative to the repository.
+
+    The sample is imported in this process. A user's graph (``source``, ``requirements``) is imported
+    in a child interpreter whose path starts with the user's folder and the graph layer built for
+    this host with the user's requirements, so it resolves as in the runner, and nothing of it is
+    left in this process.
+    """
+    key = json.dumps([graph, str(source or ""), file_digest(requirements), checkpointer])
+    relative = f"cdk.out/.graph-input/{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    path = constants.REPO_ROOT / relative / INPUT_SCHEMA_FILE
+    if source is None and requirements is None:
+        write_input_schema(graph, path)
+        return relative
+    paths = [str(source)] if source is not None else []
+    if requirements is not None:
+        graph_layer = build_layer("graph", "host", checkpointer=checkpointer, requirements_file=requirements)
+        paths += [str(graph_layer / "python"), str(build_layer("core", "host") / "python")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    done = subprocess.run(
+        [sys.executable, "-m", "wait_service.input_schema", graph, str(path)],
+        cwd=source or constants.REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        where = f"graph_source {source}" if source is not None else "the project"
+        raise ConfigError(
+            f"context graph={graph!r}: cannot import it from {where} to write its input schema:\n"
+            + done.stderr.strip()[-3000:]
+        )
     return relative
 
 
@@ -109,7 +168,7 @@ class ServiceFunction(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        sources: dict[str, str],
+        sources: Sources,
         exclude: tuple[str, ...] = (),
         layers: list[lambda_.ILayerVersion],
         environment: dict[str, str],
@@ -194,13 +253,18 @@ class ApiFunction(ServiceFunction):
         inbox: Inbox,
     ) -> None:
         # The graph's input schema, generated now and shipped in the asset (wait_service.input_schema).
-        schema_dir = graph_input_dir(config.graph)
+        schema_dir = graph_input_dir(
+            config.graph,
+            source=config.graph_source,
+            requirements=config.graph_requirements,
+            checkpointer=config.checkpointer,
+        )
         # Without a checkpoint bucket an answer must fit in a checkpoint item beside the state.
         max_answer_bytes = MAX_ANSWER_BYTES if config.checkpoint_bucket else MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
         super().__init__(
             scope,
             construct_id,
-            sources=API_SOURCES | {GRAPH_INPUT_ASSET_DIR: schema_dir},
+            sources={**API_SOURCES, GRAPH_INPUT_ASSET_DIR: schema_dir},
             layers=layers.for_api,
             environment={
                 "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
@@ -294,15 +358,23 @@ class RunnerFunction(ServiceFunction):
         if config.slack_channel and config.slack_bot_token_secret:
             environment["AGENT_WAIT_SLACK_CHANNEL"] = config.slack_channel
             environment["AGENT_WAIT_SLACK_BOT_TOKEN_SECRET"] = config.slack_bot_token_secret
+        # The user's own variables (their names are checked apart from ours in infra.runner_config),
+        # and the names -> ARNs of the secrets the runner reads into its environment at init.
+        environment.update(config.runner_environment)
+        if config.runner_secrets:
+            environment[RUNNER_SECRETS_VARIABLE] = json.dumps(
+                config.runner_secrets, sort_keys=True, separators=(",", ":")
+            )
+        sources, exclude = runner_sources(config)
         super().__init__(
             scope,
             construct_id,
-            sources=RUNNER_SOURCES,
-            exclude=RUNNER_EXCLUDE,
+            sources=sources,
+            exclude=exclude,
             layers=layers.for_runner,
             environment=environment,
-            memory_mb=constants.RUNNER_MEMORY_MB,
-            timeout_seconds=RUNNER_TIMEOUT_SECONDS,
+            memory_mb=config.runner_memory,
+            timeout_seconds=config.runner_timeout,
             service=config.stack_name,
             description="agent-wait runner: runs and resumes graphs from the inbox",
         )
@@ -328,6 +400,11 @@ class RunnerFunction(ServiceFunction):
         self.allow(INBOX_CONSUME_ACTIONS, [inbox.queue.queue_arn])
         if config.slack_channel and config.slack_bot_token_secret:
             self.allow(SECRET_READ_ACTIONS, [config.slack_bot_token_secret])
+        if config.runner_secrets:
+            self.allow(
+                SECRET_READ_ACTIONS, sorted({secret_grant(arn) for arn in config.runner_secrets.values()})
+            )
+        self.graph_policy = self._add_graph_policy(config)
         # One run per invocation: the function's timeout bounds that run alone, and a timeout
         # retries that run only. A FIFO source takes no batching window; a failed message is retried
         # (ReportBatchItemFailures) and after maxReceiveCount it lands in the DLQ. The maximum
@@ -355,6 +432,34 @@ class RunnerFunction(ServiceFunction):
             "On-failure destinations exist only for stream and Kafka sources; for SQS the inbox's redrive "
             "policy to inbox-dlq.fifo is the failure destination.",
         )
+
+    def _add_graph_policy(self, config: StackConfig) -> iam.Policy | None:
+        """The statements of ``runner_policy`` as their own policy on the runner's role.
+
+        A policy of their own, so the acknowledgements the user's file gives apply to the user's
+        statements only: cdk-nag checks them like ours, and a wildcard without the user's
+        acknowledgement fails the synth.
+        """
+        policy_file = config.runner_policy
+        if policy_file is None:
+            return None
+        statements = []
+        for index, document in enumerate(policy_file.statements):
+            where = f"context runner_policy: {policy_file.path}: Statement[{index}]"
+            try:
+                statement = iam.PolicyStatement.from_json(document)
+            except Exception as exc:  # jsii raises its own error types for a malformed statement
+                raise ConfigError(f"{where}: {exc}") from exc
+            problems = statement.validate_for_identity_policy()
+            if problems:
+                raise ConfigError(f"{where}: {'; '.join(problems)}")
+            statements.append(statement)
+        policy = iam.Policy(self, "GraphPolicy", roles=[self.role], statements=statements)
+        # The function starts only once its graph may call what the user granted.
+        self.function.node.add_dependency(policy)
+        for rule_id, reason in acknowledged_findings(policy_file):
+            acknowledge(policy, rule_id, f"{reason} (acknowledged in {policy_file.path.name})")
+        return policy
 
     def set_reply_url(self, api_url: str) -> None:
         """Wire ``AGENT_WAIT_REPLY_URL`` to ``<api url>questions/{question_id}/reply``."""

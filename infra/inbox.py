@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.specs import fifo_queue_from_spec
-from wait_service.resources import INBOX
+from wait_service.resources import INBOX, INBOX_VISIBILITY_SECONDS, RUNNER_TIMEOUT_SECONDS
+
+# The inbox hides a message this many runner timeouts (AWS recommends at least six for an SQS
+# event source), so a slow run is never handed to a second invocation while the first still works.
+VISIBILITY_PER_RUNNER_TIMEOUT = INBOX_VISIBILITY_SECONDS // RUNNER_TIMEOUT_SECONDS
+
+
+def inbox_visibility_seconds(runner_timeout: int) -> int:
+    """The inbox's visibility timeout for a runner timeout (context ``runner_timeout``)."""
+    return VISIBILITY_PER_RUNNER_TIMEOUT * runner_timeout
+
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -19,19 +30,27 @@ if TYPE_CHECKING:
 class Inbox(Construct):
     """``inbox.fifo`` and ``inbox-dlq.fifo`` from ``wait_service.resources.INBOX``.
 
-    Its visibility timeout is six times the runner timeout and a message moves to the DLQ after
-    ``maxReceiveCount`` receives (both from the spec).
+    Its visibility timeout is six times the runner timeout (``runner_timeout``, the spec's by
+    default) and a message moves to the DLQ after ``maxReceiveCount`` receives (from the spec).
 
     Examples
     --------
     >>> Inbox(stack, "Inbox", prefix="agent-wait-").queue.queue_arn  # doctest: +SKIP
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, prefix: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        prefix: str,
+        runner_timeout: int = RUNNER_TIMEOUT_SECONDS,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.queue: sqs.Queue
         self.dlq: sqs.Queue
-        self.queue, self.dlq = fifo_queue_from_spec(self, INBOX, prefix=prefix)
+        spec = dataclasses.replace(INBOX, visibility_timeout=inbox_visibility_seconds(runner_timeout))
+        self.queue, self.dlq = fifo_queue_from_spec(self, spec, prefix=prefix)
 
     def only_senders(self, roles: Sequence[iam.IRole]) -> None:
         """Deny ``sqs:SendMessage`` on the inbox to every principal but ``roles``.

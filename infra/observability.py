@@ -45,6 +45,7 @@ class Observability(Construct):
         dlqs: dict[str, sqs.IQueue],
         api: apigw.RestApi,
         inbox: sqs.IQueue | None = None,
+        inbox_age_alarm_seconds: int = constants.INBOX_AGE_ALARM_SECONDS,
         alarm_topic_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -113,7 +114,7 @@ class Observability(Construct):
                 "The inbox's oldest run or resume has waited longer than a visibility timeout and a run: "
                 "the runner is not consuming it (failing, throttled or stopped).",
                 inbox.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic="Maximum"),
-                constants.INBOX_AGE_ALARM_SECONDS,
+                inbox_age_alarm_seconds,
             )
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{service}-waits")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.constants import GRAPH_REQUIREMENTS_METADATA
 from infra.requirements import LayerName, build_layer, tree_size
 
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
@@ -37,6 +38,8 @@ LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
 SIZE_BUDGETS: dict[str, int] = {"Runner": 45 * 1024 * 1024, "ApiFunction": 20 * 1024 * 1024}
 _PIP_LAYERS: dict[str, LayerName] = {"Layers/Core": "core", "Layers/Graph": "graph"}
 _ACCOUNT, _REGION = "123456789012", "us-east-1"
+# Read from AWS while a handler is imported (Lambda's init phase): left out of the import check.
+_NEEDS_AWS_AT_INIT = frozenset({"AGENT_WAIT_CHECKPOINT_BUCKET", "AGENT_WAIT_RUNNER_SECRETS"})
 
 
 @dataclass
@@ -44,6 +47,8 @@ class Layer:
     logical_id: str
     display_name: str
     path: Path
+    # The user's requirements file the graph layer was built with (context graph_requirements).
+    requirements_file: Path | None = None
 
     @property
     def pip_layer(self) -> LayerName | None:
@@ -94,12 +99,13 @@ class AssemblyReport:
                 continue
             template = json.loads((outdir / artifact["properties"]["templateFile"]).read_text())
             assets = _assets_by_key(outdir, manifest)
+            requirements_files = _graph_requirements(outdir, artifact)
             resources: dict[str, Any] = template["Resources"]
             by_id: dict[str, Layer] = {}
             for logical_id, resource in resources.items():
                 if resource["Type"] == "AWS::Lambda::LayerVersion":
                     display, path = assets[resource["Properties"]["Content"]["S3Key"]]
-                    by_id[logical_id] = Layer(logical_id, display, path)
+                    by_id[logical_id] = Layer(logical_id, display, path, requirements_files.get(logical_id))
             layers += by_id.values()
             for logical_id, resource in resources.items():
                 if resource["Type"] != "AWS::Lambda::Function":
@@ -130,6 +136,8 @@ class AssemblyReport:
                 continue
             checkpointer = function.environment.get("AGENT_WAIT_CHECKPOINTER", "aws")
             kwargs: dict[str, Any] = {"checkpointer": checkpointer}
+            if layer.requirements_file is not None:
+                kwargs["requirements_file"] = layer.requirements_file
             if cache_dir is not None:
                 kwargs["cache_dir"] = cache_dir
             paths.append(str(build_layer(layer.pip_layer, "host", **kwargs) / "python"))
@@ -149,7 +157,10 @@ class AssemblyReport:
             "AWS_LAMBDA_FUNCTION_NAME": function.name,
             "POWERTOOLS_TRACE_DISABLED": "1",
             # With a bucket the init phase reads its lifecycle from S3; there is no AWS to reach here.
-            **{k: v for k, v in function.environment.items() if k != "AGENT_WAIT_CHECKPOINT_BUCKET"},
+            **{k: v for k, v in function.environment.items() if k not in _NEEDS_AWS_AT_INIT},
+            # Nor are the runner's secrets read: each variable gets a stand-in, so a graph that
+            # reads one while it is built still imports.
+            **dict.fromkeys(_runner_secret_names(function.environment), "import-check-stand-in"),
         }
         done = subprocess.run(
             [sys.executable, "-I", "-S", "-B", "-c", script],
@@ -163,6 +174,24 @@ class AssemblyReport:
             return ImportResult(function.name, False, done.stderr.strip()[-4000:])
         modules = json.loads(done.stdout.strip().splitlines()[-1])
         return ImportResult(function.name, True, "", modules)
+
+
+def _runner_secret_names(environment: dict[str, str]) -> list[str]:
+    return sorted(json.loads(environment.get("AGENT_WAIT_RUNNER_SECRETS") or "{}"))
+
+
+def _graph_requirements(outdir: Path, artifact: dict[str, Any]) -> dict[str, Path]:
+    """Logical id of a graph layer -> the user's requirements file it was built with (stack metadata)."""
+    metadata: dict[str, list[dict[str, Any]]] = dict(artifact.get("metadata", {}))
+    if artifact.get("additionalMetadataFile"):
+        metadata.update(json.loads((outdir / artifact["additionalMetadataFile"]).read_text()))
+    found: dict[str, Path] = {}
+    for entries in metadata.values():
+        logical_id = next((e["data"] for e in entries if e["type"] == "aws:cdk:logicalId"), None)
+        path = next((e["data"] for e in entries if e["type"] == GRAPH_REQUIREMENTS_METADATA), None)
+        if logical_id and path:
+            found[logical_id] = Path(path)
+    return found
 
 
 def _assets_by_key(outdir: Path, manifest: dict[str, Any]) -> dict[str, tuple[str, Path]]:
@@ -243,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         failed |= not result.ok
         if result.ok:
             graph = "imports langgraph" if "langgraph" in result.modules else "no langgraph"
+            spec = function.environment.get("AGENT_WAIT_GRAPH")
+            if spec and spec.split(".", 1)[0] in result.modules:
+                graph += f", graph {spec}"
             _out(f"  {function.name:<22} ok ({graph})")
         else:
             _out(f"  {function.name:<22} FAILED\n{result.output}")

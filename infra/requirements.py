@@ -114,9 +114,12 @@ def layer_requirements(layer: LayerName, *, checkpointer: str = "aws") -> list[s
     return lines
 
 
-def pip_command(requirements: Iterable[str], target_dir: Path, target: Target) -> list[str]:
-    """The pip invocation that installs ``requirements`` into ``target_dir``.
+def pip_command(
+    requirements: Iterable[str], target_dir: Path, target: Target, *, requirements_file: Path | None = None
+) -> list[str]:
+    """The pip invocation that installs ``requirements`` (and ``requirements_file``'s) into ``target_dir``.
 
+    One resolve for both, so a user's requirement that conflicts with a pin fails the build.
     ``lambda`` fetches wheels for the Lambda runtime (manylinux, CPython ``PYTHON_VERSION``) whatever the
     host is; ``host`` builds the same requirements for this interpreter, for tests that import them.
     """
@@ -125,11 +128,19 @@ def pip_command(requirements: Iterable[str], target_dir: Path, target: Target) -
     if target == "lambda":
         command += ["--platform", PIP_PLATFORM, "--only-binary=:all:"]
         command += ["--python-version", PYTHON_VERSION, "--implementation", "cp"]
-    return command + list(requirements)
+    extra = ["-r", str(requirements_file)] if requirements_file is not None else []
+    return command + list(requirements) + extra
 
 
-def cache_key(layer: LayerName, target: Target, *, checkpointer: str = "aws") -> str:
-    """A digest of everything that decides the layer's contents."""
+def file_digest(path: Path | None) -> str | None:
+    """sha256 of a file's bytes (a requirements file), ``None`` for no file."""
+    return None if path is None else hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cache_key(
+    layer: LayerName, target: Target, *, checkpointer: str = "aws", requirements_file: Path | None = None
+) -> str:
+    """A digest of everything that decides the layer's contents (a requirements file: its bytes)."""
     interpreter = f"cp{PYTHON_VERSION}-{PIP_PLATFORM}" if target == "lambda" else sys.implementation.cache_tag
     payload = {
         "layer": layer,
@@ -140,6 +151,8 @@ def cache_key(layer: LayerName, target: Target, *, checkpointer: str = "aws") ->
         "botocore_services": BOTOCORE_SERVICES,
         "format": 7,
     }
+    if requirements_file is not None:
+        payload["requirements_file"] = file_digest(requirements_file)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -148,10 +161,16 @@ def build_layer(
     target: Target,
     *,
     checkpointer: str = "aws",
+    requirements_file: Path | None = None,
     cache_dir: Path = BUNDLE_CACHE_DIR,
 ) -> Path:
-    """Build (or reuse from ``cache_dir``) the layer and return its root (which holds ``python/``)."""
-    key = cache_key(layer, target, checkpointer=checkpointer)
+    """Build (or reuse from ``cache_dir``) the layer and return its root (which holds ``python/``).
+
+    ``requirements_file`` (``graph`` only): a user's requirements, resolved together with the pins.
+    """
+    if requirements_file is not None and layer != "graph":
+        raise ValueError("only the graph layer takes a requirements file")
+    key = cache_key(layer, target, checkpointer=checkpointer, requirements_file=requirements_file)
     done = cache_dir / f"{layer}-{target}-{key}"
     if (done / "python").is_dir():
         return done
@@ -159,9 +178,22 @@ def build_layer(
     shutil.rmtree(building, ignore_errors=True)
     site = building / "python"
     site.mkdir(parents=True)
-    subprocess.run(
-        pip_command(layer_requirements(layer, checkpointer=checkpointer), site, target), check=True
+    command = pip_command(
+        layer_requirements(layer, checkpointer=checkpointer),
+        site,
+        target,
+        requirements_file=requirements_file,
     )
+    try:
+        subprocess.run(command, check=True)
+    except subprocess.CalledProcessError as exc:
+        shutil.rmtree(building, ignore_errors=True)
+        if requirements_file is None:
+            raise
+        raise RuntimeError(
+            f"context graph_requirements: pip could not install {requirements_file} together with the "
+            f"runner's pinned requirements (pip's message is above): {' '.join(command)}"
+        ) from exc
     # Console scripts point at the build host's interpreter and are never run in a layer.
     shutil.rmtree(site / "bin", ignore_errors=True)
     if layer == "graph":

@@ -6,11 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 
+from infra import constants
 from infra.api import RestApi
 from infra.checkpoints import Checkpoints
 from infra.fanout import Fanout
 from infra.functions import ApiFunction, RunnerFunction
-from infra.inbox import Inbox
+from infra.inbox import Inbox, inbox_visibility_seconds
 from infra.layers import Layers
 from infra.ledger import Ledger
 from infra.observability import Observability
@@ -46,8 +47,10 @@ class AgentWaitStack(cdk.Stack):
             self, "Checkpoints", checkpointer=config.checkpointer, bucket=config.checkpoint_bucket
         )
         self.fanout = Fanout(self, "Fanout", prefix=prefix)
-        self.inbox = Inbox(self, "Inbox", prefix=prefix)
-        self.layers = Layers(self, "Layers", checkpointer=config.checkpointer)
+        self.inbox = Inbox(self, "Inbox", prefix=prefix, runner_timeout=config.runner_timeout)
+        self.layers = Layers(
+            self, "Layers", checkpointer=config.checkpointer, graph_requirements=config.graph_requirements
+        )
 
         self.api_function = ApiFunction(
             self, "ApiFunction", config=config, layers=self.layers, ledger=self.ledger, inbox=self.inbox
@@ -89,6 +92,11 @@ class AgentWaitStack(cdk.Stack):
             dlqs={"inbox": self.inbox.dlq, "outbox": self.fanout.outbox_dlq, "lifecycle": self.timers.dlq},
             api=self.api.api,
             inbox=self.inbox.queue,
+            # Longer than a whole visibility timeout plus a run, whatever the runner's timeout.
+            inbox_age_alarm_seconds=max(
+                constants.INBOX_AGE_ALARM_SECONDS,
+                inbox_visibility_seconds(config.runner_timeout) + config.runner_timeout,
+            ),
             alarm_topic_arn=config.alarm_topic_arn,
         )
 

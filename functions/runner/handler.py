@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, proce
 from wait_service.checkpointer import runner_clients
 from wait_service.observability import logger, metrics, tracer
 from wait_service.runner import RunnerService, build_runner
+from wait_service.secrets import export_secrets
 from wait_service.settings import FunctionService, Settings
 
 if TYPE_CHECKING:
@@ -26,8 +27,12 @@ if TYPE_CHECKING:
 
 
 def build_service() -> RunnerService:
-    """The runner for this function's environment, its clients shared (one session, one per service)."""
+    """The runner for this function's environment, its clients shared (one session, one per service).
+
+    The deployment's secrets go into the environment first, so the graph finds them when it is built.
+    """
     settings = Settings.from_env(os.environ)
+    export_secrets(settings.runner_secrets, os.environ)
     return build_runner(settings, **runner_clients(settings).as_kwargs())
 
 

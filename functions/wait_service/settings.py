@@ -54,6 +54,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_JWT_AUDIENCE": "jwt_audience",
     "AGENT_WAIT_DURABILITY": "durability",
     "AGENT_WAIT_MAX_ANSWER_BYTES": "max_answer_bytes",
+    "AGENT_WAIT_RUNNER_SECRETS": "runner_secrets",
 }
 
 
@@ -110,9 +111,13 @@ class Settings(BaseModel):
     slack_signing_secret: str | None = None
     slack_api_url: str | None = None
 
-    @field_validator("signing_keys", mode="before")
+    # The runner: environment variable name -> ARN of the secret whose value it gets at init
+    # (wait_service.secrets); names and ARNs only, never values.
+    runner_secrets: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("signing_keys", "runner_secrets", mode="before")
     @classmethod
-    def _signing_keys_from_json(cls, value: object) -> object:
+    def _mapping_from_json(cls, value: object) -> object:
         if isinstance(value, str):
             return json.loads(value)
         return value

@@ -165,4 +165,4 @@ def test_report_prints_layer_sizes_and_import_results(
     out = capsys.readouterr().out
     assert "Layers/Core" in out and "Layers/Graph" in out and " MB" in out
     assert "ApiFunction            ok (no langgraph)" in out
-    assert "Runner                 ok (imports langgraph)" in out
+    assert "Runner                 ok (imports langgraph, graph examples.refund_agent:build_graph)" in out

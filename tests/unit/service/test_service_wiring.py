@@ -54,6 +54,7 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_JWT_AUDIENCE": "agent-wait/answer",
             "AGENT_WAIT_DURABILITY": "sync",
             "AGENT_WAIT_MAX_ANSWER_BYTES": "1000",
+            "AGENT_WAIT_RUNNER_SECRETS": '{"API_KEY": "arn:aws:secretsmanager:us-east-1:1:secret:a-AbCdEf"}',
             "POWERTOOLS_SERVICE_NAME": "svc",
             "POWERTOOLS_METRICS_NAMESPACE": "ns",
             "LOG_LEVEL": "DEBUG",
@@ -89,6 +90,7 @@ def test_settings_from_env_maps_every_variable() -> None:
         "jwt_audience": "agent-wait/answer",
         "durability": "sync",
         "max_answer_bytes": 1000,
+        "runner_secrets": {"API_KEY": "arn:aws:secretsmanager:us-east-1:1:secret:a-AbCdEf"},
     }
     assert settings.checkpoint_ttl_seconds == 30 * 24 * 3600
 

@@ -121,6 +121,18 @@ class ThreadStore(LedgerTable):
                 pending=pending,
             ) from exc
 
+    def queue_answer_run(self, thread_id: str, run_id: str) -> bool:
+        """Mark the run carrying an async question's answer queued; ``False`` if the thread is parked.
+
+        Unlike :meth:`queue_thread` a parked thread is not an error: the answer was recorded, and
+        the runner keeps its run for after the thread's questions (deferred, like any run).
+        """
+        try:
+            self.queue_thread(thread_id, run_id)
+        except ThreadBusyError:
+            return False
+        return True
+
     def defer_run(self, thread_id: str, run_id: str, input: JsonValue) -> bool:
         """Keep a run for after the thread's current one; ``False`` if this run is already kept.
 

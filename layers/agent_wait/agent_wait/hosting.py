@@ -29,13 +29,14 @@ True
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from datetime import datetime
+
     from agent_wait.envelope import Envelope
 
 __all__ = [

@@ -26,13 +26,19 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not sep or not module or not attribute:
         err.write(f"agent-wait: --graph must be module:attribute, got {args.graph!r}\n")
         return 2
-    project = Path(args.project).resolve()
+    project = _project(args.project)
     if not (project / "functions" / "api" / "handler.py").is_file():
         err.write(f"agent-wait: {project} has no functions/api/handler.py; pass --project\n")
         return 2
     try:
+        from agent_wait_cli.local.graph_source import GraphSourceError, resolve_graph_source
         from agent_wait_cli.local.stack import LocalStack, StackConfig
     except ImportError as exc:
+        err.write(f"agent-wait: {exc}\n")
+        return 2
+    try:
+        graph_source = resolve_graph_source(args.graph_source)
+    except GraphSourceError as exc:
         err.write(f"agent-wait: {exc}\n")
         return 2
 
@@ -70,12 +76,16 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             slack_channel=args.slack_channel,
             inbox_visibility=args.inbox_visibility,
             log_path=log_path,
+            graph_source=graph_source,
         ),
         write=write,
     )
     try:
         try:
             stack.start()
+        except GraphSourceError as exc:
+            err.write(f"agent-wait: {exc}\n")
+            return 2
         except OSError as exc:
             err.write(f"agent-wait: cannot start the local stack: {exc} (is --port {args.port} free?)\n")
             return 1
@@ -89,6 +99,8 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write(f"outbox queue: {resources.outbox_url}")
         write(f"subscriber queue: {resources.subscriber_url}")
         write(f"graph: {args.graph}")
+        if graph_source is not None:
+            write(f"graph source: {graph_source}")
         if args.inbox_visibility is not None:
             write(f"inbox visibility: {args.inbox_visibility} s (a failed run is retried after it)")
         write(f"API: {stack.api_url}")
@@ -101,3 +113,19 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         stack.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _project(value: str | None) -> Path:
+    """``--project``, else the current directory when it holds the functions, else the installed project.
+
+    The editable install points ``wait_service`` at ``<project>/functions/wait_service``, so
+    ``agent-wait local`` also runs from an agent's own folder.
+    """
+    if value is not None:
+        return Path(value).resolve()
+    here = Path.cwd().resolve()
+    if (here / "functions" / "api" / "handler.py").is_file():
+        return here
+    import wait_service
+
+    return Path(wait_service.__file__).resolve().parents[2]

@@ -27,9 +27,10 @@ Examples
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
 from agent_wait import approval
 from agent_wait.langgraph import wait

@@ -144,3 +144,27 @@ def test_an_async_question_is_answered_over_http_by_a_new_run() -> None:
         assert question["status"] == "resumed"
     finally:
         assert local.stop() == 0, "\n".join(local.lines)
+
+
+def test_the_real_model_example_drafts_offline_parks_and_resumes() -> None:
+    """On the local stack the support agent drafts with the fake model (Bedrock is not there)."""
+    from examples.support_reply_agent.model import FAKE_DRAFT
+
+    local = start_local("--graph", "examples.support_reply_agent.graph:build_graph")
+    try:
+        api, thread_id = local.api, f"e2e-model-{uuid.uuid4().hex[:6]}"
+        run = {"input": {"customer": "c-17", "message": "My parcel is late."}}
+        status, _, _ = http("POST", f"{api}/threads/{thread_id}/runs", run)
+        assert status == 202
+
+        parked = eventually(lambda: _thread(api, thread_id, "interrupted", "failed"), what="the draft")
+        assert parked["status"] == "interrupted", parked
+        [question_id] = parked["pending"]
+        status, _, question = http("GET", f"{api}/questions/{question_id}")
+        assert question["question"]["args"] == {"customer": "c-17", "text": FAKE_DRAFT}
+        _answer(api, question_id, {"action": "approve", "args": {"text": "It ships today."}})
+
+        done = eventually(lambda: _thread(api, thread_id, "done", "failed"), what="the sent reply")
+        assert done["output"]["sent"] == {"customer": "c-17", "text": "It ships today."}
+    finally:
+        assert local.stop() == 0, "\n".join(local.lines)

@@ -368,6 +368,8 @@ class RunnerService:
                 if interrupts and not same_run and self._answerable(interrupts):
                     return self._defer(message, interrupts)
                 parked = interrupts if same_run else []
+            if answer_run is not None:
+                self.ledger.claim_latest_run(thread_id, answer_run)
             self.ledger.thread_running(
                 thread_id, message.run_id if isinstance(message, StartMessage) else answer_run
             )

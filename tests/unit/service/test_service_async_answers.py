@@ -234,3 +234,26 @@ def test_an_answer_queued_behind_a_later_run_leaves_that_run_the_thread(
     assert ledger.get_thread("t-1").run_status == "queued"
     assert runner.run(parse_message(json.dumps(second))).status == "done"
     assert ledger.get_thread("t-1").run_status == "done"
+
+
+def test_an_answer_recorded_while_parked_but_run_after_the_thread_moved_on_ends_done(
+    aws: Aws, runner: RunnerService, ledger: Ledger, api: WaitApi
+) -> None:
+    """Answered while the thread was parked (so not queued), but its message comes after the
+    parked question's resume: the answer's run must still end the thread ``done``."""
+    api.runs.start("t-1", {"audience": "all", "confirm": True})  # names the run (latest_run)
+    [started] = inbox_messages(aws)
+    assert runner.run(parse_message(json.dumps(started))).status == "interrupted"
+    question_id = async_question_id("t-1", "send_newsletter", {"audience": "all"})
+    [parked_on] = ledger.get_thread("t-1").pending
+    parked = ledger.get_question(parked_on)
+    api.replies.reply(parked_on, {"action": "approve"}, principal="ann", if_match=f'"{parked.digest}"')
+    asked = ledger.get_question(question_id)
+    api.replies.reply(question_id, {"action": "approve"}, principal="ann", if_match=f'"{asked.digest}"')
+
+    statuses = [runner.run(parse_message(json.dumps(m))).status for m in inbox_messages(aws)]
+
+    assert statuses == ["done", "done"]
+    thread = ledger.get_thread("t-1")
+    assert thread.run_status == "done"
+    assert isinstance(thread.output, dict) and thread.output["outcome"] == "sent to all (approved by ann)"

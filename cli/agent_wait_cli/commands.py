@@ -142,7 +142,19 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         default=DEFAULT_GRAPH,
         help=f"module:attribute of the graph (default: {DEFAULT_GRAPH})",
     )
-    local.add_argument("--project", default=".", help="project folder with functions/ (default: current dir)")
+    local.add_argument(
+        "--graph-source",
+        metavar="DIR",
+        default=None,
+        help="folder put first on sys.path for --graph (as -c graph_source=DIR deploys it); the "
+        "current directory is importable too. Install the agent's requirements into this environment",
+    )
+    local.add_argument(
+        "--project",
+        default=None,
+        help="project folder with functions/ (default: the current dir if it has one, else the "
+        "installed agent-wait project)",
+    )
     local.add_argument(
         "--checkpointer",
         choices=("aws", "dynamodb"),

@@ -27,11 +27,12 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not sep or not module or not attribute:
         err.write(f"agent-wait: --graph must be module:attribute, got {args.graph!r}\n")
         return 2
-    project = Path(args.project).resolve()
+    project = _project(args.project)
     if not (project / "functions" / "api" / "handler.py").is_file():
         err.write(f"agent-wait: {project} has no functions/api/handler.py; pass --project\n")
         return 2
     try:
+        from agent_wait_cli.local.graph_source import GraphSourceError, resolve_graph_source
         from agent_wait_cli.local.stack import LocalStack, StackConfig
     except ImportError as exc:
         err.write(f"agent-wait: {exc}\n")
@@ -42,6 +43,11 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             "agent-wait: --checkpointer dynamodb needs langgraph-checkpoint-dynamodb: "
             "pip install 'agent-wait[checkpoint-dynamodb]'\n"
         )
+        return 2
+    try:
+        graph_source = resolve_graph_source(args.graph_source)
+    except GraphSourceError as exc:
+        err.write(f"agent-wait: {exc}\n")
         return 2
 
     # Metrics are disabled locally; Powertools still warns that there were none to publish.
@@ -79,12 +85,16 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             inbox_visibility=args.inbox_visibility,
             log_path=log_path,
             checkpointer=checkpointer,
+            graph_source=graph_source,
         ),
         write=write,
     )
     try:
         try:
             stack.start()
+        except GraphSourceError as exc:
+            err.write(f"agent-wait: {exc}\n")
+            return 2
         except OSError as exc:
             err.write(f"agent-wait: cannot start the local stack: {exc} (is --port {args.port} free?)\n")
             return 1
@@ -99,6 +109,8 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write(f"subscriber queue: {resources.subscriber_url}")
         write(f"graph: {args.graph}")
         write(f"checkpointer: {checkpointer}")
+        if graph_source is not None:
+            write(f"graph source: {graph_source}")
         if args.inbox_visibility is not None:
             write(f"inbox visibility: {args.inbox_visibility} s (a failed run is retried after it)")
         write(f"API: {stack.api_url}")
@@ -111,3 +123,19 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         stack.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _project(value: str | None) -> Path:
+    """``--project``, else the current directory when it holds the functions, else the installed project.
+
+    The editable install points ``wait_service`` at ``<project>/functions/wait_service``, so
+    ``agent-wait local`` also runs from an agent's own folder.
+    """
+    if value is not None:
+        return Path(value).resolve()
+    here = Path.cwd().resolve()
+    if (here / "functions" / "api" / "handler.py").is_file():
+        return here
+    import wait_service
+
+    return Path(wait_service.__file__).resolve().parents[2]

@@ -22,6 +22,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait import Envelope
 from agent_wait.errors import AnnounceError
+from wait_service.async_answers import answer_run_id, is_async_question
 from wait_service.ledger import EXPIRED_ANSWER, Clock, Ledger, QuestionRecord, parse_time, utcnow
 from wait_service.metric_names import QUESTIONS_ESCALATED, QUESTIONS_EXPIRED, REMINDERS_SENT
 from wait_service.observability import logger, metrics
@@ -110,7 +111,14 @@ class Decisions:
         self._clock = clock
 
     def enqueue_resume(self, question: QuestionRecord) -> None:
-        """Send the resume of a decided question; the runner reads the answer from the ledger."""
+        """Send the resume of a decided question; the runner reads the answer from the ledger.
+
+        An async question's thread is not parked on it: the runner starts a new run with the
+        answer as input, so the thread is marked queued for that run first (when it is parked on
+        other questions, the runner keeps the run for after them).
+        """
+        if is_async_question(question):
+            self.ledger.queue_answer_run(question.thread_id, answer_run_id(question.question_id))
         self.inbox.resume(question.thread_id, question.question_id)
         self.ledger.mark_resume_enqueued(question.question_id)
 

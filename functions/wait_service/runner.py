@@ -2,6 +2,10 @@
 
 This is the seed's entry point and its one ``if``: a message naming a question resumes the thread
 with ``Command(resume={question_id: answer})``; any other message starts a run with its input.
+The answer to an async-mode question (``@wait(mode="async")``, nothing parked on it) starts a new
+run instead, whose input is ``{"agent_wait_answer": {...}}`` (``wait_service.async_answers``).
+Async questions raised during a run are announced through the same fan-out: the runner lends it
+to ``@wait`` with ``agent_wait.hosting.hosting_async_waits``.
 After the run, ``publish_interrupts`` announces each question through the composite of ledger,
 SNS topic and SQS outbox, and arms its timers; the thread is recorded ``interrupted`` (pending
 ids), ``done`` (output JSON) or ``failed`` (error).
@@ -35,7 +39,9 @@ from ulid import ULID
 from agent_wait import BaseAnnounce, CompositeAnnounce
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import AnnounceError, QuestionCollisionError
+from agent_wait.hosting import AsyncHost, hosting_async_waits
 from agent_wait.receipts import Receipt, collect_receipts
+from wait_service.async_answers import answer_input, answer_run_id, is_async_question
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
 from wait_service.metric_names import (
@@ -154,6 +160,7 @@ class _Tracking(BaseAnnounce):
     name = "tracking"
 
     def __init__(self, inner: BaseAnnounce) -> None:
+        self.published: list[Envelope] = []
         self.sinks: dict[str, dict[str, bool]] = {}
         self.recorded: dict[str, bool] = {}
         self.collisions: dict[str, QuestionCollisionError] = {}
@@ -168,6 +175,7 @@ class _Tracking(BaseAnnounce):
         )
 
     def deliver(self, envelope: Envelope) -> None:
+        self.published.append(envelope)
         self.inner.announce(envelope)
 
     def note(self, sink: str, envelope: Envelope, ok: bool) -> None:
@@ -336,32 +344,50 @@ class RunnerService:
         question: QuestionRecord | None = None
         parked: list[Any] = []
         settled = False
+        # The run carrying an async question's answer (None: a start or an ordinary resume).
+        answer_run: str | None = None
         # What the resumed `@wait` calls reported while the graph ran (the audit's receipts).
         receipts: list[Receipt] = []
+        # The fan-out lent to async-mode `@wait` calls, tracked like the interrupts' own.
+        hosted = _Tracking(self.announce)
         try:
             if isinstance(message, ResumeMessage):
                 question, pending = self._resumable(message, config)
                 if question is None:
                     return RunOutcome(thread_id=thread_id, status="refused")
-                settled = not pending
+                if is_async_question(question):
+                    answer_run = answer_run_id(question.question_id)
+                    interrupts, same_run = self._standing(answer_run, config)
+                    if interrupts and not same_run and self._answerable(interrupts):
+                        return self._defer_answer(question, interrupts)
+                    parked = interrupts if same_run else []
+                else:
+                    settled = not pending
             else:
-                interrupts, same_run = self._standing(message, config)
+                interrupts, same_run = self._standing(message.run_id, config)
                 if interrupts and not same_run and self._answerable(interrupts):
                     return self._defer(message, interrupts)
                 parked = interrupts if same_run else []
+            if answer_run is not None:
+                self.ledger.claim_latest_run(thread_id, answer_run)
             self.ledger.thread_running(
-                thread_id, message.run_id if isinstance(message, StartMessage) else None
+                thread_id, message.run_id if isinstance(message, StartMessage) else answer_run
             )
-            with collect_receipts() as receipts:
-                result = self._invoke(message, question, settled, parked, config)
+            host = AsyncHost(
+                announce=hosted, reply_url=self.reply_url, default_ttl=self.default_ttl, now=self._clock
+            )
+            with collect_receipts() as receipts, hosting_async_waits(host):
+                result = self._invoke(message, question, settled, parked, config, answer_run)
         except _GraphFailed as failed:
             self._best_effort(lambda: self._record_receipts(receipts))
+            self._best_effort(lambda: self._record_async(hosted))
             return self._graph_failed(thread_id, question, failed.__cause__)
         except Exception as exc:
             self._infrastructure_failed(thread_id, question, exc, receive_count)
             raise
         try:
             self._record_receipts(receipts)
+            self._record_async(hosted)
             return self._after_run(thread_id, question, result, republished=settled or bool(parked))
         except _Undelivered:
             # Parked, and every question is in the ledger: the thread is `interrupted` and each
@@ -378,6 +404,7 @@ class RunnerService:
         settled: bool,
         parked: list[Any],
         config: dict[str, Any],
+        answer_run: str | None = None,
     ) -> Any:
         if question is not None and settled:
             # The thread ran on with this answer already (a redelivered resume whose run was
@@ -392,6 +419,10 @@ class RunnerService:
             logger.info("start message redelivered; republishing the standing questions")
             return {"__interrupt__": parked}
         try:
+            if question is not None and answer_run is not None:
+                # Nothing is parked on an async question: its answer is a new run's input.
+                config["metadata"] = {RUN_ID_KEY: answer_run}
+                return self.graph.invoke(answer_input(question), config, durability=self.durability)
             if question is not None:
                 command: Command[Any] = Command(resume={question.question_id: question.answer})
                 return self.graph.invoke(command, config, durability=self.durability)
@@ -428,6 +459,11 @@ class RunnerService:
             reason = "the question belongs to another thread"
         elif question.status not in RESUMABLE:
             reason = f"the question has no answer to resume with (status {question.status})"
+        elif is_async_question(question):
+            # Never parked on: the answer runs once, as a new run (a DLQ redrive of a failed one
+            # runs it again).
+            if question.resumed_at is not None:
+                reason = "the answer to this async question already ran on the thread"
         else:
             state = self.graph.get_state(config)
             pending = message.question_id in {i.id for i in getattr(state, "interrupts", ()) or ()}
@@ -505,8 +541,8 @@ class RunnerService:
             resumed=question.question_id if question is not None else None,
         )
 
-    def _standing(self, message: StartMessage, config: dict[str, Any]) -> tuple[list[Any], bool]:
-        """The interrupts a start finds its thread parked on, and whether this start parked it.
+    def _standing(self, run_id: str | None, config: dict[str, Any]) -> tuple[list[Any], bool]:
+        """The interrupts a new run finds its thread parked on, and whether this run parked it.
 
         LangGraph restarts a parked thread invoked with input again (pinned in
         ``tests/unit/langgraph``), so a start never runs on a parked thread: a redelivery of the
@@ -514,7 +550,7 @@ class RunnerService:
         """
         state = self.graph.get_state(config)
         interrupts = list(getattr(state, "interrupts", ()) or ())
-        same_run = message.run_id is not None and (state.metadata or {}).get(RUN_ID_KEY) == message.run_id
+        same_run = run_id is not None and (state.metadata or {}).get(RUN_ID_KEY) == run_id
         return interrupts, same_run
 
     def _answerable(self, interrupts: list[Any]) -> bool:
@@ -537,6 +573,52 @@ class RunnerService:
         self.ledger.defer_run(message.thread_id, run_id, message.input)
         logger.info("run deferred until the thread's questions are answered", extra={"pending": pending})
         return RunOutcome(thread_id=message.thread_id, status="deferred", pending=pending)
+
+    def _defer_answer(self, question: QuestionRecord, interrupts: list[Any]) -> RunOutcome:
+        """Keep an async answer's run for after the questions its thread is parked on.
+
+        The run is the thread's from now on (it starts when the thread's current run ends), so
+        the question is recorded ``resumed`` here and its timers are disarmed; the run id is the
+        answer's own, so a redelivered message keeps it once.
+        """
+        pending = [interrupt.id for interrupt in interrupts]
+        self.ledger.defer_run(question.thread_id, answer_run_id(question.question_id), answer_input(question))
+        if self.ledger.mark_resumed(question):
+            metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
+        if self.timers is not None:
+            self.timers.cancel(question)
+        logger.info(
+            "async answer deferred until the thread's questions are answered", extra={"pending": pending}
+        )
+        return RunOutcome(
+            thread_id=question.thread_id, status="deferred", pending=pending, resumed=question.question_id
+        )
+
+    def _record_async(self, hosted: _Tracking) -> None:
+        """Record the async questions the run published: delivered, timers armed.
+
+        The run went on without them, so a sink that missed one is logged, not retried: re-running
+        the graph to republish it would repeat the run's other effects. The question's next
+        publication (the same call again) is the retry, under the same ``dedupe_key``.
+        """
+        for envelope in hosted.published:
+            question_id = envelope.question_id
+            collision = hosted.collisions.get(question_id)
+            if collision is not None:
+                logger.error(
+                    "wait.collision", extra={"collisions": [question_id], "error": collision.message}
+                )
+                metrics.add_metric(name=QUESTION_COLLISIONS, unit=MetricUnit.Count, value=1)
+                continue
+            if hosted.delivered(question_id):
+                results = hosted.sinks.get(question_id, {})
+                self.ledger.mark_delivered(question_id, [name for name in hosted.order if results.get(name)])
+            else:
+                logger.warning("async question did not reach every sink", extra={"question": question_id})
+            if self.timers is not None and hosted.is_recorded(question_id):
+                self.timers.set(self.timers.for_envelope(envelope))
+        if hosted.published:
+            metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(hosted.published))
 
     def _start_deferred(self, thread_id: str, thread: ThreadRecord | None = None) -> None:
         """Enqueue the oldest run deferred on the thread, now that its current run has ended.

@@ -84,11 +84,11 @@ class LocalProcess:
             raise
 
 
-def start_local(*extra: str) -> LocalProcess:
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
+def start_local(*extra: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> LocalProcess:
+    env = (env if env is not None else dict(os.environ)) | {"PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [cli_path(), "local", "--port", "0", "--moto-port", "0", *extra],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from agent_wait_cli.local.clock import ScheduleClock
 from agent_wait_cli.local.events import EventLog, ledger_readers
 from agent_wait_cli.local.gateway import Exchange, Gateway
+from agent_wait_cli.local.graph_source import check_graph, put_first, resolve_graph_source
 from agent_wait_cli.local.moto_server import SerializedMotoServer
 from agent_wait_cli.local.poller import InboxPoller
 from agent_wait_cli.local.runtime import context_factory, load_handler
@@ -100,6 +101,10 @@ class StackConfig:
     checkpointer:
         ``aws`` (one table and the offload bucket) or ``dynamodb`` (langgraph-checkpoint-dynamodb's
         two tables, no bucket, and the api's smaller answer limit), as the stack's context sets it.
+    graph_source:
+        A folder put first on ``sys.path`` for the graph (``--graph-source``), as the deployed
+        runner's asset holds ``-c graph_source=DIR`` at its root; the current directory is
+        importable too. ``None``: the project and the current directory only.
     """
 
     project: Path = field(default_factory=Path.cwd)
@@ -116,6 +121,7 @@ class StackConfig:
     inbox_visibility: int | None = None
     log_path: Path | None = None
     checkpointer: str = "aws"
+    graph_source: Path | None = None
 
 
 class LocalStack:
@@ -293,12 +299,15 @@ class LocalStack:
     def _load_handlers(self) -> None:
         project = self.config.project.resolve()
         functions = project / "functions"
-        # Lambda puts each asset's root on sys.path: the handler, wait_service and examples.
+        # Lambda puts each asset's root on sys.path: the handler, wait_service and examples, and
+        # the graph source's contents before them; the current directory is importable too.
         self._saved_path = list(sys.path)
-        for entry in (str(functions), str(project)):
-            if entry in sys.path:
-                sys.path.remove(entry)
-            sys.path.insert(0, entry)
+        source = resolve_graph_source(self.config.graph_source)
+        first = [source] if source is not None else []
+        searched = list(dict.fromkeys([*first, project, Path.cwd().resolve()]))
+        put_first([*first, functions, *searched[len(first) :]])
+        # Imported once here so a wrong --graph or --graph-source ends in one sentence.
+        check_graph(self.config.graph, searched)
         if self._api_handler is None:
             # The api checks run input against the graph's schema, generated here as `cdk synth` does.
             self._schema_dir = Path(tempfile.mkdtemp(prefix="agent-wait-local-"))

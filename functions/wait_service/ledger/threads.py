@@ -121,6 +121,41 @@ class ThreadStore(LedgerTable):
                 pending=pending,
             ) from exc
 
+    def queue_answer_run(self, thread_id: str, run_id: str) -> bool:
+        """Mark the run carrying an async question's answer queued; ``False`` if the thread is parked.
+
+        Unlike :meth:`queue_thread` a parked thread is not an error: the answer was recorded, and
+        the runner keeps its run for after the thread's questions (deferred, like any run).
+        """
+        try:
+            self.queue_thread(thread_id, run_id)
+        except ThreadBusyError:
+            return False
+        return True
+
+    def claim_latest_run(self, thread_id: str, run_id: str) -> None:
+        """Name ``run_id`` the thread's latest run, unless a later run was accepted since.
+
+        An async answer's run is queued when the answer is recorded, except on a parked thread;
+        if that thread ran on before the answer's message came up, nothing named the answer's run,
+        and its end would leave the thread waiting for a run that never comes. Left alone when
+        ``latest_run`` names another run still to come (it differs from ``current_run``).
+        """
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": thread_key(thread_id)}},
+                UpdateExpression="SET latest_run = :rid",
+                ConditionExpression=(
+                    "attribute_exists(dedupe_key) AND (attribute_not_exists(latest_run) "
+                    "OR latest_run = current_run OR latest_run = :rid)"
+                ),
+                ExpressionAttributeValues={":rid": {"S": run_id}},
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+
     def defer_run(self, thread_id: str, run_id: str, input: JsonValue) -> bool:
         """Keep a run for after the thread's current one; ``False`` if this run is already kept.
 

@@ -29,6 +29,7 @@ from agent_wait.envelope import (
 )
 from agent_wait.errors import AgentWaitError
 from agent_wait.framework import Framework
+from agent_wait.hosting import ASYNC_ANSWER_KEY, AsyncHost, hosting_async_waits
 from agent_wait.policy import (
     OnExpiry,
     Policy,
@@ -45,7 +46,9 @@ from agent_wait.wait import args_schema_of, make_wait, operation_id_for
 __version__ = "0.1.0"
 
 __all__ = [
+    "ASYNC_ANSWER_KEY",
     "AgentWaitError",
+    "AsyncHost",
     "BaseAnnounce",
     "CompositeAnnounce",
     "Envelope",
@@ -70,6 +73,7 @@ __all__ = [
     "edit",
     "emit_receipt",
     "free_text",
+    "hosting_async_waits",
     "isoformat_z",
     "make_publish_interrupts",
     "make_wait",

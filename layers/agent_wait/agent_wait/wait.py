@@ -52,6 +52,7 @@ from agent_wait.announce.base import announce_safely
 from agent_wait.envelope import Question, async_question_id, build_envelope
 from agent_wait.errors import AnswerInvalidError
 from agent_wait.framework import Framework
+from agent_wait.hosting import ASYNC_MODE, current_async_host
 from agent_wait.policy import POLICY_CONSTRUCTORS, Policy, check_arg_edits, decision, resolve_policy
 from agent_wait.receipts import Receipt, emit_receipt
 
@@ -330,8 +331,11 @@ def make_wait(framework: Framework) -> Callable[..., Any]:
         - ``mode``: ``"interrupt"`` parks the call through the framework; ``"async"`` publishes
           the envelope through ``announce`` and returns ``{"status": "pending_approval",
           "question_id"}`` without running the body.
-        - ``announce``: the announcer of async mode (required there).
-        - ``reply_url``: async mode: the reply URL template (``{question_id}``) put in the envelope.
+        - ``announce``: the announcer of async mode. Without it, the call uses the announcers of
+          the host it runs in (:mod:`agent_wait.hosting`: the agent-wait runner and the local
+          stack lend the deployment's), and raises ``TypeError`` when there is none.
+        - ``reply_url``: async mode: the reply URL template (``{question_id}``) put in the
+          envelope (default: the host's).
 
         Answer rules (interrupt mode): a declared ``decision`` parameter makes the body always run
         with ``decision=answer``; otherwise ``{"action": "approve"}`` runs it,
@@ -360,8 +364,6 @@ def make_wait(framework: Framework) -> Callable[..., Any]:
         resolved = resolve_policy(policy)
         if mode not in ("interrupt", "async"):
             raise ValueError(f"mode must be 'interrupt' or 'async', not {mode!r}")
-        if mode == "async" and announce is None:
-            raise TypeError("@wait(mode='async') publishes at call time and needs announce=<an announcer>")
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             spec = _Signature(fn, framework)
@@ -376,6 +378,9 @@ def make_wait(framework: Framework) -> Callable[..., Any]:
                     "tell the id of an answered question (it does not implement interrupt_with_id)"
                 )
             source: dict[str, Any] = {"function": fn.__qualname__, "module": fn.__module__}
+            if mode == "async":
+                # How the host tells, when the answer comes back, that nothing is parked on it.
+                source["mode"] = ASYNC_MODE
             runner = _Runner(spec, resolved, source, when, mode, announce, reply_url)
             if inspect.iscoroutinefunction(fn):
 
@@ -509,6 +514,21 @@ class _Runner:
         emit_receipt(receipt)
 
     def _publish(self, call: _Call) -> dict[str, Any]:
+        announce, reply_url = self.announce, self.reply_url
+        default_ttl: int | None = None
+        now: datetime | None = None
+        host = current_async_host()
+        if host is not None:
+            reply_url = reply_url or host.reply_url
+            default_ttl = host.default_ttl
+            now = host.now() if host.now is not None else None
+            if announce is None:
+                announce = host.announce
+        if announce is None:
+            raise TypeError(
+                f"@wait(mode='async') on {self.spec.name}() publishes at call time: pass announce=<an "
+                "announcer>, or call it inside a host that lends one (the agent-wait runner, the local stack)"
+            )
         thread_id = self.spec.framework.current_thread_id(call.call_args)
         question = {"function": self.spec.name, "args": call.published, "args_schema": self.spec.args_schema}
         # The qualified name, so Refunds.issue and Orders.issue on one thread do not share an id.
@@ -516,8 +536,9 @@ class _Runner:
         envelope = build_envelope(
             thread_id,
             Question(question_id=question_id, question=question, policy=self.policy, source=self.source),
-            reply_url=self.reply_url,
+            reply_url=reply_url,
+            default_ttl=default_ttl,
+            now=now,
         )
-        assert self.announce is not None  # checked at decoration time
-        announce_safely(self.announce, envelope)
+        announce_safely(announce, envelope)
         return {"status": "pending_approval", "question_id": question_id}

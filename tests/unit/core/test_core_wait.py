@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from unittest.mock import ANY
@@ -13,7 +15,16 @@ from unittest.mock import ANY
 import pytest
 from pydantic import ValidationError
 
-from agent_wait import InMemoryAnnounce, Policy, approval, async_question_id, decision, make_wait
+from agent_wait import (
+    AsyncHost,
+    InMemoryAnnounce,
+    Policy,
+    approval,
+    async_question_id,
+    decision,
+    hosting_async_waits,
+    make_wait,
+)
 from agent_wait.errors import AnswerInvalidError
 
 if TYPE_CHECKING:
@@ -424,9 +435,66 @@ def test_invalid_policy_and_mode_fail_at_decoration(framework: ScriptedFramework
 # -- async mode ------------------------------------------------------------------------------------
 
 
-def test_async_mode_requires_an_announcer_at_decoration(framework: ScriptedFramework) -> None:
+def test_async_mode_without_announcer_or_host_refuses_the_call(framework: ScriptedFramework) -> None:
+    """Decorating is fine (the runner will lend its announcers); calling outside any host is not."""
+    calls: list[int] = []
+
+    @make_wait(framework)(mode="async")
+    def f(a: int) -> None:
+        calls.append(a)
+
     with pytest.raises(TypeError, match="announce"):
-        make_wait(framework)(mode="async")
+        f(1)
+    assert calls == []
+
+
+def test_async_mode_without_announcer_uses_the_hosts(framework: ScriptedFramework) -> None:
+    """Inside hosting_async_waits the host's announcers, reply URL, default ttl and clock apply."""
+    sink = InMemoryAnnounce()
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    @make_wait(framework)(mode="async")
+    def f(a: int) -> None: ...
+
+    host = AsyncHost(
+        announce=sink, reply_url="https://h/questions/{question_id}/reply", default_ttl=90, now=lambda: now
+    )
+    with hosting_async_waits(host):
+        out = f(1)
+    [env] = sink.envelopes
+    assert out == {"status": "pending_approval", "question_id": env.question_id}
+    assert env.reply_with.url == f"https://h/questions/{env.question_id}/reply"
+    assert env.created_at == now and env.expires_at == now + timedelta(seconds=90)
+    assert env.source == {"function": f.__qualname__, "module": __name__, "mode": "async"}
+    with pytest.raises(TypeError):
+        f(1)  # the host is gone with its block
+
+
+def test_async_mode_own_announcer_wins_over_the_hosts(framework: ScriptedFramework) -> None:
+    own, hosts = InMemoryAnnounce(), InMemoryAnnounce()
+
+    @make_wait(framework)(mode="async", announce=own, reply_url="https://own/{question_id}")
+    def f(a: int) -> None: ...
+
+    with hosting_async_waits(AsyncHost(announce=hosts, reply_url="https://host/{question_id}")):
+        f(1)
+    assert hosts.envelopes == [] and len(own.envelopes) == 1
+    assert own.envelopes[0].reply_with.url is not None and own.envelopes[0].reply_with.url.startswith(
+        "https://own/"
+    )
+
+
+def test_async_host_is_seen_from_a_worker_thread_of_a_copied_context(framework: ScriptedFramework) -> None:
+    """LangGraph runs sync nodes on worker threads with a copy of the caller's context."""
+    sink = InMemoryAnnounce()
+
+    @make_wait(framework)(mode="async")
+    def f(a: int) -> None: ...
+
+    with hosting_async_waits(AsyncHost(announce=sink)), ThreadPoolExecutor(1) as pool:
+        context = contextvars.copy_context()
+        pool.submit(context.run, f, 3).result()
+    assert len(sink.envelopes) == 1
 
 
 def test_async_mode_publishes_and_returns_pending_without_running(framework: ScriptedFramework) -> None:
@@ -456,7 +524,7 @@ def test_async_mode_publishes_and_returns_pending_without_running(framework: Scr
     assert env.policy == approval(ttl=60)
     assert env.expires_at is not None and (env.expires_at - env.created_at).total_seconds() == 60
     assert env.reply_with.url == f"https://x/questions/{qid}/reply"
-    assert env.source == {"function": issue_refund.__qualname__, "module": __name__}
+    assert env.source == {"function": issue_refund.__qualname__, "module": __name__, "mode": "async"}
 
 
 def test_async_mode_identity_is_stable_per_thread_function_and_args(framework: ScriptedFramework) -> None:

@@ -124,7 +124,8 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 def test_local_options_and_defaults() -> None:
     args = build_parser({}).parse_args(["local", "--port", "0", "--hmac-key", "k1=s", "--hmac-key", "k2=t"])
 
-    assert (args.port, args.moto_port, args.graph, args.project) == (0, 0, DEFAULT_GRAPH, ".")
+    assert (args.port, args.moto_port, args.graph, args.project) == (0, 0, DEFAULT_GRAPH, None)
+    assert args.graph_source is None
     assert args.hmac_key == [("k1", "s"), ("k2", "t")]
     assert (args.slack_api, args.slack_signing_secret, args.slack_channel) == (None, None, None)
 

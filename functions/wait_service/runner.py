@@ -669,16 +669,19 @@ def build_announce(
     """The deployment's fan-out: ledger item, ``wait-created`` topic, outbox FIFO queue, and a Slack
     channel when the settings name one."""
     from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
-    from wait_service.slack import build_slack_announce
 
     children: list[BaseAnnounce] = [
         DynamoDbAnnounce(settings.require("ledger_table"), client=dynamodb),
         SnsAnnounce(settings.require("topic_arn"), client=sns),
         SqsAnnounce(settings.require("outbox_url"), client=sqs),
     ]
-    slack = build_slack_announce(settings, dynamodb=dynamodb)
-    if slack is not None:
-        children.append(slack)
+    if settings.slack_channel:
+        # Slack's modules load only in a deployment that names a channel.
+        from wait_service.slack import build_slack_announce
+
+        slack = build_slack_announce(settings, dynamodb=dynamodb)
+        if slack is not None:
+            children.append(slack)
     return CompositeAnnounce(children)
 
 

@@ -44,7 +44,6 @@ from wait_service.openapi_doc import ErrorBody, responses
 from wait_service.page_tokens import list_page
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
 from wait_service.request_gate import body_size, gate, route_shapes
-from wait_service.resources import LEDGER
 from wait_service.runs import RunService
 from wait_service.signing import SignatureRejectedError, is_signed_path, is_signed_route
 from wait_service.slack import SLACK_INTERACTIONS_PATH
@@ -630,7 +629,7 @@ def build_api(
     )
     slack = build_slack_interactions(settings, replies, secretsmanager=secretsmanager)
     runs = RunService(ledger, inbox)
-    starts = IdempotentStarts(runs, ledger.table_name, LEDGER, dynamodb)
+    starts = IdempotentStarts(runs, ledger.table_name, dynamodb=dynamodb)
     inbox_sign_in = None
     if settings.inbox_client_id and settings.inbox_domain:
         from wait_service.inbox_page import InboxSignIn

@@ -42,7 +42,7 @@ class IdempotentStarts:
     runs:
         Starts the run the first time.
     table_name, table:
-        The ledger table and its spec (key and TTL attribute names).
+        The ledger table and its spec (key and TTL attribute names; ``None``: the ledger's).
     dynamodb:
         Client for the records (``None``: a default one).
 
@@ -54,7 +54,11 @@ class IdempotentStarts:
     """
 
     def __init__(
-        self, runs: RunService, table_name: str, table: TableSpec, dynamodb: DynamoDBClient | None = None
+        self,
+        runs: RunService,
+        table_name: str,
+        table: TableSpec | None = None,
+        dynamodb: DynamoDBClient | None = None,
     ) -> None:
         self.runs = runs
         self._table_name = table_name
@@ -79,6 +83,10 @@ class IdempotentStarts:
         )
 
         table = self._table
+        if table is None:
+            from wait_service.resources import LEDGER
+
+            table = LEDGER
         self._config = config = IdempotencyConfig(
             event_key_jmespath="[thread_id, key]",
             payload_validation_jmespath="input",

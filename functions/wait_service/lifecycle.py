@@ -22,10 +22,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait import Envelope
 from agent_wait.errors import AnnounceError
+from wait_service.constants import API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS
 from wait_service.ledger import EXPIRED_ANSWER, Clock, Ledger, QuestionRecord, parse_time, utcnow
 from wait_service.metric_names import QUESTIONS_ESCALATED, QUESTIONS_EXPIRED, REMINDERS_SENT
 from wait_service.observability import logger, metrics
-from wait_service.resources import API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS
 from wait_service.statuses import DECIDED
 
 if TYPE_CHECKING:

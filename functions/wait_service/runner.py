@@ -36,6 +36,7 @@ from agent_wait import BaseAnnounce, CompositeAnnounce
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import AnnounceError, QuestionCollisionError
 from agent_wait.receipts import Receipt, collect_receipts
+from wait_service.constants import MAX_RECEIVE_COUNT
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
 from wait_service.metric_names import (
@@ -47,7 +48,6 @@ from wait_service.metric_names import (
     RUNS_FAILED,
 )
 from wait_service.observability import logger, metrics, tracer
-from wait_service.resources import MAX_RECEIVE_COUNT
 from wait_service.statuses import OPEN
 
 if TYPE_CHECKING:

@@ -458,29 +458,29 @@ class RunnerService:
         republished: bool,
         receipts: list[Receipt] | None = None,
     ) -> RunOutcome:
-        receipts = list(receipts or ())
+        reported: list[Receipt] = list(receipts or ())
         # The question is `resumed` before the thread records where the run went: a client that
         # sees the thread done or parked on its next question also sees this answer applied.
         if question is not None:
             # Its receipt rides on the same write; any other receipt is written on its own.
-            own = next((r for r in receipts if r.question_id == question.question_id), None)
+            own = next((r for r in reported if r.question_id == question.question_id), None)
             try:
                 resumed = self.ledger.mark_resumed(
                     question, receipt=None if own is None else _receipt_item(own)
                 )
             except Exception:
                 # The redelivery does not run the call again: keep what it reported all the same.
-                self._best_effort(lambda: self._record_receipts(receipts))
+                self._best_effort(lambda: self._record_receipts(reported))
                 raise
             if resumed:
                 # A duplicate resume (already `resumed`) loses the conditional write and counts nothing.
                 metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
-                receipts = [r for r in receipts if r.question_id != question.question_id]
-            self._record_receipts(receipts)
+                reported = [r for r in reported if r.question_id != question.question_id]
+            self._record_receipts(reported)
             if self.timers is not None:
                 self.timers.cancel(question)
         else:
-            self._record_receipts(receipts)
+            self._record_receipts(reported)
         tracking = _Tracking(self.announce)
         envelopes = self.publish(
             result,

@@ -107,8 +107,8 @@ def item_bytes(values: Mapping[str, Any]) -> int:
     return sum(len(name.encode()) + attribute_bytes(to_attribute(value)) for name, value in values.items())
 
 
-def check_answer_size(answer: JsonValue, max_bytes: int = MAX_ANSWER_BYTES) -> None:
-    """Refuse an answer larger than ``max_bytes`` (see the module docstring).
+def check_answer_size(answer: JsonValue, max_bytes: int = MAX_ANSWER_BYTES) -> int:
+    """Refuse an answer larger than ``max_bytes`` (see the module docstring); returns its size.
 
     Raises
     ------
@@ -125,6 +125,7 @@ def check_answer_size(answer: JsonValue, max_bytes: int = MAX_ANSWER_BYTES) -> N
     size = answer_bytes(answer)
     if size > max_bytes:
         raise PayloadTooLargeError(f"the answer is {size} bytes as JSON; at most {max_bytes} can be stored")
+    return size
 
 
 def check_reply_fits(question: QuestionRecord, answer: JsonValue, *, reason: str | None = None) -> None:

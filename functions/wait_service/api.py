@@ -24,14 +24,12 @@ from wait_service import errors_http, openapi_doc
 from wait_service.answer_limits import (
     DYNAMODB_ITEM_BYTES,
     MAX_ANSWER_BYTES,
-    answer_bytes,
     check_answer_size,
     check_reply_fits,
 )
 from wait_service.audit import audit_of
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.inbox import Inbox
-from wait_service.inbox_page import HTML, InboxSignIn, page_config, page_headers, page_html
 from wait_service.input_schema import check_input, read_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
 from wait_service.limits import (
@@ -46,7 +44,6 @@ from wait_service.openapi_doc import ErrorBody, responses
 from wait_service.page_tokens import list_page
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
 from wait_service.request_gate import body_size, gate, route_shapes
-from wait_service.resources import LEDGER
 from wait_service.runs import RunService
 from wait_service.signing import SignatureRejectedError, is_signed_path, is_signed_route
 from wait_service.slack import SLACK_INTERACTIONS_PATH
@@ -57,6 +54,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
+    from wait_service.inbox_page import InboxSignIn
     from wait_service.settings import Settings
     from wait_service.signing import SignedRequests
     from wait_service.slack import SlackInteractions
@@ -388,8 +386,7 @@ class WaitApi:
 
     def _check_answer_fits(self, question_id: str, request: ReplyRequest) -> None:
         """Refuse (413) an answer no store on its way could hold, before anything is recorded."""
-        check_answer_size(request.answer, self.max_answer_bytes)
-        if answer_bytes(request.answer) > ANSWER_FITS_ANY_QUESTION_BYTES:
+        if check_answer_size(request.answer, self.max_answer_bytes) > ANSWER_FITS_ANY_QUESTION_BYTES:
             check_reply_fits(self.ledger.get_question(question_id), request.answer, reason=request.reason)
 
     def _routes(self) -> None:
@@ -586,11 +583,15 @@ class WaitApi:
 
         @app.get("/inbox", include_in_schema=False, enable_validation=False)
         def inbox() -> Response[str]:
+            from wait_service.inbox_page import HTML, page_headers, page_html
+
             headers = page_headers(self.inbox_sign_in)
             return Response(status_code=200, content_type=HTML, body=page_html(), headers=headers)
 
         @app.get("/inbox/config", include_in_schema=False, enable_validation=False)
         def inbox_config() -> Response[dict[str, str]]:
+            from wait_service.inbox_page import page_config
+
             local = self.inbox_sign_in is None and is_local(app.current_event.raw_event)
             body = page_config(self.inbox_sign_in, local=local)
             return Response(
@@ -628,7 +629,14 @@ def build_api(
     )
     slack = build_slack_interactions(settings, replies, secretsmanager=secretsmanager)
     runs = RunService(ledger, inbox)
-    starts = IdempotentStarts(runs, ledger.table_name, LEDGER, dynamodb)
+    starts = IdempotentStarts(runs, ledger.table_name, dynamodb=dynamodb)
+    inbox_sign_in = None
+    if settings.inbox_client_id and settings.inbox_domain:
+        from wait_service.inbox_page import InboxSignIn
+
+        inbox_sign_in = InboxSignIn(
+            settings.inbox_client_id, settings.inbox_domain, audience=settings.jwt_audience
+        )
     return WaitApi(
         ledger,
         replies,
@@ -637,10 +645,6 @@ def build_api(
         input_schema=read_input_schema(settings.input_schema),
         signed=signed,
         slack=slack,
-        inbox_sign_in=(
-            InboxSignIn(settings.inbox_client_id, settings.inbox_domain, audience=settings.jwt_audience)
-            if settings.inbox_client_id and settings.inbox_domain
-            else None
-        ),
+        inbox_sign_in=inbox_sign_in,
         max_answer_bytes=settings.max_answer_bytes,
     )

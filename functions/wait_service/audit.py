@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import jsonpatch
-
 from wait_service.statuses import DECIDED
 
 if TYPE_CHECKING:
@@ -72,6 +70,8 @@ def audit_of(record: QuestionRecord) -> dict[str, Any]:
     authorized = authorized_call(proposed, record.answer) if decided else None
     diff: list[dict[str, Any]] = []
     if proposed is not None and authorized is not None:
+        import jsonpatch  # only a question whose arguments were edited needs it
+
         diff = list(jsonpatch.make_patch(proposed["args"], authorized["args"]).patch)
     return {
         "proposed": proposed,

@@ -14,20 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
-
 from agent_wait.errors import IdempotencyConflictError, IdempotencyInProgressError
 from wait_service.runs import RunQueued
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
     from mypy_boto3_dynamodb import DynamoDBClient
     from pydantic import JsonValue
 
@@ -49,7 +42,7 @@ class IdempotentStarts:
     runs:
         Starts the run the first time.
     table_name, table:
-        The ledger table and its spec (key and TTL attribute names).
+        The ledger table and its spec (key and TTL attribute names; ``None``: the ledger's).
     dynamodb:
         Client for the records (``None``: a default one).
 
@@ -61,16 +54,46 @@ class IdempotentStarts:
     """
 
     def __init__(
-        self, runs: RunService, table_name: str, table: TableSpec, dynamodb: DynamoDBClient | None = None
+        self,
+        runs: RunService,
+        table_name: str,
+        table: TableSpec | None = None,
+        dynamodb: DynamoDBClient | None = None,
     ) -> None:
         self.runs = runs
-        self.config = IdempotencyConfig(
+        self._table_name = table_name
+        self._table = table
+        self._dynamodb = dynamodb
+        # Built at the first request with a key: Powertools' idempotency stays out of the api's init.
+        self._config: IdempotencyConfig | None = None
+        self._start_once: Callable[..., dict[str, Any]] | None = None
+
+    @property
+    def config(self) -> IdempotencyConfig:
+        if self._config is None:
+            self._build()
+        assert self._config is not None
+        return self._config
+
+    def _build(self) -> Callable[..., dict[str, Any]]:
+        from aws_lambda_powertools.utilities.idempotency import (
+            DynamoDBPersistenceLayer,
+            IdempotencyConfig,
+            idempotent_function,
+        )
+
+        table = self._table
+        if table is None:
+            from wait_service.resources import LEDGER
+
+            table = LEDGER
+        self._config = config = IdempotencyConfig(
             event_key_jmespath="[thread_id, key]",
             payload_validation_jmespath="input",
             expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
         )
         persistence = DynamoDBPersistenceLayer(
-            table_name,
+            self._table_name,
             key_attr=table.partition_key,
             expiry_attr=table.ttl_attribute or "expiration",
             # The ledger's own `status` feeds its by-status index: keep out of it.
@@ -78,13 +101,13 @@ class IdempotentStarts:
             in_progress_expiry_attr="idempotency_in_progress_until",
             data_attr="idempotency_response",
             validation_key_attr="idempotency_body_hash",
-            boto3_client=dynamodb,
+            boto3_client=self._dynamodb,
         )
 
         @idempotent_function(
             data_keyword_argument="request",
             persistence_store=persistence,
-            config=self.config,
+            config=config,
             key_prefix=KEY_PREFIX,
         )
         def start_once(request: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +115,7 @@ class IdempotentStarts:
             return {"thread_id": queued.thread_id, "status": queued.status}
 
         self._start_once = start_once
+        return start_once
 
     def start(self, thread_id: str, input: JsonValue, *, key: str | None, context: Any = None) -> RunQueued:
         """Start a run; with ``key``, at most once per thread and key within 24 hours.
@@ -107,11 +131,17 @@ class IdempotentStarts:
         """
         if key is None:
             return self.runs.start(thread_id, input)
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (
+            IdempotencyAlreadyInProgressError,
+            IdempotencyValidationError,
+        )
+
+        start_once = self._start_once or self._build()
         if context is not None and hasattr(context, "get_remaining_time_in_millis"):
             # A request cut short by the Lambda timeout frees its key instead of holding it 24 h.
             self.config.register_lambda_context(context)
         try:
-            recorded = self._start_once(request={"thread_id": thread_id, "key": key, "input": input})
+            recorded = start_once(request={"thread_id": thread_id, "key": key, "input": input})
         except IdempotencyValidationError as exc:
             raise IdempotencyConflictError(
                 f"{IDEMPOTENCY_HEADER} {key!r} was used with a different body on this thread",

@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
-
-from aws_lambda_powertools.utilities.validation import SchemaValidationError, validate
+from typing import TYPE_CHECKING, Any
 
 from agent_wait.errors import InputInvalidError
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.validation import SchemaValidationError
 
 INPUT_SCHEMA_FILE = "graph_input_schema.json"
 
@@ -79,6 +80,9 @@ def check_input(input: Any, schema: dict[str, Any] | None) -> None:
     """
     if schema is None:
         return
+    # Imported at the first start checked, not in the api's init (only this route needs it).
+    from aws_lambda_powertools.utilities.validation import SchemaValidationError, validate
+
     try:
         validate(event=input, schema=schema)
     except SchemaValidationError as exc:

@@ -23,12 +23,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from agent_wait import Envelope
 from agent_wait.errors import AnnounceError
 from wait_service.async_answers import answer_run_id, is_async_question
+from wait_service.constants import API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS
 from wait_service.ledger import EXPIRED_ANSWER, Clock, Ledger, QuestionRecord, parse_time, utcnow
 from wait_service.metric_names import QUESTIONS_ESCALATED, QUESTIONS_EXPIRED, REMINDERS_SENT
 from wait_service.observability import logger, metrics
-from wait_service.resources import API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS
 from wait_service.statuses import DECIDED
-from wait_service.timers import Timer, TimerEvent
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
     from agent_wait import BaseAnnounce
     from wait_service.inbox import Inbox
     from wait_service.settings import Settings
-    from wait_service.timers import Timers
+    from wait_service.timers import TimerEvent, Timers
 
 # What a timer did (for the log and the tests).
 Outcome = Literal["unknown", "expired", "escalated", "reminded", "decided", "recovered", "closed", "stale"]
@@ -287,6 +286,8 @@ class LifecycleService(Decisions):
             f"now until {question.expires_at}.",
         )
         if self.timers is not None:
+            from wait_service.timers import Timer, TimerEvent
+
             self.timers.set(
                 [
                     Timer(

@@ -42,6 +42,7 @@ from agent_wait.errors import AnnounceError, QuestionCollisionError
 from agent_wait.hosting import AsyncHost, hosting_async_waits
 from agent_wait.receipts import Receipt, collect_receipts
 from wait_service.async_answers import answer_input, answer_run_id, is_async_question
+from wait_service.constants import MAX_RECEIVE_COUNT
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
 from wait_service.metric_names import (
@@ -53,7 +54,6 @@ from wait_service.metric_names import (
     RUNS_FAILED,
 )
 from wait_service.observability import logger, metrics, tracer
-from wait_service.resources import MAX_RECEIVE_COUNT
 from wait_service.statuses import OPEN
 
 if TYPE_CHECKING:
@@ -352,7 +352,7 @@ class RunnerService:
         hosted = _Tracking(self.announce)
         try:
             if isinstance(message, ResumeMessage):
-                question, pending = self._resumable(message, config)
+                question, pending, running = self._resumable(message, config)
                 if question is None:
                     return RunOutcome(thread_id=thread_id, status="refused")
                 if is_async_question(question):
@@ -363,16 +363,22 @@ class RunnerService:
                     parked = interrupts if same_run else []
                 else:
                     settled = not pending
+            elif message.run_id is not None and self.ledger.start_if_at_rest(thread_id, message.run_id):
+                # The thread's last run ended done (or none ran): its checkpoint waits on nothing,
+                # so there is nothing to defer behind or to republish, and no need to read it.
+                running = True
             else:
                 interrupts, same_run = self._standing(message.run_id, config)
                 if interrupts and not same_run and self._answerable(interrupts):
                     return self._defer(message, interrupts)
                 parked = interrupts if same_run else []
+                running = False
             if answer_run is not None:
                 self.ledger.claim_latest_run(thread_id, answer_run)
-            self.ledger.thread_running(
-                thread_id, message.run_id if isinstance(message, StartMessage) else answer_run
-            )
+            if not running:
+                self.ledger.thread_running(
+                    thread_id, message.run_id if isinstance(message, StartMessage) else answer_run
+                )
             host = AsyncHost(
                 announce=hosted, reply_url=self.reply_url, default_ttl=self.default_ttl, now=self._clock
             )
@@ -386,9 +392,10 @@ class RunnerService:
             self._infrastructure_failed(thread_id, question, exc, receive_count)
             raise
         try:
-            self._record_receipts(receipts)
             self._record_async(hosted)
-            return self._after_run(thread_id, question, result, republished=settled or bool(parked))
+            return self._after_run(
+                thread_id, question, result, republished=settled or bool(parked), receipts=receipts
+            )
         except _Undelivered:
             # Parked, and every question is in the ledger: the thread is `interrupted` and each
             # question answerable; the redelivery only republishes to the sinks that missed it.
@@ -438,17 +445,18 @@ class RunnerService:
     def _record_receipts(self, receipts: list[Receipt]) -> None:
         """Keep what each resumed call reported on its question; the first receipt stands."""
         for receipt in receipts:
-            self.ledger.record_receipt(
-                receipt.question_id, receipt.model_dump(mode="json", exclude={"question_id"})
-            )
+            self.ledger.record_receipt(receipt.question_id, _receipt_item(receipt))
 
     def _resumable(
         self, message: ResumeMessage, config: dict[str, Any]
-    ) -> tuple[QuestionRecord | None, bool]:
-        """The question to resume with its ledger answer, and whether the thread still waits on it.
+    ) -> tuple[QuestionRecord | None, bool, bool]:
+        """The question to resume with its ledger answer, whether the thread still waits on it,
+        and whether the thread was marked running on the way.
 
-        ``(None, False)`` refuses the message: no such question, another thread's, no recorded
-        answer, or a question the thread does not wait on and never did since it was decided.
+        ``(None, False, False)`` refuses the message: no such question, another thread's, no
+        recorded answer, or a question the thread does not wait on and never did since it was
+        decided. The thread's item says first whether it is parked on the question (marking it
+        running in the same write); only when it does not is the checkpoint read.
         """
         question = self.ledger.find_question(message.question_id)
         reason = None
@@ -464,6 +472,8 @@ class RunnerService:
             # runs it again).
             if question.resumed_at is not None:
                 reason = "the answer to this async question already ran on the thread"
+        elif self.ledger.resume_if_waiting(message.thread_id, message.question_id):
+            return question, True, True
         else:
             state = self.graph.get_state(config)
             pending = message.question_id in {i.id for i in getattr(state, "interrupts", ()) or ()}
@@ -472,20 +482,41 @@ class RunnerService:
         if reason is not None:
             logger.warning("resume refused", extra={"reason": reason})
             metrics.add_metric(name=RESUMES_REFUSED, unit=MetricUnit.Count, value=1)
-            return None, False
-        return question, pending
+            return None, False, False
+        return question, pending, False
 
     def _after_run(
-        self, thread_id: str, question: QuestionRecord | None, result: Any, *, republished: bool
+        self,
+        thread_id: str,
+        question: QuestionRecord | None,
+        result: Any,
+        *,
+        republished: bool,
+        receipts: list[Receipt] | None = None,
     ) -> RunOutcome:
+        reported: list[Receipt] = list(receipts or ())
         # The question is `resumed` before the thread records where the run went: a client that
         # sees the thread done or parked on its next question also sees this answer applied.
         if question is not None:
-            if self.ledger.mark_resumed(question):
+            # Its receipt rides on the same write; any other receipt is written on its own.
+            own = next((r for r in reported if r.question_id == question.question_id), None)
+            try:
+                resumed = self.ledger.mark_resumed(
+                    question, receipt=None if own is None else _receipt_item(own)
+                )
+            except Exception:
+                # The redelivery does not run the call again: keep what it reported all the same.
+                self._best_effort(lambda: self._record_receipts(reported))
+                raise
+            if resumed:
                 # A duplicate resume (already `resumed`) loses the conditional write and counts nothing.
                 metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
+                reported = [r for r in reported if r.question_id != question.question_id]
+            self._record_receipts(reported)
             if self.timers is not None:
                 self.timers.cancel(question)
+        else:
+            self._record_receipts(reported)
         tracking = _Tracking(self.announce)
         envelopes = self.publish(
             result,
@@ -697,6 +728,11 @@ class RunnerService:
             logger.exception("could not record the failure in the ledger")
 
 
+def _receipt_item(receipt: Receipt) -> dict[str, Any]:
+    """A receipt as its question item keeps it."""
+    return receipt.model_dump(mode="json", exclude={"question_id"})
+
+
 class _Undelivered(AnnounceError):
     """A parked thread's questions are all in the ledger, but some other sink missed one."""
 
@@ -715,16 +751,19 @@ def build_announce(
     """The deployment's fan-out: ledger item, ``wait-created`` topic, outbox FIFO queue, and a Slack
     channel when the settings name one."""
     from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
-    from wait_service.slack import build_slack_announce
 
     children: list[BaseAnnounce] = [
         DynamoDbAnnounce(settings.require("ledger_table"), client=dynamodb),
         SnsAnnounce(settings.require("topic_arn"), client=sns),
         SqsAnnounce(settings.require("outbox_url"), client=sqs),
     ]
-    slack = build_slack_announce(settings, dynamodb=dynamodb)
-    if slack is not None:
-        children.append(slack)
+    if settings.slack_channel:
+        # Slack's modules load only in a deployment that names a channel.
+        from wait_service.slack import build_slack_announce
+
+        slack = build_slack_announce(settings, dynamodb=dynamodb)
+        if slack is not None:
+            children.append(slack)
     return CompositeAnnounce(children)
 
 

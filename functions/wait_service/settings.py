@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from wait_service.answer_limits import MAX_ANSWER_BYTES
-from wait_service.resources import TTL_DAYS
+from wait_service.constants import TTL_DAYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

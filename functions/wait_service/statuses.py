@@ -20,6 +20,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 Phase = Literal["open", "answered", "expired", "revoked"]
@@ -86,6 +87,7 @@ RESUMING: frozenset[str] = frozenset(name for name, status in STATUSES.items() i
 DECIDED: tuple[str, ...] = ANSWERED + CLOSED
 
 
+@cache
 def allowed_from(to: str) -> tuple[str, ...]:
     """The statuses a question may move to ``to`` from (the conditional write's ``IN`` list)."""
     if to not in STATUSES:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -62,7 +63,41 @@ def _from_dynamo_native(value: Any) -> Any:
 
 def from_attribute(value: Any) -> Any:
     """A DynamoDB attribute value (low-level format) as a JSON value (Decimals → int/float)."""
-    return _from_dynamo_native(_deserializer.deserialize(value))
+    try:
+        return _from_plain(value)
+    except _NotPlain:
+        return _from_dynamo_native(_deserializer.deserialize(value))
+
+
+class _NotPlain(Exception):
+    """An attribute the direct conversion leaves to boto3's deserializer (sets, binary, odd numbers)."""
+
+
+# An integer DynamoDB's number context reads exactly: at most 38 digits, no exponent or point.
+_PLAIN_INT = re.compile(r"-?[0-9]{1,38}")
+
+
+def _from_plain(value: Any) -> Any:
+    """What ``_from_dynamo_native(TypeDeserializer().deserialize(value))`` gives, for the attribute
+    types the ledger writes (S, N holding an integer, BOOL, NULL, M, L), without building Decimals."""
+    if type(value) is not dict or len(value) != 1:
+        raise _NotPlain
+    [(kind, member)] = value.items()
+    if kind == "S":
+        return member
+    if kind == "M":
+        return {key: _from_plain(item) for key, item in member.items()}
+    if kind == "L":
+        return [_from_plain(item) for item in member]
+    if kind == "N":
+        if _PLAIN_INT.fullmatch(member):
+            return int(member)
+        raise _NotPlain
+    if kind == "BOOL":
+        return member
+    if kind == "NULL":
+        return None
+    raise _NotPlain
 
 
 def from_item(item: Mapping[str, Any]) -> dict[str, Any]:

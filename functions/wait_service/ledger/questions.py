@@ -279,16 +279,21 @@ class QuestionStore(LedgerTable):
             ExpressionAttributeValues={":now": {"S": iso(self._clock())}},
         )
 
-    def mark_resumed(self, question: QuestionRecord, *, actor: str = "runner") -> bool:
+    def mark_resumed(
+        self, question: QuestionRecord, *, actor: str = "runner", receipt: Mapping[str, Any] | None = None
+    ) -> bool:
         """The thread ran on with the question's answer.
 
         A person's answer moves ``answered → resumed`` (also after a DLQ redrive, from
         ``resume_failed``); an expired or revoked question keeps its status and gains a
-        ``resumed`` stage. ``False`` when it was already recorded (a duplicate resume).
+        ``resumed`` stage. ``False`` when it was already recorded (a duplicate resume): nothing
+        is written then, ``receipt`` included. ``receipt`` (what the resumed call reported) is
+        kept in the same write, as :meth:`record_receipt` keeps it: the first receipt stands.
         """
+        first = {"receipt": dict(receipt)} if receipt is not None else None
         if question.status in CLOSED:
-            return self._stage_after_close(question.question_id, "resumed", actor=actor)
-        return self._move(question.question_id, "resumed", actor=actor, ends=True)
+            return self._stage_after_close(question.question_id, "resumed", actor=actor, first=first)
+        return self._move(question.question_id, "resumed", actor=actor, ends=True, first=first)
 
     def mark_resume_failed(self, question: QuestionRecord, error: str, *, actor: str = "runner") -> bool:
         """The last attempt to resume the thread with the question's answer failed."""
@@ -299,7 +304,13 @@ class QuestionStore(LedgerTable):
         return self._move(question.question_id, "resume_failed", actor=actor, extra={"error": error})
 
     def _stage_after_close(
-        self, question_id: str, stage: str, *, actor: str, extra: Mapping[str, Any] | None = None
+        self,
+        question_id: str,
+        stage: str,
+        *,
+        actor: str,
+        extra: Mapping[str, Any] | None = None,
+        first: Mapping[str, Any] | None = None,
     ) -> bool:
         """Append ``stage`` to a closed question once (``resumed_at`` is set by ``resumed`` only)."""
         now = self._clock()
@@ -318,6 +329,7 @@ class QuestionStore(LedgerTable):
             names[f"#x{index}"] = name
             values[f":x{index}"] = to_attribute(value)
             sets.append(f"#x{index} = :x{index}")
+        _keep_first(first, names, values, sets)
         closed = _in_list("c", CLOSED, values)
         return self._update_if(
             TableName=self.table_name,
@@ -350,6 +362,7 @@ class QuestionStore(LedgerTable):
         rung: int | None = None,
         ends: bool = False,
         raise_on_loss: bool = False,
+        first: Mapping[str, Any] | None = None,
     ) -> bool:
         """Conditionally move a question to ``to`` from a status the status table allows.
 
@@ -381,6 +394,7 @@ class QuestionStore(LedgerTable):
             names[f"#x{index}"] = name
             values[f":x{index}"] = to_attribute(value)
             sets.append(f"#x{index} = :x{index}")
+        _keep_first(first, names, values, sets)
         if ends or to in CLOSED:
             values[":ttl"] = {"N": str(int((now + self._ttl).timestamp()))}
             sets.append("expires_ttl = :ttl")
@@ -404,6 +418,16 @@ class QuestionStore(LedgerTable):
                 return False
             raise
         return True
+
+
+def _keep_first(
+    first: Mapping[str, Any] | None, names: dict[str, str], values: dict[str, Any], sets: list[str]
+) -> None:
+    """Add ``SET name = if_not_exists(name, value)`` for each of ``first``: a value already there stands."""
+    for index, (name, value) in enumerate((first or {}).items()):
+        names[f"#k{index}"] = name
+        values[f":k{index}"] = to_attribute(value)
+        sets.append(f"#k{index} = if_not_exists(#k{index}, :k{index})")
 
 
 def _in_list(prefix: str, statuses: Iterable[str], values: dict[str, Any]) -> str:

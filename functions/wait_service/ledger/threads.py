@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 MAX_OUTPUT_BYTES = 300 * 1024
 RunStatus = Literal["queued", "running", "retrying", "interrupted", "done", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+# Set (true) when a run ends `done`, removed when any run starts: while it is set, the thread's
+# checkpoint waits on no question, so a start needs not read the checkpoint to know it.
+AT_REST = "at_rest"
 
 
 @dataclass(frozen=True)
@@ -203,14 +206,70 @@ class ThreadStore(LedgerTable):
 
     def thread_running(self, thread_id: str, run_id: str | None = None) -> None:
         """A run (a start names it with ``run_id``; a resume continues the current one) is running."""
+        self._running(thread_id, run_id)
+
+    def start_if_at_rest(self, thread_id: str, run_id: str) -> bool:
+        """Mark start ``run_id`` running if the thread's checkpoint is known to wait on nothing.
+
+        True (and the thread is ``running``) when the thread item exists and either no run ever
+        ran on it or its last run ended ``done`` (:data:`AT_REST`); ``False`` changes nothing,
+        and the runner reads the checkpoint to decide. This saves a checkpoint read per start.
+        """
+        return self._running(
+            thread_id,
+            run_id,
+            condition="attribute_exists(dedupe_key) AND (attribute_not_exists(#started) OR #rest = :rest)",
+            condition_names={"#started": "started_at", "#rest": AT_REST},
+            condition_values={":rest": {"BOOL": True}},
+        )
+
+    def resume_if_waiting(self, thread_id: str, question_id: str) -> bool:
+        """Mark the resume of ``question_id`` running if the thread is recorded parked on it.
+
+        The thread is recorded ``interrupted`` only once its checkpoint waits on every id in
+        ``pending``, and every run marks it running before touching the checkpoint: so while it
+        is ``interrupted`` with this id pending, the checkpoint waits on the question. ``False``
+        changes nothing, and the runner reads the checkpoint to decide.
+        """
+        return self._running(
+            thread_id,
+            None,
+            condition="#run_status = :interrupted AND contains(#pending, :qid)",
+            condition_names={"#pending": "pending"},
+            condition_values={":interrupted": {"S": "interrupted"}, ":qid": {"S": question_id}},
+        )
+
+    def _running(
+        self,
+        thread_id: str,
+        run_id: str | None,
+        *,
+        condition: str | None = None,
+        condition_names: Mapping[str, str] | None = None,
+        condition_values: Mapping[str, Any] | None = None,
+    ) -> bool:
         sets = {"started_at": ":started"}
         values: dict[str, Any] = {":started": {"S": iso(self._clock())}}
         if run_id:
             sets["current_run"] = ":current"
             values[":current"] = {"S": run_id}
-        self._update_thread(
-            thread_id, "running", sets=sets, values=values, remove=("error", "expires_ttl", "attempt")
-        )
+        try:
+            self._update_thread(
+                thread_id,
+                "running",
+                sets=sets,
+                values=values,
+                # A run may change the checkpoint: it is no longer known to be at rest.
+                remove=("error", "expires_ttl", "attempt", AT_REST),
+                condition=condition,
+                condition_names=condition_names,
+                condition_values=condition_values,
+            )
+        except ClientError as exc:
+            if condition is None or not condition_failed(exc):
+                raise
+            return False
+        return True
 
     def thread_retrying(self, thread_id: str, attempt: int, error: str) -> None:
         """An infrastructure failure ended attempt ``attempt``; the message comes back after a backoff."""
@@ -234,13 +293,16 @@ class ThreadStore(LedgerTable):
         stays in the thread's checkpoint.
         """
         size = len(output_json.encode())
+        # The run ended with no question pending: the next start needs no checkpoint read.
+        sets = {"pending": ":none", AT_REST: ":rest"}
+        values: dict[str, Any] = {":none": {"L": []}, ":rest": {"BOOL": True}}
         if size > MAX_OUTPUT_BYTES:
-            sets = {"output_omitted": ":omitted", "pending": ":none"}
-            values: dict[str, Any] = {":omitted": {"N": str(size)}, ":none": {"L": []}}
+            sets["output_omitted"] = ":omitted"
+            values[":omitted"] = {"N": str(size)}
             remove: tuple[str, ...] = ("error", "output")
         else:
-            sets = {"output": ":output", "pending": ":none"}
-            values = {":output": {"S": output_json}, ":none": {"L": []}}
+            sets["output"] = ":output"
+            values[":output"] = {"S": output_json}
             remove = ("error", "output_omitted")
         return self._finish(thread_id, "done", sets=sets, values=values, remove=remove)
 
@@ -292,6 +354,7 @@ class ThreadStore(LedgerTable):
         remove: Iterable[str] = (),
         ends: bool = False,
         condition: str | None = None,
+        condition_names: Mapping[str, str] | None = None,
         condition_values: Mapping[str, Any] | None = None,
         return_item: bool = False,
     ) -> ThreadRecord | None:
@@ -332,6 +395,7 @@ class ThreadStore(LedgerTable):
             expression += " REMOVE " + ", ".join(removals)
         if condition and "#run_status" in condition:
             names["#run_status"] = "run_status"
+        names.update(condition_names or {})
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "Key": {"dedupe_key": {"S": thread_key(thread_id)}},

@@ -15,6 +15,9 @@ Examples
 []
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agent_wait.announce import BaseAnnounce, CompositeAnnounce, InMemoryAnnounce
 from agent_wait.envelope import (
     Envelope,
@@ -28,7 +31,6 @@ from agent_wait.envelope import (
     isoformat_z,
 )
 from agent_wait.errors import AgentWaitError
-from agent_wait.framework import Framework
 from agent_wait.hosting import ASYNC_ANSWER_KEY, AsyncHost, hosting_async_waits
 from agent_wait.policy import (
     OnExpiry,
@@ -39,9 +41,36 @@ from agent_wait.policy import (
     edit,
     free_text,
 )
-from agent_wait.publish import make_publish_interrupts, unpack_interrupt
-from agent_wait.receipts import Receipt, collect_receipts, emit_receipt
-from agent_wait.wait import args_schema_of, make_wait, operation_id_for
+
+if TYPE_CHECKING:
+    from agent_wait.framework import Framework
+    from agent_wait.publish import make_publish_interrupts, unpack_interrupt
+    from agent_wait.receipts import Receipt, collect_receipts, emit_receipt
+    from agent_wait.wait import args_schema_of, make_wait, operation_id_for
+
+# Imported at their first use: what a framework binding needs (``@wait``, publishing, receipts)
+# stays out of a process that only reads envelopes and policies (the api's cold start).
+_LAZY = {
+    "Framework": "agent_wait.framework",
+    "make_publish_interrupts": "agent_wait.publish",
+    "unpack_interrupt": "agent_wait.publish",
+    "Receipt": "agent_wait.receipts",
+    "collect_receipts": "agent_wait.receipts",
+    "emit_receipt": "agent_wait.receipts",
+    "args_schema_of": "agent_wait.wait",
+    "make_wait": "agent_wait.wait",
+    "operation_id_for": "agent_wait.wait",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_wait' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

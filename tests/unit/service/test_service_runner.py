@@ -640,3 +640,71 @@ def test_an_output_too_large_for_the_ledger_still_ends_the_run_done(
     thread = ledger.get_thread("t-big")
     assert (thread.run_status, thread.output) == ("done", None)
     assert thread.output_omitted is not None and thread.output_omitted > 450_000
+
+
+class _ReadsCounted:
+    """Wraps a graph and counts its checkpoint reads (``get_state``)."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self.reads = 0
+
+    def invoke(self, input: Any, config: Any, *, durability: Any = None) -> Any:
+        return self.graph.invoke(input, config, durability=durability)
+
+    def get_state(self, config: Any) -> Any:
+        self.reads += 1
+        return self.graph.get_state(config)
+
+
+def counted(runner: RunnerService) -> tuple[RunnerService, _ReadsCounted]:
+    graph = _ReadsCounted(runner.graph)
+    return RunnerService(graph, runner.announce, runner.ledger), graph
+
+
+def test_the_ledger_answers_what_a_start_and_a_resume_would_read_from_the_checkpoint(
+    runner: RunnerService, ledger: Ledger
+) -> None:
+    """A start on a fresh or finished thread and a resume of a parked one read no checkpoint."""
+    service, graph = counted(runner)
+    # A start the api queued on a new thread
+    ledger.queue_thread("t-1", "01A")
+    [question_id] = service.run(StartMessage(thread_id="t-1", input=REFUND, run_id="01A")).pending
+    # its resume, and a second start once the thread is done
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    assert service.run(ResumeMessage(thread_id="t-1", question_id=question_id)).status == "done"
+    ledger.queue_thread("t-1", "01B")
+    assert service.run(StartMessage(thread_id="t-1", input=REFUND, run_id="01B")).status == "interrupted"
+    assert graph.reads == 0
+
+    # A redelivered start still finds the question it parked on: the checkpoint is read then
+    again = service.run(StartMessage(thread_id="t-1", input=REFUND, run_id="01B"), receive_count=2)
+    assert graph.reads == 1
+    assert again.pending == ledger.get_thread("t-1").pending
+    # and a repeated resume of the question already resumed is refused, the thread untouched
+    refused = service.run(ResumeMessage(thread_id="t-1", question_id=question_id))
+    assert (refused.status, graph.reads) == ("refused", 1)
+    assert ledger.get_thread("t-1").run_status == "interrupted"
+
+
+def test_the_resumed_calls_receipt_is_kept_in_the_resumed_write(
+    runner: RunnerService, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_wait.receipts import Receipt
+
+    question_id = park(runner)
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    monkeypatch.setattr(
+        runner.ledger, "record_receipt", lambda *a, **k: pytest.fail("a second write for the receipt")
+    )
+    receipt = Receipt(
+        question_id=question_id, ran=True, args=REFUND, outcome="returned", at="2026-11-30T10:00:00Z"
+    )
+
+    runner._after_run(
+        "t-1", ledger.get_question(question_id), {"ok": True}, republished=False, receipts=[receipt]
+    )
+
+    stored = ledger.get_question(question_id)
+    assert stored.status == "resumed"
+    assert stored.receipt is not None and stored.receipt["ran"] is True

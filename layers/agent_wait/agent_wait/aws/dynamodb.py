@@ -37,8 +37,47 @@ def to_attribute(value: Any) -> dict[str, Any]:
     >>> to_attribute({"amount": 2.5})
     {'M': {'amount': {'N': '2.5'}}}
     """
+    try:
+        return _plain_attribute(value)
+    except _NotPlain:
+        pass
     plain = json.loads(json.dumps(value), parse_float=Decimal)
     return dict(_serializer.serialize(plain))
+
+
+# The largest integer DynamoDB's number context holds exactly (38 significant digits).
+_MAX_EXACT_INT = 10**38
+
+
+class _NotPlain(Exception):
+    """A value the direct conversion leaves to the JSON round trip (floats, tuples, other types)."""
+
+
+def _plain_attribute(value: Any) -> dict[str, Any]:
+    """The attribute of a value made of str, int, bool, None, str-keyed dicts and lists only.
+
+    Gives what the JSON round trip gives for such values, without serializing them twice;
+    anything else raises :class:`_NotPlain`.
+    """
+    kind = type(value)
+    if kind is str:
+        return {"S": value}
+    if kind is bool:
+        return {"BOOL": value}
+    if value is None:
+        return {"NULL": True}
+    if kind is int and -_MAX_EXACT_INT < value < _MAX_EXACT_INT:
+        return {"N": str(value)}
+    if kind is dict:
+        members = {}
+        for key, member in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            members[key] = _plain_attribute(member)
+        return {"M": members}
+    if kind is list:
+        return {"L": [_plain_attribute(member) for member in value]}
+    raise _NotPlain
 
 
 def ledger_put(table_name: str, envelope: Envelope) -> dict[str, Any]:

@@ -1,0 +1,28 @@
+"""Numbers the functions share with the infrastructure: timeouts, retries and retention.
+
+Plain numbers in a module of their own, so a function reads them without loading the resource
+specs of :mod:`wait_service.resources` (which re-exports them).
+"""
+
+from __future__ import annotations
+
+# The runner's timeout bounds one graph run; the inbox hides a message six times as long so a
+# slow run is never handed to a second invocation while the first still works on it.
+RUNNER_TIMEOUT_SECONDS = 120
+# The api Lambda's timeout: API Gateway's REST integration gives up after 29 seconds, so a longer
+# Lambda timeout would only keep working for a caller that already got a 504.
+API_TIMEOUT_SECONDS = 29
+# The lifecycle function (expiry, escalation, reminders) makes a handful of AWS calls per timer.
+LIFECYCLE_TIMEOUT_SECONDS = 30
+INBOX_VISIBILITY_SECONDS = 6 * RUNNER_TIMEOUT_SECONDS
+# Runs per runner invocation (the event source mapping's batch size, and the local poller's): the
+# timeout above bounds one run, and a timeout re-runs only that run.
+RUNNER_BATCH_SIZE = 1
+MAX_RECEIVE_COUNT = 5
+# Ledger items and checkpoints expire this many days after their last write (Settings.ledger_ttl_days,
+# the checkpointer's ttl_seconds), so a checkpoint never outlives, nor dies before, its ledger record.
+TTL_DAYS = 90
+# DynamoDB deletes an expired item within a few days of its TTL and a read still returns it until
+# then; an offloaded checkpoint object outlives its item by this margin, so no item that can still
+# be read points at a deleted object.
+TTL_DELETION_LAG_DAYS = 7

@@ -7,10 +7,12 @@ Settings come from ``cdk.json`` context or ``-c key=value`` (see README.md, "Dep
 
 from __future__ import annotations
 
+import sys
+
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
-from infra.config import StackConfig
+from infra.config import ConfigError, StackConfig
 from infra.stack import AgentWaitStack
 
 
@@ -38,4 +40,9 @@ def build_app(app: cdk.App | None = None) -> tuple[cdk.App, AgentWaitStack]:
 
 
 if __name__ == "__main__":
-    build_app()[0].synth()
+    try:
+        app, _ = build_app()
+    except ConfigError as exc:
+        # A setting the stack cannot be built from: one line naming the context key, no traceback.
+        sys.exit(f"agent-wait: {exc}")
+    app.synth()

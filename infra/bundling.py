@@ -66,15 +66,25 @@ class PipLayerBundling:
     """
 
     def __init__(
-        self, layer: LayerName, *, checkpointer: str = "aws", requirements_file: Path | None = None
+        self,
+        layer: LayerName,
+        *,
+        checkpointer: str = "aws",
+        requirements_file: Path | None = None,
+        every_aws_service: bool = False,
     ) -> None:
         self.layer: LayerName = layer
         self.checkpointer = checkpointer
         self.requirements_file = requirements_file
+        self.every_aws_service = every_aws_service
 
     def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_: Any) -> bool:
         built = build_layer(
-            self.layer, "lambda", checkpointer=self.checkpointer, requirements_file=self.requirements_file
+            self.layer,
+            "lambda",
+            checkpointer=self.checkpointer,
+            requirements_file=self.requirements_file,
+            every_aws_service=self.every_aws_service,
         )
         copy_tree(built, Path(output_dir))
         return True

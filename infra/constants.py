@@ -52,3 +52,5 @@ BUNDLE_CACHE_DIR: Final = REPO_ROOT / "cdk.out" / ".bundle-cache"
 # Metadata on the graph layer naming the user's requirements file (context graph_requirements), so
 # the assembly's import check (infra.report) builds the same layer for the host.
 GRAPH_REQUIREMENTS_METADATA: Final = "agent-wait:graph-requirements"
+# Set on the graph layer of a user's agent: it carries botocore with every AWS service's model.
+EVERY_AWS_SERVICE_METADATA: Final = "agent-wait:every-aws-service"

@@ -86,7 +86,10 @@ def graph_input_dir(
         return relative
     paths = [str(source)] if source is not None else []
     if requirements is not None:
-        graph_layer = build_layer("graph", "host", checkpointer=checkpointer, requirements_file=requirements)
+        # The same host build the import check makes of a user's agent's graph layer (infra.report).
+        graph_layer = build_layer(
+            "graph", "host", checkpointer=checkpointer, requirements_file=requirements, every_aws_service=True
+        )
         paths += [str(graph_layer / "python"), str(build_layer("core", "host") / "python")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     done = subprocess.run(

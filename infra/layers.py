@@ -78,6 +78,9 @@ class Layers(Construct):
         ``dynamodb`` adds langgraph-checkpoint-dynamodb to the ``graph`` layer.
     graph_requirements
         A user's requirements file, installed into the ``graph`` layer with the runner's pins.
+    own_agent
+        The runner runs a user's agent (``graph_source`` or ``graph_requirements``): its ``graph``
+        layer carries every AWS service's botocore model, since the agent may call any service.
 
     Examples
     --------
@@ -92,14 +95,17 @@ class Layers(Construct):
         *,
         checkpointer: str,
         graph_requirements: Path | None = None,
+        own_agent: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.core = self._build_pip_layer("Core", "core", checkpointer)
-        self.graph = self._build_pip_layer("Graph", "graph", checkpointer, graph_requirements)
+        self.graph = self._build_pip_layer("Graph", "graph", checkpointer, graph_requirements, own_agent)
+        graph_resource = self.graph.node.default_child
+        assert graph_resource is not None
         if graph_requirements is not None:
-            self.graph.node.default_child.node.add_metadata(  # type: ignore[union-attr]
-                constants.GRAPH_REQUIREMENTS_METADATA, str(graph_requirements)
-            )
+            graph_resource.node.add_metadata(constants.GRAPH_REQUIREMENTS_METADATA, str(graph_requirements))
+        if own_agent:
+            graph_resource.node.add_metadata(constants.EVERY_AWS_SERVICE_METADATA, True)
         self.agent_wait = lambda_.LayerVersion(
             self,
             "AgentWait",
@@ -118,7 +124,12 @@ class Layers(Construct):
         return [self.core, self.graph, self.agent_wait]
 
     def _build_pip_layer(
-        self, construct_id: str, name: LayerName, checkpointer: str, requirements_file: Path | None = None
+        self,
+        construct_id: str,
+        name: LayerName,
+        checkpointer: str,
+        requirements_file: Path | None = None,
+        every_aws_service: bool = False,
     ) -> lambda_.LayerVersion:
         requirements = layer_requirements(name, checkpointer=checkpointer)
         described = [*requirements, f"-r {requirements_file.name}"] if requirements_file else requirements
@@ -139,12 +150,19 @@ class Layers(Construct):
                 str(constants.REPO_ROOT / "layers" / "deps"),
                 asset_hash_type=cdk.AssetHashType.CUSTOM,
                 asset_hash=cache_key(
-                    name, "lambda", checkpointer=checkpointer, requirements_file=requirements_file
+                    name,
+                    "lambda",
+                    checkpointer=checkpointer,
+                    requirements_file=requirements_file,
+                    every_aws_service=every_aws_service,
                 ),
                 bundling=cdk.BundlingOptions(
                     image=runtime().bundling_image,
                     local=PipLayerBundling(
-                        name, checkpointer=checkpointer, requirements_file=requirements_file
+                        name,
+                        checkpointer=checkpointer,
+                        requirements_file=requirements_file,
+                        every_aws_service=every_aws_service,
                     ),
                     volumes=volumes or None,
                     command=[

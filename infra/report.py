@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.constants import GRAPH_REQUIREMENTS_METADATA
+from infra.constants import EVERY_AWS_SERVICE_METADATA, GRAPH_REQUIREMENTS_METADATA
 from infra.requirements import LayerName, build_layer, tree_size
 
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
@@ -49,6 +49,8 @@ class Layer:
     path: Path
     # The user's requirements file the graph layer was built with (context graph_requirements).
     requirements_file: Path | None = None
+    # A user's agent: the graph layer carries every AWS service's botocore model.
+    every_aws_service: bool = False
 
     @property
     def pip_layer(self) -> LayerName | None:
@@ -99,13 +101,21 @@ class AssemblyReport:
                 continue
             template = json.loads((outdir / artifact["properties"]["templateFile"]).read_text())
             assets = _assets_by_key(outdir, manifest)
-            requirements_files = _graph_requirements(outdir, artifact)
+            requirements_files = _layer_metadata(outdir, artifact, GRAPH_REQUIREMENTS_METADATA)
+            every_service = _layer_metadata(outdir, artifact, EVERY_AWS_SERVICE_METADATA)
             resources: dict[str, Any] = template["Resources"]
             by_id: dict[str, Layer] = {}
             for logical_id, resource in resources.items():
                 if resource["Type"] == "AWS::Lambda::LayerVersion":
                     display, path = assets[resource["Properties"]["Content"]["S3Key"]]
-                    by_id[logical_id] = Layer(logical_id, display, path, requirements_files.get(logical_id))
+                    requirements = requirements_files.get(logical_id)
+                    by_id[logical_id] = Layer(
+                        logical_id,
+                        display,
+                        path,
+                        None if requirements is None else Path(requirements),
+                        every_aws_service=bool(every_service.get(logical_id)),
+                    )
             layers += by_id.values()
             for logical_id, resource in resources.items():
                 if resource["Type"] != "AWS::Lambda::Function":
@@ -138,9 +148,17 @@ class AssemblyReport:
             kwargs: dict[str, Any] = {"checkpointer": checkpointer}
             if layer.requirements_file is not None:
                 kwargs["requirements_file"] = layer.requirements_file
+            if layer.every_aws_service:
+                kwargs["every_aws_service"] = True
             if cache_dir is not None:
                 kwargs["cache_dir"] = cache_dir
-            paths.append(str(build_layer(layer.pip_layer, "host", **kwargs) / "python"))
+            built = str(build_layer(layer.pip_layer, "host", **kwargs) / "python")
+            if layer.every_aws_service:
+                # Lambda merges the layers into one folder, this copy of botocore (every service's
+                # model) laid over the core layer's trimmed one; first on the path, it is what imports.
+                paths.insert(1, built)
+            else:
+                paths.append(built)
         script = (
             "import json, sys\n"
             f"sys.path[:0] = {paths!r}\n"
@@ -180,17 +198,18 @@ def _runner_secret_names(environment: dict[str, str]) -> list[str]:
     return sorted(json.loads(environment.get("AGENT_WAIT_RUNNER_SECRETS") or "{}"))
 
 
-def _graph_requirements(outdir: Path, artifact: dict[str, Any]) -> dict[str, Path]:
-    """Logical id of a graph layer -> the user's requirements file it was built with (stack metadata)."""
+def _layer_metadata(outdir: Path, artifact: dict[str, Any], key: str) -> dict[str, Any]:
+    """Logical id of a resource -> the value of its stack metadata entry ``key`` (the graph layer's:
+    the user's requirements file it was built with, whether it carries every AWS service)."""
     metadata: dict[str, list[dict[str, Any]]] = dict(artifact.get("metadata", {}))
     if artifact.get("additionalMetadataFile"):
         metadata.update(json.loads((outdir / artifact["additionalMetadataFile"]).read_text()))
-    found: dict[str, Path] = {}
+    found: dict[str, Any] = {}
     for entries in metadata.values():
         logical_id = next((e["data"] for e in entries if e["type"] == "aws:cdk:logicalId"), None)
-        path = next((e["data"] for e in entries if e["type"] == GRAPH_REQUIREMENTS_METADATA), None)
-        if logical_id and path:
-            found[logical_id] = Path(path)
+        value = next((e["data"] for e in entries if e["type"] == key), None)
+        if logical_id and value is not None:
+            found[logical_id] = value
     return found
 
 
@@ -262,7 +281,10 @@ def main(argv: list[str] | None = None) -> int:
         failed |= over
         budget = SIZE_BUDGETS.get(function.name)
         note = ""
-        if budget is not None:
+        if any(layer.every_aws_service for layer in function.layers):
+            # The budget is the sample's; a user's agent brings its own packages and AWS models.
+            note = "  (your agent's packages and every AWS service's botocore model)"
+        elif budget is not None:
             note = f"  (budget {_mb(budget)}{', OVER BUDGET' if function.total_size > budget else ''})"
         limit = "  OVER THE LIMIT" if over else ""
         _out(f"  {function.name:<22} {_mb(function.total_size):>10}{limit}{note}")

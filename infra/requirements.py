@@ -59,8 +59,9 @@ GRAPH_PACKAGES: tuple[str, ...] = ("langgraph", "langgraph-checkpoint-aws")
 
 # botocore's service models kept in the layers: the services the deployment calls (the functions,
 # the announcers, the checkpointer's S3 offload), the X-Ray SDK's own client, and STS (credentials).
-# botocore loads a model only when a client for its service is created; a graph that calls another
-# AWS service (bedrock-runtime for a model, say) needs its name added here.
+# botocore loads a model only when a client for its service is created. A user's agent may call any
+# AWS service (bedrock-runtime for a model, say): its graph layer carries botocore with every model
+# (``every_aws_service``), which Lambda's merge of the layers lays over the core layer's trimmed copy.
 BOTOCORE_SERVICES: tuple[str, ...] = (
     "dynamodb",
     "s3",
@@ -138,7 +139,12 @@ def file_digest(path: Path | None) -> str | None:
 
 
 def cache_key(
-    layer: LayerName, target: Target, *, checkpointer: str = "aws", requirements_file: Path | None = None
+    layer: LayerName,
+    target: Target,
+    *,
+    checkpointer: str = "aws",
+    requirements_file: Path | None = None,
+    every_aws_service: bool = False,
 ) -> str:
     """A digest of everything that decides the layer's contents (a requirements file: its bytes)."""
     interpreter = f"cp{PYTHON_VERSION}-{PIP_PLATFORM}" if target == "lambda" else sys.implementation.cache_tag
@@ -153,6 +159,8 @@ def cache_key(
     }
     if requirements_file is not None:
         payload["requirements_file"] = file_digest(requirements_file)
+    if every_aws_service:
+        payload["every_aws_service"] = True
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -162,15 +170,24 @@ def build_layer(
     *,
     checkpointer: str = "aws",
     requirements_file: Path | None = None,
+    every_aws_service: bool = False,
     cache_dir: Path = BUNDLE_CACHE_DIR,
 ) -> Path:
     """Build (or reuse from ``cache_dir``) the layer and return its root (which holds ``python/``).
 
     ``requirements_file`` (``graph`` only): a user's requirements, resolved together with the pins.
+    ``every_aws_service`` (``graph`` only): the layer also carries botocore with every service's
+    model, for a user's agent that calls AWS services the deployment itself does not.
     """
-    if requirements_file is not None and layer != "graph":
-        raise ValueError("only the graph layer takes a requirements file")
-    key = cache_key(layer, target, checkpointer=checkpointer, requirements_file=requirements_file)
+    if (requirements_file is not None or every_aws_service) and layer != "graph":
+        raise ValueError("only the graph layer takes a requirements file or every AWS service")
+    key = cache_key(
+        layer,
+        target,
+        checkpointer=checkpointer,
+        requirements_file=requirements_file,
+        every_aws_service=every_aws_service,
+    )
     done = cache_dir / f"{layer}-{target}-{key}"
     if (done / "python").is_dir():
         return done
@@ -178,8 +195,13 @@ def build_layer(
     shutil.rmtree(building, ignore_errors=True)
     site = building / "python"
     site.mkdir(parents=True)
+    requirements = layer_requirements(layer, checkpointer=checkpointer)
+    if every_aws_service:
+        # Exactly the core layer's botocore, kept whole here: Lambda lays this copy over that one.
+        core_site = build_layer("core", target, cache_dir=cache_dir) / "python"
+        requirements.append(f"botocore=={distribution_version(core_site, 'botocore')}")
     command = pip_command(
-        layer_requirements(layer, checkpointer=checkpointer),
+        requirements,
         site,
         target,
         requirements_file=requirements_file,
@@ -198,8 +220,8 @@ def build_layer(
     shutil.rmtree(site / "bin", ignore_errors=True)
     if layer == "graph":
         core = build_layer("core", target, cache_dir=cache_dir)
-        remove_distributions_in(site, core / "python")
-    trim_layer(site)
+        remove_distributions_in(site, core / "python", keep=("botocore",) if every_aws_service else ())
+    trim_layer(site, keep_aws_services=every_aws_service)
     strip_debug_info(site)
     # Bytecode for the interpreter that will run the layer: the runtime's version for Lambda, this
     # interpreter for a host build (so a host import of the layout compiles nothing either).
@@ -213,11 +235,11 @@ def build_layer(
     return done
 
 
-def trim_layer(site: Path) -> list[str]:
+def trim_layer(site: Path, *, keep_aws_services: bool = False) -> list[str]:
     """Delete from ``site`` what never loads in Lambda; return the paths removed (relative to ``site``).
 
     - botocore's models of every service not in :data:`BOTOCORE_SERVICES` (over 20 MiB), and their
-      entries in ``endpoints.json``;
+      entries in ``endpoints.json`` (all kept with ``keep_aws_services``);
     - zstandard's cffi backend: the layer has no ``cffi``, so it cannot load, and zstandard uses its
       C extension;
     - PyYAML's libyaml binding: ``yaml`` falls back to its pure-Python parser and emitter, which is
@@ -226,7 +248,7 @@ def trim_layer(site: Path) -> list[str]:
     """
     removed: list[Path] = []
     data = site / "botocore" / "data"
-    if data.is_dir():
+    if data.is_dir() and not keep_aws_services:
         removed += [p for p in data.iterdir() if p.is_dir() and p.name not in BOTOCORE_SERVICES]
         _trim_endpoints(data / "endpoints.json")
     zstandard = site / "zstandard"
@@ -281,15 +303,28 @@ def strip_debug_info(site: Path) -> int:
     return saved
 
 
-def remove_distributions_in(site: Path, other: Path) -> list[str]:
+def distribution_version(site: Path, name: str) -> str:
+    """The version of distribution ``name`` installed in ``site`` (from its ``.dist-info`` folder)."""
+    for dist_info in site.glob("*.dist-info"):
+        dist, _, version = dist_info.name.removesuffix(".dist-info").rpartition("-")
+        if _normalize(dist) == _normalize(name):
+            return version
+    raise FileNotFoundError(f"{name} is not installed in {site}")
+
+
+def remove_distributions_in(site: Path, other: Path, keep: Iterable[str] = ()) -> list[str]:
     """Delete from ``site`` every distribution that ``other`` holds at the same version; return their names.
 
-    Lambda merges layers into one ``/opt/python``, so a distribution two layers both carry is dead weight.
-    Files are removed as listed in the distribution's ``RECORD``.
+    Lambda merges layers into one ``/opt/python``, so a distribution two layers both carry is dead weight,
+    unless named in ``keep`` (a copy that differs once trimmed). Files are removed as listed in the
+    distribution's ``RECORD``.
     """
+    kept = {_normalize(name) for name in keep}
     removed: list[str] = []
     for dist_info in sorted(site.glob("*.dist-info")):
         if not (other / dist_info.name).is_dir():
+            continue
+        if _normalize(dist_info.name.removesuffix(".dist-info").rsplit("-", 1)[0]) in kept:
             continue
         record = dist_info / "RECORD"
         for line in record.read_text().splitlines():

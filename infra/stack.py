@@ -49,7 +49,11 @@ class AgentWaitStack(cdk.Stack):
         self.fanout = Fanout(self, "Fanout", prefix=prefix)
         self.inbox = Inbox(self, "Inbox", prefix=prefix, runner_timeout=config.runner_timeout)
         self.layers = Layers(
-            self, "Layers", checkpointer=config.checkpointer, graph_requirements=config.graph_requirements
+            self,
+            "Layers",
+            checkpointer=config.checkpointer,
+            graph_requirements=config.graph_requirements,
+            own_agent=config.graph_source is not None or config.graph_requirements is not None,
         )
 
         self.api_function = ApiFunction(

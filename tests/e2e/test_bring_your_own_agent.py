@@ -148,9 +148,12 @@ def test_an_async_question_is_answered_over_http_by_a_new_run() -> None:
 
 def test_the_real_model_example_drafts_offline_parks_and_resumes() -> None:
     """On the local stack the support agent drafts with the fake model (Bedrock is not there)."""
-    from examples.support_reply_agent.model import FAKE_DRAFT
+    from examples.support_reply.support_reply_agent.model import FAKE_DRAFT
 
-    local = start_local("--graph", "examples.support_reply_agent.graph:build_graph")
+    # As the README runs it: the example's folder is the graph source, as it is deployed.
+    local = start_local(
+        "--graph", "support_reply_agent.graph:build_graph", "--graph-source", "examples/support_reply"
+    )
     try:
         api, thread_id = local.api, f"e2e-model-{uuid.uuid4().hex[:6]}"
         run = {"input": {"customer": "c-17", "message": "My parcel is late."}}

@@ -32,6 +32,7 @@ MODEL_ARN = "arn:aws:bedrock:eu-west-1::foundation-model/*"
 GRAPH = """\
     \"\"\"A user's agent: one node that turns a title into a slug with a package of its own.\"\"\"
 
+    import boto3
     import inflection
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
@@ -46,6 +47,9 @@ GRAPH = """\
 
 
     def build_graph(checkpointer=None):
+        # A model client made at build time, as LangChain's Bedrock chat models do: a service the
+        # deployment itself never calls.
+        boto3.client("bedrock-runtime", region_name="eu-west-1")
         graph = StateGraph(State)
         graph.add_node("slug", slug)
         graph.add_edge(START, "slug")
@@ -144,6 +148,14 @@ def test_the_user_requirement_lands_in_the_graph_layer(own_synth: Synth, own_rep
     assert (graph.path / "python" / "langgraph").is_dir()
     (core,) = [layer for layer in own_report.layers if layer.pip_layer == "core"]
     assert not list((core.path / "python").glob("inflection*"))
+    # The agent may call any AWS service: its graph layer carries every botocore model, at the
+    # core layer's botocore version (Lambda lays it over the core layer's trimmed copy).
+    models = graph.path / "python" / "botocore" / "data"
+    assert (models / "bedrock-runtime").is_dir() and len(list(models.iterdir())) > 300
+    assert not (core.path / "python" / "botocore" / "data" / "bedrock-runtime").exists()
+    assert [p.name for p in (graph.path / "python").glob("botocore-*.dist-info")] == [
+        p.name for p in (core.path / "python").glob("botocore-*.dist-info")
+    ]
     (description,) = [
         r["Properties"]["Description"]
         for k, r in own_synth.resources("AWS::Lambda::LayerVersion").items()

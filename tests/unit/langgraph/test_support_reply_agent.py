@@ -11,8 +11,8 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from examples.support_reply_agent.graph import build_graph
-from examples.support_reply_agent.model import FAKE_DRAFT, choose_model
+from examples.support_reply.support_reply_agent.graph import build_graph
+from examples.support_reply.support_reply_agent.model import FAKE_DRAFT, choose_model
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -208,3 +208,23 @@ def test_the_graph_layer_key_follows_the_requirements_file_content(tmp_path: Pat
     command = pip_command(["langgraph==1"], tmp_path, "lambda", requirements_file=requirements)
     assert command[-3:] == ["langgraph==1", "-r", str(requirements)]
     assert "--platform" in command
+
+
+def test_the_app_names_the_key_in_one_line_without_a_traceback(tmp_path: Path) -> None:
+    # What `make synth` prints for a malformed value: cdk runs app.py with the context in CDK_CONTEXT_JSON.
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(tmp_path),
+        "CDK_CONTEXT_JSON": json.dumps({"runner_environment": "{MODEL_ID: m}"}),
+    }
+    done = subprocess.run(
+        [sys.executable, "app.py"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip() and "jsii" not in line.lower()]
+    assert lines[-1].startswith("agent-wait: context runner_environment: not JSON"), done.stderr
+    assert "Traceback" not in done.stderr

@@ -13,7 +13,7 @@ import json
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 JSON = "application/json"
@@ -116,6 +116,7 @@ def build_app(
     def start_run(
         thread_id: Annotated[str, Path(min_length=1, max_length=100)],
         request: Annotated[RunRequest, Body()],
+        idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
     ) -> Response[RunAccepted]:
         sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps({"thread_id": thread_id}))
         return Response(status_code=202, content_type=JSON, body=RunAccepted(thread_id=thread_id))
@@ -147,6 +148,7 @@ def build_app(
     def reply(
         question_id: Annotated[str, Path(min_length=1)],
         request: Annotated[ReplyRequest, Body()],
+        if_match: Annotated[str | None, Header(alias="If-Match")] = None,
     ) -> Response[ReplyAccepted]:
         key = {"dedupe_key": {"S": f"question#{question_id}"}}
         question = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]

@@ -54,6 +54,11 @@ REPLY_OVERHEAD_BYTES: Final = 2048
 ENVELOPE_FIELDS_BYTES: Final = 2048
 
 
+# What ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` gives, built once: ``dumps``
+# with any option builds a new encoder on every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def answer_bytes(answer: JsonValue) -> int:
     """The size of ``answer`` as compact JSON, in UTF-8 bytes.
 
@@ -64,7 +69,7 @@ def answer_bytes(answer: JsonValue) -> int:
     >>> answer_bytes("é")
     4
     """
-    return len(json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode())
+    return len(_COMPACT.encode(answer).encode())
 
 
 def attribute_bytes(value: Mapping[str, Any]) -> int:

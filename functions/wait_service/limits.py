@@ -146,7 +146,9 @@ def read_json_body(event: Mapping[str, Any]) -> Any:
         raise InvalidRequestError(f"the body nests deeper than {MAX_DEPTH} levels", field="body") from exc
     except ValueError as exc:
         raise InvalidRequestError("the body is not JSON", field="body") from exc
-    if depth(value) > MAX_DEPTH + 1:
+    # Every level of nesting opens with its own `{` or `[`, so a text with few of them (most
+    # bodies) cannot nest too deep and needs no walk.
+    if text.count("{") + text.count("[") > MAX_DEPTH + 1 and depth(value) > MAX_DEPTH + 1:
         raise InvalidRequestError(f"the body nests deeper than {MAX_DEPTH} levels", field="body")
     return value
 

@@ -79,24 +79,28 @@ _PLAIN_INT = re.compile(r"-?[0-9]{1,38}")
 
 def _from_plain(value: Any) -> Any:
     """What ``_from_dynamo_native(TypeDeserializer().deserialize(value))`` gives, for the attribute
-    types the ledger writes (S, N holding an integer, BOOL, NULL, M, L), without building Decimals."""
+    types the ledger writes (S, N holding an integer, BOOL, NULL, M, L), without building Decimals.
+
+    Every read of a question decodes a dozen attributes through here, so the type is found by key
+    lookups, most frequent first, rather than by unpacking the one-entry dict.
+    """
     if type(value) is not dict or len(value) != 1:
         raise _NotPlain
-    [(kind, member)] = value.items()
-    if kind == "S":
-        return member
-    if kind == "M":
-        return {key: _from_plain(item) for key, item in member.items()}
-    if kind == "L":
-        return [_from_plain(item) for item in member]
-    if kind == "N":
+    if "S" in value:
+        return value["S"]
+    if "M" in value:
+        return {key: _from_plain(item) for key, item in value["M"].items()}
+    if "NULL" in value:
+        return None
+    if "L" in value:
+        return [_from_plain(item) for item in value["L"]]
+    if "N" in value:
+        member = value["N"]
         if _PLAIN_INT.fullmatch(member):
             return int(member)
         raise _NotPlain
-    if kind == "BOOL":
-        return member
-    if kind == "NULL":
-        return None
+    if "BOOL" in value:
+        return value["BOOL"]
     raise _NotPlain
 
 

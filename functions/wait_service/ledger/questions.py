@@ -198,10 +198,19 @@ class QuestionStore(LedgerTable):
         detail: JsonValue = None,
         rung: int | None = None,
     ) -> QuestionRecord | None:
-        extra = extra | {"answered_at": iso(self._clock())}
+        # One moment for the answer, its lifecycle stage and `updated_at`.
+        now = self._clock()
+        extra = extra | {"answered_at": iso(now)}
         try:
             self._move(
-                question_id, to, actor=actor, extra=extra, detail=detail, rung=rung, raise_on_loss=True
+                question_id,
+                to,
+                actor=actor,
+                extra=extra,
+                detail=detail,
+                rung=rung,
+                raise_on_loss=True,
+                now=now,
             )
         except ClientError as exc:
             item = cast("Mapping[str, Any] | None", exc.response.get("Item"))
@@ -363,13 +372,15 @@ class QuestionStore(LedgerTable):
         ends: bool = False,
         raise_on_loss: bool = False,
         first: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
     ) -> bool:
         """Conditionally move a question to ``to`` from a status the status table allows.
 
         ``False`` (or, with ``raise_on_loss``, the ``ConditionalCheckFailedException`` carrying the
         old item) when it is not in one of them, or not on ladder ``rung`` when one is given.
+        ``now`` is the moment stamped on the move (the clock's, by default).
         """
-        now = self._clock()
+        now = self._clock() if now is None else now
         stamp = iso(now)
 
         def stage(detail: JsonValue) -> dict[str, Any]:

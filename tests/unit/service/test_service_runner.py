@@ -674,6 +674,15 @@ def test_a_run_deferred_behind_the_resume_takes_the_separate_writes_and_starts(
     assert ledger.get_question(question_id).status == "resumed"
     assert metric("QuestionsResumed") == 1
 
+    # And once no run is deferred any more, the next resume takes the one transaction again
+    [second] = ledger.get_thread("t-1").pending
+    question = ledger.get_question(second)
+    api.replies.reply(second, {"action": "approve"}, principal="ann", if_match=f'"{question.digest}"')
+    writes.clear()
+    assert run_inbox(aws, runner) == ["done"]
+    assert writes == ["resumed_and_ended"]
+    assert ledger.get_question(second).status == "resumed"
+
 
 def test_a_question_published_under_an_id_the_ledger_holds_for_another_is_a_collision(
     aws: Aws, runner: RunnerService, ledger: Ledger

@@ -495,35 +495,46 @@ class RunnerService:
         receipts: list[Receipt] | None = None,
     ) -> RunOutcome:
         reported: list[Receipt] = list(receipts or ())
-        # The question is recorded `resumed` in the same write as the run's end (one transaction):
-        # a client that sees the thread done or parked on its next question also sees this answer
-        # applied. Until then it stays as it was, so a failure on the way leaves the message
-        # to be redelivered and finish the bookkeeping from the checkpoint.
+        # The resumed question is recorded `resumed` in the same write as the run's end (one
+        # transaction): a client that sees the thread done or parked on its next question also
+        # sees this answer applied. Until then it stays as it was, so a failure on the way leaves
+        # the message to be redelivered, which finishes the bookkeeping from the checkpoint.
         mine: list[Receipt] = []
-        if question is not None:
-            mine = [r for r in reported if r.question_id == question.question_id]
-            reported = [r for r in reported if r.question_id != question.question_id]
+        with_end: QuestionRecord | None = None
         try:
-            return self._publish_and_end(thread_id, question, mine, result, reported, republished)
+            if question is not None:
+                mine = [r for r in reported if r.question_id == question.question_id]
+                reported = [r for r in reported if r.question_id != question.question_id]
+                if is_async_question(question):
+                    # An async answer runs once, as a new run: its question is recorded first, so
+                    # that no redelivery runs it again (a redelivery finds it `resumed_at`).
+                    self._mark_resumed(question, mine)
+                else:
+                    with_end = question
+            return self._publish_and_end(thread_id, question, with_end, mine, result, reported, republished)
         except _Undelivered:
             raise
         except Exception:
-            if mine:
-                # The redelivery does not run the call again: keep what it reported all the same
-                # (a receipt already kept stands).
-                self._best_effort(lambda: self._record_receipts(mine))
+            # The redelivery does not run the calls again: keep what they reported all the same
+            # (a receipt already kept stands).
+            self._best_effort(lambda: self._record_receipts(list(receipts or ())))
             raise
 
     def _publish_and_end(
         self,
         thread_id: str,
         question: QuestionRecord | None,
+        with_end: QuestionRecord | None,
         mine: list[Receipt],
         result: Any,
         reported: list[Receipt],
         republished: bool,
     ) -> RunOutcome:
-        """Announce the run's questions and record its end (``question``: the one it resumed)."""
+        """Announce the run's questions and record its end.
+
+        ``question`` is the one the run resumed; ``with_end`` the same when it is still to be
+        recorded `resumed`, with the run's end (``mine``: the receipts of its call).
+        """
         self._record_receipts(reported)
         if question is not None and self.timers is not None:
             self.timers.cancel(question)
@@ -537,8 +548,8 @@ class RunnerService:
             now=self._clock(),
         )
         if tracking.collisions:
-            if question is not None:
-                self._mark_resumed(question, mine)
+            if with_end is not None:
+                self._mark_resumed(with_end, mine)
             return self._collided(thread_id, list(tracking.collisions.values()))
         delivered = [e.question_id for e in envelopes if tracking.delivered(e.question_id)]
         for envelope in envelopes:
@@ -558,15 +569,15 @@ class RunnerService:
             if not republished:
                 metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(pending))
             if recorded == pending:
-                if question is None or not self._resumed_and_ended(
-                    question, mine, self.ledger.interrupted_write(thread_id, pending)
+                if with_end is None or not self._resumed_and_ended(
+                    with_end, mine, self.ledger.interrupted_write(thread_id, pending)
                 ):
                     self.ledger.thread_interrupted(thread_id, pending)
                 logger.info("thread parked", extra={"pending": pending, "delivered": delivered})
         else:
             output = output_json(result)
-            if question is None or not self._resumed_and_ended(
-                question, mine, self.ledger.done_write(thread_id, output)
+            if with_end is None or not self._resumed_and_ended(
+                with_end, mine, self.ledger.done_write(thread_id, output)
             ):
                 # Written alone: the run's end may leave the thread queued for a later run, and
                 # the item it returns names the runs deferred behind this one.

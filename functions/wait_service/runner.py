@@ -495,28 +495,49 @@ class RunnerService:
         receipts: list[Receipt] | None = None,
     ) -> RunOutcome:
         reported: list[Receipt] = list(receipts or ())
-        # The question is `resumed` before the thread records where the run went: a client that
-        # sees the thread done or parked on its next question also sees this answer applied.
-        if question is not None:
-            # Its receipt rides on the same write; any other receipt is written on its own.
-            own = next((r for r in reported if r.question_id == question.question_id), None)
-            try:
-                resumed = self.ledger.mark_resumed(
-                    question, receipt=None if own is None else _receipt_item(own)
-                )
-            except Exception:
-                # The redelivery does not run the call again: keep what it reported all the same.
-                self._best_effort(lambda: self._record_receipts(reported))
-                raise
-            if resumed:
-                # A duplicate resume (already `resumed`) loses the conditional write and counts nothing.
-                metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
+        # The resumed question is recorded `resumed` in the same write as the run's end (one
+        # transaction): a client that sees the thread done or parked on its next question also
+        # sees this answer applied. Until then it stays as it was, so a failure on the way leaves
+        # the message to be redelivered, which finishes the bookkeeping from the checkpoint.
+        mine: list[Receipt] = []
+        with_end: QuestionRecord | None = None
+        try:
+            if question is not None:
+                mine = [r for r in reported if r.question_id == question.question_id]
                 reported = [r for r in reported if r.question_id != question.question_id]
-            self._record_receipts(reported)
-            if self.timers is not None:
-                self.timers.cancel(question)
-        else:
-            self._record_receipts(reported)
+                if is_async_question(question):
+                    # An async answer runs once, as a new run: its question is recorded first, so
+                    # that no redelivery runs it again (a redelivery finds it `resumed_at`).
+                    self._mark_resumed(question, mine)
+                else:
+                    with_end = question
+            return self._publish_and_end(thread_id, question, with_end, mine, result, reported, republished)
+        except _Undelivered:
+            raise
+        except Exception:
+            # The redelivery does not run the calls again: keep what they reported all the same
+            # (a receipt already kept stands).
+            self._best_effort(lambda: self._record_receipts(list(receipts or ())))
+            raise
+
+    def _publish_and_end(
+        self,
+        thread_id: str,
+        question: QuestionRecord | None,
+        with_end: QuestionRecord | None,
+        mine: list[Receipt],
+        result: Any,
+        reported: list[Receipt],
+        republished: bool,
+    ) -> RunOutcome:
+        """Announce the run's questions and record its end.
+
+        ``question`` is the one the run resumed; ``with_end`` the same when it is still to be
+        recorded `resumed`, with the run's end (``mine``: the receipts of its call).
+        """
+        self._record_receipts(reported)
+        if question is not None and self.timers is not None:
+            self.timers.cancel(question)
         tracking = _Tracking(self.announce)
         envelopes = self.publish(
             result,
@@ -527,6 +548,8 @@ class RunnerService:
             now=self._clock(),
         )
         if tracking.collisions:
+            if with_end is not None:
+                self._mark_resumed(with_end, mine)
             return self._collided(thread_id, list(tracking.collisions.values()))
         delivered = [e.question_id for e in envelopes if tracking.delivered(e.question_id)]
         for envelope in envelopes:
@@ -546,12 +569,24 @@ class RunnerService:
             if not republished:
                 metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(pending))
             if recorded == pending:
-                self.ledger.thread_interrupted(thread_id, pending)
+                if with_end is None or not self._resumed_and_ended(
+                    with_end, mine, self.ledger.interrupted_write(thread_id, pending)
+                ):
+                    self.ledger.thread_interrupted(thread_id, pending)
                 logger.info("thread parked", extra={"pending": pending, "delivered": delivered})
         else:
-            ended = self.ledger.thread_done(thread_id, output_json(result))
-            logger.info("thread done")
-            self._start_deferred(thread_id, ended)
+            output = output_json(result)
+            if with_end is None or not self._resumed_and_ended(
+                with_end, mine, self.ledger.done_write(thread_id, output)
+            ):
+                # Written alone: the run's end may leave the thread queued for a later run, and
+                # the item it returns names the runs deferred behind this one.
+                ended = self.ledger.thread_done(thread_id, output)
+                logger.info("thread done")
+                self._start_deferred(thread_id, ended)
+            else:
+                # The transaction's condition held: no run was deferred behind this one.
+                logger.info("thread done")
 
         undelivered = [qid for qid in pending if qid not in delivered]
         if undelivered:
@@ -571,6 +606,29 @@ class RunnerService:
             delivered=delivered,
             resumed=question.question_id if question is not None else None,
         )
+
+    def _resumed_and_ended(self, question: QuestionRecord, mine: list[Receipt], end: dict[str, Any]) -> bool:
+        """Record ``question`` resumed with the run's end ``end`` in one transaction, else alone.
+
+        ``True`` when the transaction wrote both. ``False`` when DynamoDB cancelled it (nothing
+        written): the question is then recorded on its own here, and the caller writes the end.
+        """
+        own = mine[0] if mine else None
+        if self.ledger.resumed_and_ended(question, end, receipt=None if own is None else _receipt_item(own)):
+            metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
+            return True
+        self._mark_resumed(question, mine)
+        return False
+
+    def _mark_resumed(self, question: QuestionRecord, mine: list[Receipt]) -> None:
+        """Record ``question`` resumed on its own write, its receipt riding on it."""
+        own = mine[0] if mine else None
+        if self.ledger.mark_resumed(question, receipt=None if own is None else _receipt_item(own)):
+            metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
+        else:
+            # A duplicate resume (already `resumed`) loses the conditional write and counts
+            # nothing; its receipt is kept on its own write, where the first receipt stands.
+            self._record_receipts(mine)
 
     def _standing(self, run_id: str | None, config: dict[str, Any]) -> tuple[list[Any], bool]:
         """The interrupts a new run finds its thread parked on, and whether this run parked it.

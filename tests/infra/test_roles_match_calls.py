@@ -36,19 +36,36 @@ REFUND: dict[str, Any] = {"customer": "c-17", "amount": 40}
 PLATFORM = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 
 
+# IAM has no action for a transaction: each of its items is authorized as the single-item call.
+TRANSACT_ITEM_ACTIONS = {
+    "Put": "dynamodb:PutItem",
+    "Update": "dynamodb:UpdateItem",
+    "Delete": "dynamodb:DeleteItem",
+    "ConditionCheck": "dynamodb:ConditionCheckItem",
+}
+
+
 class Recorder:
     """Clients whose every call is recorded as an IAM action, ``dynamodb:UpdateItem``."""
 
     def __init__(self) -> None:
         self.actions: set[str] = set()
+        self.transactions = 0
 
     def client(self, service: str) -> Any:
         client = boto3.client(service, region_name="us-east-1")  # type: ignore[call-overload]
         client.meta.events.register("before-call.*.*", self._record)
+        client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", self._record_items)
         return client
 
     def _record(self, model: Any, **_: Any) -> None:
-        self.actions.add(f"{model.service_model.endpoint_prefix}:{model.name}")
+        if model.name != "TransactWriteItems":
+            self.actions.add(f"{model.service_model.endpoint_prefix}:{model.name}")
+
+    def _record_items(self, params: dict[str, Any], **_: Any) -> None:
+        self.transactions += 1
+        for item in params.get("TransactItems", []):
+            self.actions.update(TRANSACT_ITEM_ACTIONS[kind] for kind in item)
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +123,8 @@ def calls() -> Iterator[dict[str, set[str]]]:
         run_next()  # the resume: done, and the deferred run is enqueued
         run_next()  # the deferred run parks on its own question
         assert api.ledger.get_thread("t-1").run_status == "interrupted"
+        # The resume's end was tried as one transaction (authorized as its items' UpdateItems)
+        assert runner_calls.transactions >= 1
         yield {"api": api_calls.actions, "runner": runner_calls.actions}
 
 

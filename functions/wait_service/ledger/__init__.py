@@ -7,6 +7,10 @@ status table in :mod:`wait_service.statuses`), :mod:`.threads` (thread items) an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
 from wait_service.ledger.attributes import (
     Clock,
     from_attribute,
@@ -36,6 +40,9 @@ from wait_service.ledger.questions import (
 )
 from wait_service.ledger.threads import RUN_STATUSES, DeferredRun, RunStatus, ThreadRecord, ThreadStore
 from wait_service.statuses import ANSWERED, CLOSED, OPEN
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "ANSWERED",
@@ -78,3 +85,35 @@ class Ledger(QuestionStore, ThreadStore, QuestionPaging):
     >>> ledger = Ledger("agent-wait-ledger")  # doctest: +SKIP
     >>> ledger.record_answer("q-1", {"action": "approve"}, answered_by="ann")  # doctest: +SKIP
     """
+
+    def resumed_and_ended(
+        self,
+        question: QuestionRecord,
+        end: Mapping[str, Any],
+        *,
+        actor: str = "runner",
+        receipt: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Record ``question`` resumed and its thread's run ended, both or neither, in one call.
+
+        ``end`` is :meth:`~ThreadStore.done_write` or :meth:`~ThreadStore.interrupted_write`. The
+        two conditional writes go in one ``TransactWriteItems``: a client never sees the thread
+        done, or parked on its next question, without this answer applied, and a failure never
+        leaves one written without the other. ``False`` when DynamoDB cancelled the transaction
+        (a condition failed: a duplicate resume, a run accepted meanwhile, deferred runs; or a
+        conflicting write): nothing was written, and the caller records both with
+        :meth:`mark_resumed` and the thread's own write. A transaction costs twice the write units
+        of the two items written alone.
+        """
+        # The two requests are built as the single-item writes' own (typed as plain dicts).
+        items: Any = [
+            {"Update": self.resumed_write(question, actor=actor, receipt=receipt)},
+            {"Update": dict(end)},
+        ]
+        try:
+            self._client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            return False
+        return True

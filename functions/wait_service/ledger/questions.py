@@ -299,10 +299,20 @@ class QuestionStore(LedgerTable):
         is written then, ``receipt`` included. ``receipt`` (what the resumed call reported) is
         kept in the same write, as :meth:`record_receipt` keeps it: the first receipt stands.
         """
+        return self._update_if(**self.resumed_write(question, actor=actor, receipt=receipt))
+
+    def resumed_write(
+        self, question: QuestionRecord, *, actor: str = "runner", receipt: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The conditional ``UpdateItem`` of :meth:`mark_resumed`, as a request not yet sent.
+
+        Its parameters are also those of an ``Update`` in ``TransactWriteItems``: the runner sends
+        it with the write recording the run's end (:meth:`Ledger.resumed_and_ended`).
+        """
         first = {"receipt": dict(receipt)} if receipt is not None else None
         if question.status in CLOSED:
-            return self._stage_after_close(question.question_id, "resumed", actor=actor, first=first)
-        return self._move(question.question_id, "resumed", actor=actor, ends=True, first=first)
+            return self._stage_request(question.question_id, "resumed", actor=actor, first=first)
+        return self._move_request(question.question_id, "resumed", actor=actor, ends=True, first=first)
 
     def mark_resume_failed(self, question: QuestionRecord, error: str, *, actor: str = "runner") -> bool:
         """The last attempt to resume the thread with the question's answer failed."""
@@ -322,6 +332,19 @@ class QuestionStore(LedgerTable):
         first: Mapping[str, Any] | None = None,
     ) -> bool:
         """Append ``stage`` to a closed question once (``resumed_at`` is set by ``resumed`` only)."""
+        return self._update_if(
+            **self._stage_request(question_id, stage, actor=actor, extra=extra, first=first)
+        )
+
+    def _stage_request(
+        self,
+        question_id: str,
+        stage: str,
+        *,
+        actor: str,
+        extra: Mapping[str, Any] | None = None,
+        first: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         now = self._clock()
         stamp = iso(now)
         names = {"#s": "status"}
@@ -340,14 +363,14 @@ class QuestionStore(LedgerTable):
             sets.append(f"#x{index} = :x{index}")
         _keep_first(first, names, values, sets)
         closed = _in_list("c", CLOSED, values)
-        return self._update_if(
-            TableName=self.table_name,
-            Key={"dedupe_key": {"S": question_key(question_id)}},
-            UpdateExpression="SET " + ", ".join(sets),
-            ConditionExpression=f"#s IN ({closed}) AND attribute_not_exists(resumed_at)",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        return {
+            "TableName": self.table_name,
+            "Key": {"dedupe_key": {"S": question_key(question_id)}},
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ConditionExpression": f"#s IN ({closed}) AND attribute_not_exists(resumed_at)",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
 
     def _update_if(self, **request: Any) -> bool:
         """One conditional ``UpdateItem``; ``False`` when its condition does not hold."""
@@ -380,6 +403,43 @@ class QuestionStore(LedgerTable):
         old item) when it is not in one of them, or not on ladder ``rung`` when one is given.
         ``now`` is the moment stamped on the move (the clock's, by default).
         """
+        request = self._move_request(
+            question_id,
+            to,
+            actor=actor,
+            extra=extra,
+            detail=detail,
+            details=details,
+            rung=rung,
+            ends=ends,
+            first=first,
+            now=now,
+        )
+        try:
+            self._client.update_item(
+                **request, ReturnValuesOnConditionCheckFailure="ALL_OLD" if raise_on_loss else "NONE"
+            )
+        except ClientError as exc:
+            if condition_failed(exc) and not raise_on_loss:
+                return False
+            raise
+        return True
+
+    def _move_request(
+        self,
+        question_id: str,
+        to: str,
+        *,
+        actor: str,
+        extra: Mapping[str, Any] | None = None,
+        detail: JsonValue = None,
+        details: list[JsonValue] | None = None,
+        rung: int | None = None,
+        ends: bool = False,
+        first: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        """The conditional ``UpdateItem`` of :meth:`_move`, as a request not yet sent."""
         now = self._clock() if now is None else now
         stamp = iso(now)
 
@@ -414,21 +474,14 @@ class QuestionStore(LedgerTable):
             names["#e"] = "escalation"
             values[":rung"] = {"N": str(rung)}
             condition += " AND (attribute_not_exists(#e) OR #e = :rung)" if rung == 0 else " AND #e = :rung"
-        try:
-            self._client.update_item(
-                TableName=self.table_name,
-                Key={"dedupe_key": {"S": question_key(question_id)}},
-                UpdateExpression="SET " + ", ".join(sets),
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD" if raise_on_loss else "NONE",
-            )
-        except ClientError as exc:
-            if condition_failed(exc) and not raise_on_loss:
-                return False
-            raise
-        return True
+        return {
+            "TableName": self.table_name,
+            "Key": {"dedupe_key": {"S": question_key(question_id)}},
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
 
 
 def _keep_first(

@@ -10,6 +10,35 @@ from wait_service.ledger.attributes import Clock, utcnow
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+# A single-item write to an item that a transaction (the runner's end of a resume) is writing at
+# that moment is refused with this code, nothing written; botocore does not retry it.
+TRANSACTION_CONFLICT = "TransactionConflictException"
+# Retries of such a write, after 25, 50 and 100 ms: a transaction holds its items for milliseconds.
+CONFLICT_RETRIES = 3
+CONFLICT_BACKOFF_SECONDS = 0.025
+
+
+def retry_transaction_conflicts(response: Any = None, attempts: int = 1, **_: Any) -> float | None:
+    """botocore's ``needs-retry`` hook: the delay before retrying a write refused by a transaction.
+
+    ``None`` (no retry from this hook; botocore's own policy still applies) for every other
+    outcome, and once :data:`CONFLICT_RETRIES` retries were made.
+
+    Examples
+    --------
+    >>> refused = (None, {"Error": {"Code": "TransactionConflictException"}})
+    >>> retry_transaction_conflicts(refused, attempts=1), retry_transaction_conflicts(refused, attempts=4)
+    (0.025, None)
+    >>> retry_transaction_conflicts((None, {"Error": {"Code": "ConditionalCheckFailedException"}})) is None
+    True
+    """
+    if response is None or attempts > CONFLICT_RETRIES:
+        return None
+    code = response[1].get("Error", {}).get("Code") if isinstance(response[1], dict) else None
+    if code != TRANSACTION_CONFLICT:
+        return None
+    return float(CONFLICT_BACKOFF_SECONDS * 2 ** (attempts - 1))
+
 
 class LedgerTable:
     """The ledger table as the question, thread and paging parts of :class:`Ledger` use it.
@@ -38,6 +67,13 @@ class LedgerTable:
             import boto3
 
             client = boto3.client("dynamodb")
+        events = getattr(getattr(client, "meta", None), "events", None)
+        if events is not None:
+            events.register(
+                "needs-retry.dynamodb",
+                retry_transaction_conflicts,
+                unique_id="agent-wait-transaction-conflicts",
+            )
         self.table_name = table_name
         self._client = client
         self._clock = clock

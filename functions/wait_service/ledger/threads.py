@@ -30,6 +30,10 @@ RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 # Set (true) when a run ends `done`, removed when any run starts: while it is set, the thread's
 # checkpoint waits on no question, so a start needs not read the checkpoint to know it.
 AT_REST = "at_rest"
+# A run's end is the thread's end unless the api accepted a later run meanwhile.
+_LATEST_IS_CURRENT = "attribute_not_exists(latest_run) OR latest_run = current_run"
+# No run waits behind the thread's current one (a started run is removed from the list).
+_NOTHING_DEFERRED = "(attribute_not_exists(#deferred) OR size(#deferred) = :zero)"
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,11 @@ class ThreadStore(LedgerTable):
         )
 
     def thread_interrupted(self, thread_id: str, pending: list[str]) -> None:
-        self._update_thread(
+        self._client.update_item(**self.interrupted_write(thread_id, pending))
+
+    def interrupted_write(self, thread_id: str, pending: list[str]) -> dict[str, Any]:
+        """The ``UpdateItem`` of :meth:`thread_interrupted`, as a request not yet sent."""
+        return self._thread_request(
             thread_id, "interrupted", sets={"pending": ":pending"}, values={":pending": to_attribute(pending)}
         )
 
@@ -292,19 +300,25 @@ class ThreadStore(LedgerTable):
         kept as ``output_omitted``) so that the run's end is recorded all the same; the whole output
         stays in the thread's checkpoint.
         """
-        size = len(output_json.encode())
-        # The run ended with no question pending: the next start needs no checkpoint read.
-        sets = {"pending": ":none", AT_REST: ":rest"}
-        values: dict[str, Any] = {":none": {"L": []}, ":rest": {"BOOL": True}}
-        if size > MAX_OUTPUT_BYTES:
-            sets["output_omitted"] = ":omitted"
-            values[":omitted"] = {"N": str(size)}
-            remove: tuple[str, ...] = ("error", "output")
-        else:
-            sets["output"] = ":output"
-            values[":output"] = {"S": output_json}
-            remove = ("error", "output_omitted")
-        return self._finish(thread_id, "done", sets=sets, values=values, remove=remove)
+        return self._finish(thread_id, "done", **_done_fields(output_json))
+
+    def done_write(self, thread_id: str, output_json: str) -> dict[str, Any]:
+        """:meth:`thread_done` as one conditional ``UpdateItem`` not yet sent, for a transaction.
+
+        Its condition holds only when :meth:`thread_done` would record ``done`` and the thread
+        holds no deferred run: what that method returns (the item, for the deferred runs to
+        start) is then not needed. When it fails, the caller records the end with
+        :meth:`thread_done` instead.
+        """
+        return self._thread_request(
+            thread_id,
+            "done",
+            **_done_fields(output_json),
+            ends=True,
+            condition=f"({_LATEST_IS_CURRENT}) AND {_NOTHING_DEFERRED}",
+            condition_names={"#deferred": "deferred"},
+            condition_values={":zero": {"N": "0"}},
+        )
 
     def thread_failed(self, thread_id: str, error: str) -> ThreadRecord:
         return self._finish(thread_id, "failed", sets={"error": ":error"}, values={":error": {"S": error}})
@@ -332,7 +346,7 @@ class ThreadStore(LedgerTable):
                 values=values,
                 remove=remove,
                 ends=True,
-                condition="attribute_not_exists(latest_run) OR latest_run = current_run",
+                condition=_LATEST_IS_CURRENT,
                 return_item=True,
             )
         except ClientError as exc:
@@ -359,6 +373,37 @@ class ThreadStore(LedgerTable):
         return_item: bool = False,
     ) -> ThreadRecord | None:
         """Write the thread item; with ``return_item``, returns it as written (same call)."""
+        kwargs = self._thread_request(
+            thread_id,
+            run_status,
+            sets=sets,
+            values=values,
+            remove=remove,
+            ends=ends,
+            condition=condition,
+            condition_names=condition_names,
+            condition_values=condition_values,
+        )
+        if not return_item:
+            self._client.update_item(**kwargs)
+            return None
+        response = self._client.update_item(**kwargs, ReturnValues="ALL_NEW")
+        return ThreadRecord.from_item(response["Attributes"])
+
+    def _thread_request(
+        self,
+        thread_id: str,
+        run_status: RunStatus,
+        *,
+        sets: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+        remove: Iterable[str] = (),
+        ends: bool = False,
+        condition: str | None = None,
+        condition_names: Mapping[str, str] | None = None,
+        condition_values: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The ``UpdateItem`` writing the thread item, as a request not yet sent."""
         now = self._clock()
         expression_values: dict[str, Any] = {
             ":kind": {"S": "thread"},
@@ -405,8 +450,21 @@ class ThreadStore(LedgerTable):
         }
         if condition:
             kwargs["ConditionExpression"] = condition
-        if not return_item:
-            self._client.update_item(**kwargs)
-            return None
-        response = self._client.update_item(**kwargs, ReturnValues="ALL_NEW")
-        return ThreadRecord.from_item(response["Attributes"])
+        return kwargs
+
+
+def _done_fields(output_json: str) -> dict[str, Any]:
+    """The ``sets``, ``values`` and ``remove`` of a thread item recording a run ended ``done``."""
+    size = len(output_json.encode())
+    # The run ended with no question pending: the next start needs no checkpoint read.
+    sets = {"pending": ":none", AT_REST: ":rest"}
+    values: dict[str, Any] = {":none": {"L": []}, ":rest": {"BOOL": True}}
+    if size > MAX_OUTPUT_BYTES:
+        sets["output_omitted"] = ":omitted"
+        values[":omitted"] = {"N": str(size)}
+        remove: tuple[str, ...] = ("error", "output")
+    else:
+        sets["output"] = ":output"
+        values[":output"] = {"S": output_json}
+        remove = ("error", "output_omitted")
+    return {"sets": sets, "values": values, "remove": remove}

@@ -180,6 +180,25 @@ def test_a_duplicate_answer_message_runs_nothing_again(runner: RunnerService, le
     assert ledger.get_question(question_id).status == "resumed"
 
 
+def test_an_async_answers_question_is_recorded_before_the_runs_end(
+    runner: RunnerService, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer runs once: recorded `resumed` on its own write first, a redelivery never runs it again
+    (a parked resume's question instead rides with the run's end, in one transaction)."""
+    question_id = start(runner)
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    writes: list[str] = []
+    for name in ("resumed_and_ended", "mark_resumed", "thread_done"):
+        original = getattr(ledger, name)
+        monkeypatch.setattr(
+            ledger, name, lambda *a, _n=name, _o=original, **k: (writes.append(_n), _o(*a, **k))[1]
+        )
+
+    assert runner.run(ResumeMessage(thread_id="t-1", question_id=question_id)).status == "done"
+
+    assert writes == ["mark_resumed", "thread_done"]
+
+
 def test_an_unanswered_async_question_is_refused(runner: RunnerService) -> None:
     question_id = start(runner)
     assert runner.run(ResumeMessage(thread_id="t-1", question_id=question_id)).status == "refused"

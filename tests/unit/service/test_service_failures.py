@@ -5,6 +5,9 @@ run; then, for each of them in turn, that one write fails (throttled, as AWS fai
 redelivers as it would. Afterwards the thread is ``interrupted`` on questions that each resolve
 (``GET /questions/{id}``: 200), never on an id the ledger lacks, and exactly one question stands.
 Failures that last (a sink down, the ledger refusing the question) end the same way or ``failed``.
+
+A resume is held to the same: a failure at any of its writes, then the redelivery, ends the thread
+done with the answer recorded applied; its question and its end are written together or not at all.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from botocore.exceptions import ClientError
 from langgraph.checkpoint.memory import InMemorySaver
 
 from examples.refund_agent import build_graph
-from wait_service.inbox import StartMessage
+from wait_service.inbox import ResumeMessage, StartMessage
 from wait_service.ledger import Ledger
 from wait_service.resources import MAX_RECEIVE_COUNT
 from wait_service.runner import RunnerService, build_announce
@@ -27,10 +30,10 @@ if TYPE_CHECKING:
 
 REFUND = {"customer": "c-17", "amount": 40}
 WRITES = {
-    "dynamodb": ("PutItem", "UpdateItem", "BatchWriteItem"),
+    "dynamodb": ("PutItem", "UpdateItem", "BatchWriteItem", "TransactWriteItems"),
     "sns": ("Publish",),
     "sqs": ("SendMessage",),
-    "scheduler": ("CreateSchedule",),
+    "scheduler": ("CreateSchedule", "DeleteSchedule"),
 }
 
 
@@ -84,15 +87,22 @@ class FailingSaver(InMemorySaver):
         return super().put_writes(*args, **kwargs)
 
 
-def runner_with(aws: Aws, clock: FakeClock, faults: Faults) -> RunnerService:
+def runner_with(
+    aws: Aws, clock: FakeClock, faults: Faults, saver: FailingSaver | None = None
+) -> RunnerService:
+    """A runner whose writes go through ``faults``; ``saver`` keeps checkpoints from an earlier runner."""
     import boto3
+
+    if saver is None:
+        saver = FailingSaver(faults)
+    saver.faults = faults
 
     def client(service: str) -> Any:
         return faults.watch(boto3.client(service, region_name="us-east-1"), service)  # type: ignore[call-overload]
 
     dynamodb = client("dynamodb")
     return RunnerService(
-        build_graph(FailingSaver(faults)),
+        build_graph(saver),
         build_announce(aws.settings, dynamodb=dynamodb, sns=client("sns"), sqs=client("sqs")),
         Ledger(aws.resources.ledger_table, dynamodb, clock=clock),
         default_ttl=600,
@@ -101,7 +111,7 @@ def runner_with(aws: Aws, clock: FakeClock, faults: Faults) -> RunnerService:
     )
 
 
-def deliver_until_done(runner: RunnerService, message: StartMessage) -> list[str]:
+def deliver_until_done(runner: RunnerService, message: StartMessage | ResumeMessage) -> list[str]:
     """Deliver ``message`` as the inbox does, up to ``maxReceiveCount`` times; the outcomes."""
     outcomes = []
     for attempt in range(1, MAX_RECEIVE_COUNT + 1):
@@ -195,3 +205,72 @@ def test_a_lasting_failure_ends_the_thread_parked_or_failed_never_wedged(
             runner.run(StartMessage(thread_id="t-down", input=REFUND, run_id="01AGAIN")).status
             == "interrupted"
         )
+
+
+def parked_and_answered(aws: Aws, clock: FakeClock, thread_id: str, saver: FailingSaver) -> str:
+    """A thread parked on its question, answered: the id of the question its resume carries."""
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
+    ledger.queue_thread(thread_id, f"01{thread_id}")
+    runner = runner_with(aws, clock, Faults(), saver)
+    [question_id] = runner.run(
+        StartMessage(thread_id=thread_id, input=REFUND, run_id=f"01{thread_id}")
+    ).pending
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    return question_id
+
+
+def test_a_failure_at_each_write_of_a_resume_ends_the_thread_done_with_the_answer_applied(
+    aws: Aws, clock: FakeClock
+) -> None:
+    # Given every write a resume makes, in order
+    saver = FailingSaver(Faults())
+    question_id = parked_and_answered(aws, clock, "t-resume-count", saver)
+    faults = Faults()
+    message = ResumeMessage(thread_id="t-resume-count", question_id=question_id)
+    assert deliver_until_done(runner_with(aws, clock, faults, saver), message) == ["done"]
+    writes = faults.writes
+    assert "dynamodb:TransactWriteItems:" in writes, writes
+
+    for index, write in enumerate(writes, start=1):
+        # When that one write fails once, and the inbox redelivers the resume
+        thread_id = f"t-resume-fault-{index}"
+        question_id = parked_and_answered(aws, clock, thread_id, saver)
+        runner = runner_with(aws, clock, Faults(fail_at=index), saver)
+        outcomes = deliver_until_done(runner, ResumeMessage(thread_id=thread_id, question_id=question_id))
+
+        # Then the thread ends done, and its question is recorded resumed: nothing half-written
+        ledger = Ledger(aws.resources.ledger_table, aws.dynamodb)
+        thread = ledger.get_thread(thread_id)
+        assert (thread.run_status, outcomes[-1]) == ("done", "done"), (write, outcomes, thread)
+        assert ledger.get_question(question_id).status == "resumed", (write, outcomes)
+
+
+def test_a_failed_resume_transaction_writes_nothing_and_the_redelivery_ends_the_thread(
+    aws: Aws, clock: FakeClock
+) -> None:
+    # Given an answered question, and the ledger refusing the transaction of the resume's end
+    saver = FailingSaver(Faults())
+    question_id = parked_and_answered(aws, clock, "t-tx", saver)
+    faults = Faults(always="dynamodb:TransactWriteItems:")
+    runner = runner_with(aws, clock, faults, saver)
+    message = ResumeMessage(thread_id="t-tx", question_id=question_id)
+
+    # When the resume runs
+    with pytest.raises(ClientError):
+        runner.run(message, receive_count=1)
+
+    # Then neither half is written: the question is still answered, the thread retrying
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb)
+    question = ledger.get_question(question_id)
+    assert (question.status, question.resumed_at) == ("answered", None)
+    assert ledger.get_thread("t-tx").run_status == "retrying"
+
+    # When the ledger is back and the message is redelivered
+    faults.always = None
+    outcome = runner.run(message, receive_count=2)
+
+    # Then the redelivery finishes from the checkpoint: the thread done, the answer applied
+    assert outcome.status == ledger.get_thread("t-tx").run_status == "done"
+    assert ledger.get_question(question_id).status == "resumed"
+    output = ledger.get_thread("t-tx").output
+    assert isinstance(output, dict) and output["refund"] is not None

@@ -572,22 +572,116 @@ def test_a_run_ending_after_a_later_run_was_accepted_leaves_the_thread_queued(le
     assert (thread.run_status, thread.error) == ("failed", "Boom: model unavailable")
 
 
-def test_the_question_is_resumed_before_the_thread_records_its_end(
+def ledger_writes(runner: RunnerService, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the ledger's resume and run-end writes the runner makes, in order, from now on."""
+    writes: list[str] = []
+    for name in ("resumed_and_ended", "mark_resumed", "thread_done", "thread_interrupted"):
+        original = getattr(runner.ledger, name)
+        monkeypatch.setattr(
+            runner.ledger, name, lambda *a, _n=name, _o=original, **k: (writes.append(_n), _o(*a, **k))[1]
+        )
+    return writes
+
+
+def test_the_question_is_resumed_in_the_same_write_as_the_threads_end(
     runner: RunnerService, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A client that sees the thread done must see its answer applied (a race the demo once hit)."""
     question_id = park(runner)
     ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
-    writes: list[str] = []
-    for name in ("mark_resumed", "thread_done", "thread_interrupted"):
-        original = getattr(runner.ledger, name)
-        monkeypatch.setattr(
-            runner.ledger, name, lambda *a, _n=name, _o=original, **k: (writes.append(_n), _o(*a, **k))[1]
-        )
+    writes = ledger_writes(runner, monkeypatch)
 
+    outcome = runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
+
+    # One transaction writes both: neither is ever seen without the other
+    assert writes == ["resumed_and_ended"]
+    assert outcome.status == ledger.get_thread("t-1").run_status == "done"
+    question = ledger.get_question(question_id)
+    assert (question.status, question.lifecycle[-1]["stage"]) == ("resumed", "resumed")
+    assert metric("QuestionsResumed") == 1
+
+
+def test_a_resume_that_parks_again_records_both_in_one_write(
+    runner: RunnerService, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph.types import Interrupt
+
+    from agent_wait.langgraph import publish_interrupts
+
+    # Given a resume whose run parks on a next question
+    question_id = park(runner)
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    [standing] = runner.graph.get_state({"configurable": {"thread_id": "t-1"}}).interrupts
+    writes = ledger_writes(runner, monkeypatch)
+
+    def next_question(result: Any, thread_id: str, announce: Any, **kwargs: Any) -> Any:
+        parked = {"__interrupt__": [Interrupt(value=standing.value, id="q-next")]}
+        return publish_interrupts(parked, thread_id, announce, **kwargs)
+
+    runner.publish = next_question
+    outcome = runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
+
+    # Then one write records the question resumed and the thread parked on the next one
+    assert writes == ["resumed_and_ended"]
+    thread = ledger.get_thread("t-1")
+    assert (outcome.status, thread.run_status, thread.pending) == ("interrupted", "interrupted", ["q-next"])
+    assert ledger.get_question(question_id).status == "resumed"
+    assert ledger.get_question("q-next").status == "delivered"
+    assert metric("QuestionsResumed") == 1
+
+
+def test_a_duplicate_resume_falls_back_to_separate_writes_and_counts_nothing_twice(
+    runner: RunnerService, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a question recorded resumed after the runner read it (a duplicate resume)
+    question_id = park(runner)
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    read = ledger.get_question(question_id)
     runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
+    resumed = ledger.get_question(question_id)
+    writes = ledger_writes(runner, monkeypatch)
 
-    assert writes == ["mark_resumed", "thread_done"]
+    # When the run's bookkeeping is done again with the question as read before
+    outcome = runner._after_run("t-1", read, {"refund": None}, republished=False)
+
+    # Then the transaction is cancelled by the question's condition and nothing of it is written;
+    # the separate writes run as before: the question unchanged, the thread's end recorded
+    assert writes == ["resumed_and_ended", "mark_resumed", "thread_done"]
+    assert outcome.status == "done"
+    assert ledger.get_question(question_id).lifecycle == resumed.lifecycle
+    assert ledger.get_thread("t-1").output == {"refund": None}
+    assert metric("QuestionsResumed") == 1
+
+
+def test_a_run_deferred_behind_the_resume_takes_the_separate_writes_and_starts(
+    aws: Aws, runner: RunnerService, ledger: Ledger, api: WaitApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a parked thread with a run deferred behind its question
+    api.runs.start("t-1", REFUND)
+    api.runs.start("t-1", REFUND | {"amount": 10})
+    assert run_inbox(aws, runner) == ["interrupted", "deferred"]
+    [question_id] = ledger.get_thread("t-1").pending
+    question = ledger.get_question(question_id)
+    api.replies.reply(question_id, {"action": "approve"}, principal="ann", if_match=f'"{question.digest}"')
+    writes = ledger_writes(runner, monkeypatch)
+
+    # When the resume runs: the transaction's condition (nothing deferred) fails
+    assert run_inbox(aws, runner) == ["done", "interrupted"]
+
+    # Then the question and the end are written apart, in order, and the deferred run starts;
+    # its own park has no question to resume
+    assert writes == ["resumed_and_ended", "mark_resumed", "thread_done", "thread_interrupted"]
+    assert ledger.get_question(question_id).status == "resumed"
+    assert metric("QuestionsResumed") == 1
+
+    # And once no run is deferred any more, the next resume takes the one transaction again
+    [second] = ledger.get_thread("t-1").pending
+    question = ledger.get_question(second)
+    api.replies.reply(second, {"action": "approve"}, principal="ann", if_match=f'"{question.digest}"')
+    writes.clear()
+    assert run_inbox(aws, runner) == ["done"]
+    assert writes == ["resumed_and_ended"]
+    assert ledger.get_question(second).status == "resumed"
 
 
 def test_a_question_published_under_an_id_the_ledger_holds_for_another_is_a_collision(

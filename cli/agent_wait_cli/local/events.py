@@ -9,7 +9,10 @@ The lines come from what the stack itself sees, never from the handlers' logs:
 - ``retrying``: a message failed and stays in the inbox for redelivery;
 - ``dead-lettered``: a message failed its last receive (``maxReceiveCount``): the queue moves it
   to the DLQ instead of delivering it again;
-- ``answered``: the gateway answered a ``POST /questions/{id}/reply`` with 202;
+- ``answered``: the gateway answered a ``POST /questions/{id}/reply`` with 202. The api sends the
+  resume before it answers, so the poller can receive it first: its ``resuming`` line waits (a few
+  seconds at most) for the reply's exchange to end, and a thread's lines read in the order things
+  happened;
 - ``expired``, ``escalated``, ``reminded``: a question's timer fired and did that (``timer``
   lines say when it did nothing, or failed).
 
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
 ItemReader = Callable[[str], Mapping[str, Any] | None]
 REPLY_PATH = re.compile(r"^/questions/(?P<question_id>[^/]+)/reply/?$")
 MAX_VALUE_CHARS = 160
+# How long a ``resuming`` line waits for the reply that sent it to be answered (and printed).
+REPLY_WAIT_SECONDS = 5.0
 
 
 def _now() -> datetime:
@@ -128,6 +133,9 @@ class EventLog:
         self._now = now
         self._lock = threading.Lock()
         self._seen_questions: set[str] = set()
+        # Replies the api is handling, by question id: their resumes print after their answers.
+        self._replying: dict[str, int] = {}
+        self._replied = threading.Condition()
 
     def emit(self, what: str, **fields: str) -> None:
         parts = " ".join(f"{key}={_one_line(value)}" for key, value in fields.items() if value)
@@ -146,7 +154,9 @@ class EventLog:
             body = _body(message)
             thread_id = str(body.get("thread_id", "?"))
             if body.get("question_id"):
-                self._runner_line("resuming", thread=thread_id, question=str(body["question_id"]))
+                question_id = str(body["question_id"])
+                self._await_reply(question_id)
+                self._runner_line("resuming", thread=thread_id, question=question_id)
             else:
                 self._runner_line("run started", thread=thread_id, input=compact(body.get("input")))
 
@@ -229,13 +239,40 @@ class EventLog:
 
     # -- gateway ------------------------------------------------------------------------------
 
+    def reply_started(self, method: str, path: str) -> None:
+        """Before the api handles a request: a reply's resume waits for its ``answered`` line."""
+        question_id = _reply_question(method, path)
+        if question_id is not None:
+            with self._replied:
+                self._replying[question_id] = self._replying.get(question_id, 0) + 1
+
+    def _await_reply(self, question_id: str) -> None:
+        with self._replied:
+            self._replied.wait_for(lambda: question_id not in self._replying, REPLY_WAIT_SECONDS)
+
+    def _reply_ended(self, question_id: str) -> None:
+        with self._replied:
+            left = self._replying.get(question_id, 0) - 1
+            if left > 0:
+                self._replying[question_id] = left
+            else:
+                self._replying.pop(question_id, None)
+            self._replied.notify_all()
+
     def exchange(self, exchange: Exchange) -> None:
         """After the gateway answered: a recorded reply is an ``answered`` line."""
         request = exchange.request
-        match = REPLY_PATH.match(request.target.split("?", 1)[0])
-        if request.method.upper() != "POST" or match is None or exchange.response.status != 202:
+        question_id = _reply_question(request.method, request.target.split("?", 1)[0])
+        if question_id is None:
             return
-        question_id = match.group("question_id")
+        try:
+            if exchange.response.status == 202:
+                self._answered(exchange, question_id)
+        finally:
+            self._reply_ended(question_id)
+
+    def _answered(self, exchange: Exchange, question_id: str) -> None:
+        request = exchange.request
         try:
             answer = json.loads(request.body or b"{}").get("answer")
         except (ValueError, AttributeError):
@@ -248,6 +285,12 @@ class EventLog:
             by=exchange.principal or "",
             answer=compact(answer),
         )
+
+
+def _reply_question(method: str, path: str) -> str | None:
+    """The question id of a ``POST /questions/{id}/reply``; ``None`` for any other request."""
+    match = REPLY_PATH.match(path)
+    return match.group("question_id") if match is not None and method.upper() == "POST" else None
 
 
 def _describe(error: BaseException) -> str:

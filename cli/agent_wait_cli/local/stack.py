@@ -335,6 +335,9 @@ class LocalStack:
     def _invoke_api(self, event: dict[str, Any], context: Any) -> Any:
         if self._api_handler is None:
             raise RuntimeError("the api handler is not loaded")
+        if self.events is not None:
+            # Ended by the exchange's event line (_after_exchange), which follows every invocation.
+            self.events.reply_started(str(event.get("httpMethod", "")), str(event.get("path", "")))
         return self._api_handler(event, context)
 
     def _invoke_runner(self, event: dict[str, Any], context: Any) -> Any:

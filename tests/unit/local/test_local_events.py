@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -112,6 +114,43 @@ def test_only_a_recorded_reply_is_an_answered_line() -> None:
     assert lines == [
         '10:00:05  answered         thread=t-1 question=q-1 by=alice answer={"action": "approve"}'
     ]
+
+
+def test_a_resume_received_while_its_reply_is_answered_prints_after_the_answer() -> None:
+    # The api sends the resume before it answers the reply: the poller can receive it first.
+    ledger = Ledger()
+    ledger.questions["q-1"] = {"thread_id": "t-1"}
+    log, lines = _log(ledger)
+    body = json.dumps({"answer": {"action": "approve"}}).encode()
+    reply = Exchange(HttpRequest("POST", "/questions/q-1/reply", [], body=body), HttpResponse(202), "alice")
+
+    log.reply_started("POST", "/questions/q-1/reply")
+    log.reply_started("GET", "/questions/q-2")  # not a reply: nothing waits on it
+    poller = threading.Thread(
+        target=log.received, args=([_message({"thread_id": "t-1", "question_id": "q-1"})],)
+    )
+    poller.start()
+    deadline = time.monotonic() + 10
+    while not log._replied._waiters and poller.is_alive() and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.001)
+    assert poller.is_alive() and lines == []  # the resume waits for its reply's line
+    log.exchange(reply)
+    poller.join(10)
+
+    assert [line.split()[1] for line in lines] == ["answered", "resuming"]
+    # A resume whose reply is over (or was never seen here) prints at once.
+    log.received([_message({"thread_id": "t-1", "question_id": "q-1"})])
+    log.received([_message({"thread_id": "t-2", "question_id": "q-2"})])
+    assert len(lines) == 4
+
+
+def test_a_failed_reply_releases_its_resume_too() -> None:
+    log, lines = _log(Ledger())
+    log.reply_started("POST", "/questions/q-1/reply")
+    crashed = Exchange(HttpRequest("POST", "/questions/q-1/reply", [], body=b"{}"), HttpResponse(502), None)
+    log.exchange(crashed)
+    log.received([_message({"thread_id": "t-1", "question_id": "q-1"})])
+    assert [line.split()[1] for line in lines] == ["resuming"]
 
 
 def test_describe_and_compact() -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
+from typing_extensions import TypedDict
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver

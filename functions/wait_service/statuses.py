@@ -88,8 +88,12 @@ DECIDED: tuple[str, ...] = ANSWERED + CLOSED
 
 
 @cache
+@cache
 def allowed_from(to: str) -> tuple[str, ...]:
-    """The statuses a question may move to ``to`` from (the conditional write's ``IN`` list)."""
+    """The statuses a question may move to ``to`` from (the conditional write's ``IN`` list).
+
+    Every conditional write of a question asks; the table never changes, so each answer is kept.
+    """
     if to not in STATUSES:
         raise KeyError(f"unknown question status {to!r}")
     return tuple(name for name, status in STATUSES.items() if to in status.next)

@@ -9,6 +9,7 @@ Every move appends a ``{stage, at, actor, detail?}`` entry to the question's ``l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
@@ -496,8 +497,13 @@ def _keep_first(
 
 def _in_list(prefix: str, statuses: Iterable[str], values: dict[str, Any]) -> str:
     """Add one placeholder per status to ``values``; returns them joined for an ``IN (...)``."""
-    placeholders = []
-    for index, status in enumerate(statuses):
-        values[f":{prefix}{index}"] = {"S": status}
-        placeholders.append(f":{prefix}{index}")
-    return ", ".join(placeholders)
+    placeholders, attributes = _placeholders(prefix, tuple(statuses))
+    values.update((name, {"S": status}) for name, status in attributes)
+    return placeholders
+
+
+@cache
+def _placeholders(prefix: str, statuses: tuple[str, ...]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``(":f0, :f1", ((":f0", status0), (":f1", status1)))``: built once per list of statuses."""
+    names = tuple(f":{prefix}{index}" for index in range(len(statuses)))
+    return ", ".join(names), tuple(zip(names, statuses, strict=True))

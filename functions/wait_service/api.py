@@ -12,6 +12,7 @@ Routes: ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``, ``GET 
 from __future__ import annotations
 
 import ipaddress
+import json
 import threading
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -43,7 +44,7 @@ from wait_service.observability import logger
 from wait_service.openapi_doc import ErrorBody, responses
 from wait_service.page_tokens import list_page
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
-from wait_service.request_gate import body_size, gate, route_shapes
+from wait_service.request_gate import Gated, body_size, gate_request, route_shapes
 from wait_service.runs import RunService
 from wait_service.signing import SignatureRejectedError, is_signed_path, is_signed_route
 from wait_service.slack import SLACK_INTERACTIONS_PATH
@@ -327,7 +328,10 @@ class WaitApi:
         self.title = title
         self.version = version
         self._openapi: str | None = None
-        self.app = APIGatewayRestResolver(enable_validation=True)
+        # The body the gate read for the request being resolved: the resolver takes it from here
+        # rather than parsing the same text again.
+        self._gated: Gated | None = None
+        self.app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=self._read_body)
         errors_http.register(self.app)
         self._routes()
         self._shapes = route_shapes(self.app)
@@ -345,11 +349,21 @@ class WaitApi:
         if path == SLACK_INTERACTIONS_PATH and self.slack is not None:
             return self.slack.handle(event)
         try:
-            checked = gate(self._shapes, event)
+            gated = gate_request(self._shapes, event)
         except AgentWaitError as error:
             return errors_http.proxy_error(error)
         with _ONE_REQUEST_AT_A_TIME:
-            return self.app.resolve(checked, context)
+            self._gated = gated
+            try:
+                return self.app.resolve(gated.event, context)
+            finally:
+                self._gated = None
+
+    def _read_body(self, text: str) -> Any:
+        gated = self._gated
+        if gated is not None and gated.text is not None and (text is gated.text or text == gated.text):
+            return gated.body
+        return json.loads(text)
 
     def _resolve_signed(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         if self.signed is None:

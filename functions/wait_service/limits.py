@@ -117,8 +117,8 @@ def check_media_type(event: Mapping[str, Any]) -> None:
         raise UnsupportedMediaTypeError(problem, field="Content-Type")
 
 
-def read_json_body(event: Mapping[str, Any]) -> Any:
-    """The event's body as JSON, checked the way the api needs it; raise on anything else.
+def read_json_text(event: Mapping[str, Any]) -> tuple[str, Any]:
+    """The event's body as text and as JSON, checked the way the api needs it; raise on anything else.
 
     Raises
     ------
@@ -129,8 +129,8 @@ def read_json_body(event: Mapping[str, Any]) -> Any:
 
     Examples
     --------
-    >>> read_json_body({"headers": {"content-type": "application/json"}, "body": '{"a": [1]}'})
-    {'a': [1]}
+    >>> read_json_text({"headers": {"content-type": "application/json"}, "body": '{"a": [1]}'})
+    ('{"a": [1]}', {'a': [1]})
     """
     check_media_type(event)
     raw = event.get("body") or ""
@@ -150,7 +150,7 @@ def read_json_body(event: Mapping[str, Any]) -> Any:
     # bodies) cannot nest too deep and needs no walk.
     if text.count("{") + text.count("[") > MAX_DEPTH + 1 and depth(value) > MAX_DEPTH + 1:
         raise InvalidRequestError(f"the body nests deeper than {MAX_DEPTH} levels", field="body")
-    return value
+    return text, value
 
 
 def depth(value: Any) -> int:

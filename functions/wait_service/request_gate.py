@@ -27,7 +27,7 @@ from wait_service.limits import (
     check_media_type,
     check_thread_id,
     header,
-    read_json_body,
+    read_json_text,
 )
 
 if TYPE_CHECKING:
@@ -101,11 +101,29 @@ def gate(shapes: Sequence[RouteShape], event: Mapping[str, Any]) -> dict[str, An
     ``Content-Type`` is passed on as plain ``application/json``: the resolver compares it
     case-sensitively, while media types are case-insensitive.
     """
+    return gate_request(shapes, event).event
+
+
+@dataclass(frozen=True)
+class Gated:
+    """A request the gate let through: the event to resolve, and its body as read (if it has one).
+
+    ``body`` is the JSON value of ``text`` (the body's text, base64 decoded); the api hands it to
+    the resolver so the body is parsed once per request, not twice.
+    """
+
+    event: dict[str, Any]
+    text: str | None = None
+    body: Any = None
+
+
+def gate_request(shapes: Sequence[RouteShape], event: Mapping[str, Any]) -> Gated:
+    """:func:`gate`, with the body the gate read."""
     path = str(event.get("path") or "/")
     method = str(event.get("httpMethod") or "").upper()
     found = matching(shapes, path)
     if not found:
-        return dict(event)
+        return Gated(dict(event))
     match = next((m for s, m in found if s.method == method), None)
     if match is None:
         allow = sorted({s.method for s, _ in found})
@@ -115,17 +133,17 @@ def gate(shapes: Sequence[RouteShape], event: Mapping[str, Any]) -> dict[str, An
         if check is not None:
             check(value)
     if method not in METHODS_WITH_BODY:
-        return dict(event)
+        return Gated(dict(event))
     if not event.get("body"):
         # No body to read, but a declared type other than JSON is still refused.
         if header(event.get("headers"), "Content-Type") is not None:
             check_media_type(event)
-            return with_json_content_type(event)
-        return dict(event)
+            return Gated(with_json_content_type(event))
+        return Gated(dict(event))
     if body_size(event) > MAX_BODY_BYTES:
         raise PayloadTooLargeError(f"the body is larger than {MAX_BODY_BYTES} bytes")
-    read_json_body(event)
-    return with_json_content_type(event)
+    text, body = read_json_text(event)
+    return Gated(with_json_content_type(event), text, body)
 
 
 def with_json_content_type(event: Mapping[str, Any]) -> dict[str, Any]:

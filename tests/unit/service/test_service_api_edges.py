@@ -93,6 +93,36 @@ def test_a_body_that_is_not_utf8_is_400(aws: Aws, call: Call, clock: FakeClock) 
     assert nothing_written(aws, clock, "t-1")
 
 
+@pytest.mark.parametrize("encoded", [False, True])
+def test_a_body_is_parsed_once_per_request(
+    aws: Aws, call: Call, monkeypatch: pytest.MonkeyPatch, encoded: bool
+) -> None:
+    # The gate reads the body to refuse bad JSON; the resolver reuses what it read.
+    import wait_service.limits
+
+    envelope = aws.raise_question()
+    event = reply_event(
+        "q-1", body=json.dumps({"answer": {"action": "approve"}}), if_match=f'"{envelope.digest}"'
+    )
+    if encoded:
+        event["body"] = base64.b64encode(event["body"].encode()).decode()
+        event["isBase64Encoded"] = True
+    parsed: list[str] = []
+    loads = json.loads
+
+    def counting(text: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(str(text))
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(wait_service.limits.json, "loads", counting)
+
+    response = call(event)
+
+    assert response["statusCode"] == 202, response["body"]
+    # json.loads is everybody's (moto's and botocore's too): count the parses of this body.
+    assert parsed.count('{"answer": {"action": "approve"}}') == 1
+
+
 @pytest.mark.parametrize("body", ["{", "[" * 1000 + "]" * 1000, "nope"])
 def test_bodies_that_are_not_json_or_nest_past_recursion_are_400(call: Call, body: str) -> None:
     assert_refused(call(start_event("t-1", body=body)), 400, "invalid_request", "body")

@@ -446,6 +446,10 @@ def stubbed_clients(item: dict[str, Any]) -> tuple[Any, Any]:
     return dynamodb, sqs
 
 
+# Interleaved runs per half of a reply-throughput pair.
+CHUNKS = 6
+
+
 def reply_throughput(rounds: int, batch: int = 300) -> list[Figure]:
     """Replies per CPU second, ours against the bare resolver making the same 4 calls, in two setups.
 
@@ -493,21 +497,30 @@ def reply_throughput(rounds: int, batch: int = 300) -> list[Figure]:
             if status != 202:
                 raise RuntimeError(f"the {name} reply answered {status}, not 202")
 
-        def timed(resolve: Callable[[dict[str, Any], Any], Any]) -> Callable[[], float]:
-            events = [json.loads(json.dumps(event)) for _ in range(batch)]
+        def timed(resolve: Callable[[dict[str, Any], Any], Any], replies: int) -> float:
+            events = [json.loads(json.dumps(event)) for _ in range(replies)]
+            # This thread's CPU time: the loop never waits (AWS is a stub), and CPU time does not
+            # count what other processes on a shared machine take.
+            started = time.thread_time()
+            for e in events:
+                resolve(e, None)
+            return time.thread_time() - started
 
-            def run() -> float:
-                # This thread's CPU time: the loop never waits (AWS is a stub), and CPU time does
-                # not count what other processes on a shared machine take.
-                started = time.thread_time()
-                for e in events:
-                    resolve(e, None)
-                return time.thread_time() - started
+        pairs = Pairs()
+        chunk = batch // CHUNKS
+        for i in range(rounds):
+            # Each half is CHUNKS runs of `chunk` replies, interleaved with the other half's: a
+            # neighbour that slows the machine's caches for a while slows both halves alike.
+            halves = [0.0, 0.0]
+            for j in range(CHUNKS):
+                order = (0, 1) if (i + j) % 2 == 0 else (1, 0)
+                for side in order:
+                    halves[side] += timed(ours if side == 0 else bare.resolve, chunk)
+            pairs.ours.append(halves[0])
+            pairs.baseline.append(halves[1])
+        return pairs, notes
 
-            return run
-
-        return run_pairs(timed(ours), timed(bare.resolve), rounds), notes
-
+    batch = max(1, batch // CHUNKS) * CHUNKS
     figures = []
     setups = (
         ("AWS answered at the HTTP layer, boto3 clients as in Lambda", stubbed_clients(memory.item), 0.8),

@@ -55,12 +55,13 @@ def test_both_halves_make_the_same_calls(monkeypatch: pytest.MonkeyPatch) -> Non
         return clients
 
     monkeypatch.setattr(figures, "stubbed_clients", counting)
-    found = figures.reply_throughput(rounds=1, batch=2)
+    found = figures.reply_throughput(rounds=1, batch=figures.CHUNKS)
 
     assert [f.goal for f in found] == ["≥ 0.8", "— (shows our code's own cost)"]
     assert all(f.ratio is not None and f.ratio > 0 for f in found)
-    # One warm-up reply and two timed ones per half, through the HTTP-layer stub.
-    per_reply = {call: count / 6 for call, count in calls.items()}
+    # One warm-up reply and CHUNKS timed ones per half, through the HTTP-layer stub.
+    replies = 2 * (1 + figures.CHUNKS)
+    per_reply = {call: count / replies for call, count in calls.items()}
     assert per_reply == {
         ("dynamodb", "GetItem"): 1,
         ("dynamodb", "UpdateItem"): 2,

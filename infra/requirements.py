@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -155,7 +156,7 @@ def cache_key(
         "core": layer_requirements("core"),
         "requirements": layer_requirements(layer, checkpointer=checkpointer),
         "botocore_services": BOTOCORE_SERVICES,
-        "format": 7,
+        "format": 8,
     }
     if requirements_file is not None:
         payload["requirements_file"] = file_digest(requirements_file)
@@ -239,7 +240,8 @@ def trim_layer(site: Path, *, keep_aws_services: bool = False) -> list[str]:
     """Delete from ``site`` what never loads in Lambda; return the paths removed (relative to ``site``).
 
     - botocore's models of every service not in :data:`BOTOCORE_SERVICES` (over 20 MiB), and their
-      entries in ``endpoints.json`` (all kept with ``keep_aws_services``);
+      entries in ``endpoints.json`` (all kept with ``keep_aws_services``); the kept services' API
+      models lose their prose (:func:`_slim_service_models`);
     - zstandard's cffi backend: the layer has no ``cffi``, so it cannot load, and zstandard uses its
       C extension;
     - PyYAML's libyaml binding: ``yaml`` falls back to its pure-Python parser and emitter, which is
@@ -251,6 +253,7 @@ def trim_layer(site: Path, *, keep_aws_services: bool = False) -> list[str]:
     if data.is_dir() and not keep_aws_services:
         removed += [p for p in data.iterdir() if p.is_dir() and p.name not in BOTOCORE_SERVICES]
         _trim_endpoints(data / "endpoints.json")
+        _slim_service_models(data)
     zstandard = site / "zstandard"
     removed += [*zstandard.glob("_cffi.*.so"), *zstandard.glob("backend_cffi.py")]
     removed += [*(site / "yaml").glob("_yaml.*.so"), site / "_yaml"]
@@ -282,6 +285,41 @@ def _trim_endpoints(path: Path) -> None:
         services = partition.get("services", {})
         partition["services"] = {name: spec for name, spec in services.items() if name in BOTOCORE_SERVICES}
     path.write_text(json.dumps(endpoints, separators=(",", ":")))
+
+
+def _slim_service_models(data: Path) -> None:
+    """Drop the HTML documentation from the kept services' ``service-2`` models; store them as plain JSON.
+
+    botocore reads a service's whole model each time a session creates its first client for that
+    service (three or four at a function's init): most of DynamoDB's 540 KiB is prose, only ever
+    used to render docstrings (``help()``). The documentation of the service, its operations, their
+    input/output/error references, its shapes and their members goes (``Shape.documentation`` and
+    the like then read ``""``); everything else is kept as it is. The slim model is written as
+    ``service-2.json``, which botocore's loader looks for before ``service-2.json.gz``, so nothing
+    is decompressed at init. The endpoint rule sets are left as they are.
+    """
+    for service in sorted(p for p in data.iterdir() if p.is_dir()):
+        for packed in sorted(service.glob("*/service-2.json.gz")):
+            with gzip.open(packed, "rb") as stream:
+                model = json.loads(stream.read().decode("utf-8"))
+            _drop_documentation(model)
+            for operation in model.get("operations", {}).values():
+                _drop_documentation(operation)
+                for ref in (operation.get("input"), operation.get("output"), *operation.get("errors", [])):
+                    _drop_documentation(ref)
+            for shape in model.get("shapes", {}).values():
+                _drop_documentation(shape)
+                for member in shape.get("members", {}).values():
+                    _drop_documentation(member)
+            packed.with_suffix("").write_text(
+                json.dumps(model, separators=(",", ":"), ensure_ascii=False), encoding="utf-8"
+            )
+            packed.unlink()
+
+
+def _drop_documentation(node: object) -> None:
+    if isinstance(node, dict) and isinstance(node.get("documentation"), str):
+        del node["documentation"]
 
 
 def strip_debug_info(site: Path) -> int:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+# Before anything imports pydantic: imported after it, the batch utility also loads every Powertools
+# parser model (milliseconds of each cold start, for typing only).
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 
 from wait_service.checkpointer import runner_clients

@@ -56,10 +56,12 @@ def export_secrets(
 
     A binary secret is decoded as UTF-8. Any failure raises :class:`SecretUnavailableError` naming
     the variable and the ARN (never a value): the runner fails its init rather than run a graph
-    without its credentials.
+    without its credentials. With no secrets configured, Powertools Parameters is not even imported.
     """
-    read = get or secret_getter()
     exported: list[str] = []
+    if not secrets:
+        return exported
+    read = get or secret_getter()
     for name, arn in sorted(secrets.items()):
         try:
             value = read(arn)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +21,6 @@ from infra.bytecode import (
     missing_bytecode,
 )
 from infra.requirements import BOTOCORE_SERVICES, trim_layer
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
@@ -78,7 +77,7 @@ def test_trim_layer_keeps_the_services_used_and_drops_dead_weight(tmp_path: Path
     data = tmp_path / "botocore" / "data"
     for service in (*BOTOCORE_SERVICES, "ec2", "sagemaker"):
         (data / service / "2020-01-01").mkdir(parents=True)
-        (data / service / "2020-01-01" / "service-2.json.gz").write_bytes(b"x")
+        (data / service / "2020-01-01" / "service-2.json.gz").write_bytes(gzip.compress(b"{}"))
     endpoints = {"partitions": [{"partition": "aws", "regions": {"us-east-1": {}}, "services": {}}]}
     endpoints["partitions"][0]["services"] = {"sqs": {"endpoints": {}}, "ec2": {"endpoints": {}}}
     (data / "endpoints.json").write_text(json.dumps(endpoints))
@@ -101,3 +100,82 @@ def test_trim_layer_keeps_the_services_used_and_drops_dead_weight(tmp_path: Path
     [partition] = json.loads((data / "endpoints.json").read_text())["partitions"]
     assert partition["services"] == {"sqs": {"endpoints": {}}} and partition["regions"] == {"us-east-1": {}}
     assert trim_layer(tmp_path) == []  # idempotent
+
+
+def test_trim_layer_drops_only_the_prose_of_the_kept_models(tmp_path: Path) -> None:
+    """The documentation strings go; a member *named* documentation and required doc fields stay."""
+    folder = tmp_path / "botocore" / "data" / "sqs" / "2012-11-05"
+    folder.mkdir(parents=True)
+    model = {
+        "metadata": {"apiVersion": "2012-11-05", "protocol": "json"},
+        "documentation": "<p>Welcome</p>",
+        "clientContextParams": {"Flag": {"type": "boolean", "documentation": "kept: botocore reads it"}},
+        "operations": {
+            "SendMessage": {
+                "name": "SendMessage",
+                "input": {"shape": "SendMessageRequest", "documentation": "<p>in</p>"},
+                "errors": [{"shape": "Oops", "documentation": "<p>err</p>"}],
+                "documentation": "<p>Sends</p>",
+            }
+        },
+        "shapes": {
+            "SendMessageRequest": {
+                "type": "structure",
+                "required": ["documentation"],
+                "members": {
+                    "documentation": {"shape": "String", "documentation": "<p>a member so named</p>"},
+                },
+                "documentation": "<p>shape</p>",
+            },
+            "String": {"type": "string", "max": 10},
+        },
+    }
+    (folder / "service-2.json.gz").write_bytes(gzip.compress(json.dumps(model).encode()))
+    (folder / "endpoint-rule-set-1.json.gz").write_bytes(gzip.compress(b'{"documentation": "x"}'))
+
+    trim_layer(tmp_path)
+
+    assert sorted(p.name for p in folder.iterdir()) == ["endpoint-rule-set-1.json.gz", "service-2.json"]
+    slim = json.loads((folder / "service-2.json").read_text())
+    assert "documentation" not in slim and "documentation" not in slim["operations"]["SendMessage"]
+    assert slim["operations"]["SendMessage"]["input"] == {"shape": "SendMessageRequest"}
+    assert slim["operations"]["SendMessage"]["errors"] == [{"shape": "Oops"}]
+    request = slim["shapes"]["SendMessageRequest"]
+    assert request == {
+        "type": "structure",
+        "required": ["documentation"],
+        "members": {"documentation": {"shape": "String"}},
+    }
+    assert slim["shapes"]["String"] == {"type": "string", "max": 10}
+    assert slim["clientContextParams"] == model["clientContextParams"]
+    assert slim["metadata"] == model["metadata"]
+
+
+def test_a_slim_model_serves_botocore_as_the_full_one_does(tmp_path: Path) -> None:
+    """A client built from the slimmed copy of a real model has the same operations and shapes."""
+    import botocore
+    import botocore.session
+
+    source = Path(botocore.__file__).parent / "data" / "sqs"
+    data = tmp_path / "botocore" / "data"
+    shutil.copytree(source, data / "sqs")
+    trim_layer(tmp_path)
+    assert not list((data / "sqs").rglob("service-2.json.gz"))
+
+    full = botocore.session.get_session().get_service_model("sqs")
+    slim_session = botocore.session.get_session()
+    slim_session.get_component("data_loader").search_paths.insert(0, str(data))
+    slim = slim_session.get_service_model("sqs")
+    assert full.documentation and not slim.documentation  # the slim copy is the one loaded
+    assert slim.operation_names == full.operation_names
+    for name in full.operation_names:
+        full_input, slim_input = (
+            full.operation_model(name).input_shape,
+            slim.operation_model(name).input_shape,
+        )
+        assert (slim_input and slim_input.members.keys()) == (full_input and full_input.members.keys())
+        assert (slim_input and slim_input.required_members) == (full_input and full_input.required_members)
+    client = slim_session.create_client(
+        "sqs", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    assert client.meta.service_model.operation_names == full.operation_names

@@ -11,13 +11,13 @@ Examples
 
 from __future__ import annotations
 
+import sys
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
     from langchain_core.runnables import RunnableConfig
-    from langchain_core.tools import InjectedToolArg
     from langgraph.config import get_config
     from langgraph.errors import GraphBubbleUp
     from langgraph.runtime import Runtime
@@ -134,15 +134,26 @@ def _answered_interrupt_id(answer: Any) -> str | None:
     return str(_interrupt_id(namespace, slots[0]))
 
 
+def _injected_tool_arg() -> type | None:
+    """langchain_core's ``InjectedToolArg``, or ``None`` while its module is not loaded.
+
+    An annotation can only carry an ``InjectedToolArg`` (or a subclass, ``InjectedState``...) once
+    ``langchain_core.tools.base`` is loaded, so the check needs no import of its own, and a graph
+    that never uses LangChain tools does not pay for loading them.
+    """
+    marker = getattr(sys.modules.get("langchain_core.tools.base"), "InjectedToolArg", None)
+    return marker if isinstance(marker, type) else None
+
+
 def _is_injected(annotation: Any) -> bool:
     if annotation is None:
         return False
     candidates = [annotation]
     if typing.get_origin(annotation) is typing.Annotated:
         base, *metadata = typing.get_args(annotation)
-        if any(
-            isinstance(meta, InjectedToolArg)
-            or (isinstance(meta, type) and issubclass(meta, InjectedToolArg))
+        marker = _injected_tool_arg()
+        if marker is not None and any(
+            isinstance(meta, marker) or (isinstance(meta, type) and issubclass(meta, marker))
             for meta in metadata
         ):
             return True

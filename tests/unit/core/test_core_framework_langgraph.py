@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from typing import Annotated, Any, TypedDict
 from unittest.mock import ANY
 
@@ -113,6 +116,27 @@ def test_node_params_state_config_runtime_are_hidden() -> None:
     assert framework.is_hidden("st", "Annotated[dict, InjectedState]")
     assert not framework.is_hidden("customer", str)
     assert not framework.is_hidden("amount", Annotated[int, "a note"])
+
+
+def test_injected_markers_are_recognised_without_loading_langchain_tools_first() -> None:
+    """The adapter itself does not load ``langchain_core.tools``; a marker annotation still hides."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from typing import Annotated
+        from agent_wait.langgraph import LangGraphFramework
+        assert "langchain_core.tools.base" not in sys.modules
+        framework = LangGraphFramework()
+        assert not framework.is_hidden("amount", Annotated[int, "a note"])
+        from langgraph.prebuilt import InjectedState
+        from langchain_core.tools import InjectedToolArg
+        assert framework.is_hidden("st", Annotated[dict, InjectedState])
+        assert framework.is_hidden("op", Annotated[str, InjectedToolArg()])
+        assert not framework.is_hidden("amount", Annotated[int, "a note"])
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_async_mode_reads_the_thread_from_the_run_config() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import boto3
@@ -58,6 +60,17 @@ def test_no_secrets_means_no_call_and_no_change() -> None:
     environ = {"A": "1"}
     assert export_secrets({}, environ, get=lambda arn: pytest.fail("no read expected")) == []
     assert environ == {"A": "1"}
+
+
+def test_no_secrets_leaves_powertools_parameters_unloaded() -> None:
+    """Without secrets the runner's init does not load Powertools Parameters (nor its clients)."""
+    code = (
+        "import sys; from wait_service.secrets import export_secrets; "
+        "assert export_secrets({}, {}) == []; "
+        "sys.exit('aws_lambda_powertools.utilities.parameters' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_the_runner_gets_names_and_arns_from_its_settings() -> None:

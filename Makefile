@@ -90,7 +90,7 @@ destroy: $(STAMP) $(NPM_STAMP) ## Remove the deployed stack
 	npx cdk destroy $(CDK_ARGS)
 
 .PHONY: bench
-bench: $(STAMP) ## Speed and size against baselines measured side by side; writes bench/results.md (ARGS="--rounds 10")
+bench: $(STAMP) ## Speed and size against baselines measured side by side; writes bench/results.md (ARGS="--rounds 16")
 	$(BIN)/python -m bench $(ARGS)
 
 .PHONY: clean

@@ -62,7 +62,7 @@ def _print(figure: f.Figure) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=10, help="pairs per timed figure (default 10)")
+    parser.add_argument("--rounds", type=int, default=16, help="pairs per timed figure (default 16)")
     parser.add_argument("--skip-local", action="store_true", help="skip the local stack round trip")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the table")
     args = parser.parse_args(argv)

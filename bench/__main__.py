@@ -60,9 +60,19 @@ def _print(figure: f.Figure) -> None:
     sys.stdout.flush()
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of pairs, 1 or more")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=16, help="pairs per timed figure (default 16)")
+    parser = argparse.ArgumentParser(prog="python -m bench", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=_positive, default=16, help="pairs per timed figure (default 16)")
     parser.add_argument("--skip-local", action="store_true", help="skip the local stack round trip")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the table")
     args = parser.parse_args(argv)

@@ -67,3 +67,16 @@ def test_both_halves_make_the_same_calls(monkeypatch: pytest.MonkeyPatch) -> Non
         ("dynamodb", "UpdateItem"): 2,
         ("sqs", "SendMessage"): 1,
     }, json.dumps({f"{s}.{o}": n for (s, o), n in calls.items()})
+
+
+@pytest.mark.parametrize("rounds", ["0", "-3", "x"])
+def test_bench_refuses_a_number_of_pairs_that_is_not_one_or_more(
+    rounds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--rounds", rounds])
+
+    assert exited.value.code == 2
+    assert f"--rounds: '{rounds}' is not a whole number of pairs" in capsys.readouterr().err

@@ -44,7 +44,7 @@ from wait_service.observability import logger
 from wait_service.openapi_doc import ErrorBody, responses
 from wait_service.page_tokens import list_page
 from wait_service.replies import ANONYMOUS, ReplyService, etag_for
-from wait_service.request_gate import Gated, body_size, gate_request, route_shapes
+from wait_service.request_gate import Gated, body_size, gate, route_shapes
 from wait_service.runs import RunService
 from wait_service.signing import SignatureRejectedError, is_signed_path, is_signed_route
 from wait_service.slack import SLACK_INTERACTIONS_PATH
@@ -349,7 +349,7 @@ class WaitApi:
         if path == SLACK_INTERACTIONS_PATH and self.slack is not None:
             return self.slack.handle(event)
         try:
-            gated = gate_request(self._shapes, event)
+            gated = gate(self._shapes, event)
         except AgentWaitError as error:
             return errors_http.proxy_error(error)
         with _ONE_REQUEST_AT_A_TIME:

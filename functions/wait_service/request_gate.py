@@ -94,16 +94,6 @@ def matching(shapes: Sequence[RouteShape], path: str) -> list[tuple[RouteShape, 
     return []
 
 
-def gate(shapes: Sequence[RouteShape], event: Mapping[str, Any]) -> dict[str, Any]:
-    """Raise the ``agent_wait`` error a request must be refused with, or return the event to resolve.
-
-    A path no route matches passes: the resolver answers it 404. An accepted JSON body's
-    ``Content-Type`` is passed on as plain ``application/json``: the resolver compares it
-    case-sensitively, while media types are case-insensitive.
-    """
-    return gate_request(shapes, event).event
-
-
 @dataclass(frozen=True)
 class Gated:
     """A request the gate let through: the event to resolve, and its body as read (if it has one).
@@ -117,8 +107,13 @@ class Gated:
     body: Any = None
 
 
-def gate_request(shapes: Sequence[RouteShape], event: Mapping[str, Any]) -> Gated:
-    """:func:`gate`, with the body the gate read."""
+def gate(shapes: Sequence[RouteShape], event: Mapping[str, Any]) -> Gated:
+    """Raise the ``agent_wait`` error a request must be refused with, or return what to resolve.
+
+    A path no route matches passes: the resolver answers it 404. An accepted JSON body's
+    ``Content-Type`` is passed on as plain ``application/json``: the resolver compares it
+    case-sensitively, while media types are case-insensitive.
+    """
     path = str(event.get("path") or "/")
     method = str(event.get("httpMethod") or "").upper()
     found = matching(shapes, path)

@@ -5,7 +5,7 @@
 | ``question_id`` | ``Interrupt.id`` (interrupt mode) or :func:`async_question_id` (async mode) |
 | ``event_id`` | a fresh ULID per publish |
 | ``dedupe_key`` | ``wait.created:<question_id>`` (:func:`dedupe_key_for`) |
-| ``digest`` | :func:`digest_of` the question and its policy; echoed as ``If-Match`` |
+| ``digest`` | :func:`digest_of` the question id, the question and its policy; echoed as ``If-Match`` |
 
 While a question waits, follow-up events of the same question (:meth:`Envelope.follow_up`) carry
 the same ``question_id`` and ``digest`` under another ``type``: ``wait.escalated`` (``route``,
@@ -68,18 +68,27 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def digest_of(question: Any, policy: Policy) -> str:
-    """sha256 hex of the canonical JSON of ``{"question": question, "policy": policy}``.
+def digest_of(question: Any, policy: Policy, *, question_id: str) -> str:
+    """sha256 hex of the canonical JSON of ``{"question_id", "question", "policy"}``.
 
     The digest is the question's ETag: a binding reply echoes it as ``If-Match``, so an answer
-    can only approve the exact proposal and policy it was shown.
+    can only approve the exact proposal and policy it was shown, and only on the question it was
+    shown on: two identical proposals (the same call on two threads) have two digests, so a tag
+    read on one never approves the other.
 
     Examples
     --------
-    >>> len(digest_of({"function": "f", "args": {}}, Policy()))
+    >>> call = {"function": "f", "args": {}}
+    >>> len(digest_of(call, Policy(), question_id="q1"))
     64
+    >>> digest_of(call, Policy(), question_id="q1") == digest_of(call, Policy(), question_id="q2")
+    False
     """
-    payload = {"question": question, "policy": policy.model_dump(mode="json")}
+    payload = {
+        "question_id": question_id,
+        "question": question,
+        "policy": policy.model_dump(mode="json"),
+    }
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
@@ -283,7 +292,7 @@ def build_envelope(
     """
     created_at = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     ttl = question.policy.ttl if question.policy.ttl is not None else default_ttl
-    digest = digest_of(question.question, question.policy)
+    digest = digest_of(question.question, question.policy, question_id=question.question_id)
     return Envelope(
         event_id=str(ULID()),
         dedupe_key=dedupe_key_for(question.question_id),

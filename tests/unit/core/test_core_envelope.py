@@ -37,23 +37,40 @@ def test_canonical_json_sorts_keys_and_drops_spaces() -> None:
     assert canonical_json({"b": [1, {"d": 1, "c": 2}], "a": "é"}) == '{"a":"é","b":[1,{"c":2,"d":1}]}'
 
 
-def test_digest_is_sha256_of_canonical_question_and_policy() -> None:
-    """ "digest: sha256 of the canonical JSON (sorted keys, no spaces) of the question and its policy"."""
+def test_digest_is_sha256_of_canonical_question_id_question_and_policy() -> None:
+    """ "digest: sha256 of the canonical JSON (sorted keys, no spaces) of the question and its policy",
+    and of the question's identity: "the digest binds the question's identity as well as its content"."""
     policy = approval(ttl=60)
     expected = hashlib.sha256(
         json.dumps(
-            {"question": QUESTION, "policy": policy.model_dump(mode="json")},
+            {"question_id": "q-1", "question": QUESTION, "policy": policy.model_dump(mode="json")},
             sort_keys=True,
             separators=(",", ":"),
             ensure_ascii=False,
         ).encode()
     ).hexdigest()
-    assert digest_of(QUESTION, policy) == expected
+    assert digest_of(QUESTION, policy, question_id="q-1") == expected
 
 
 def test_digest_is_stable_across_key_order_and_instances() -> None:
     reordered = {"args": {"amount": 40, "customer": "c-17"}, "function": "issue_refund"}
-    assert digest_of(QUESTION, Policy(ttl=60)) == digest_of(reordered, approval(ttl=60))
+    assert digest_of(QUESTION, Policy(ttl=60), question_id="q-1") == digest_of(
+        reordered, approval(ttl=60), question_id="q-1"
+    )
+
+
+def test_two_identical_proposals_on_two_questions_have_two_digests() -> None:
+    """The same call on two threads: a tag read on one question never approves the other."""
+    on_one = build_envelope("t-1", Question(question_id="q-1", question=QUESTION, policy=approval()))
+    on_two = build_envelope("t-2", Question(question_id="q-2", question=QUESTION, policy=approval()))
+    assert on_one.digest != on_two.digest
+    assert on_one.reply_with.if_match != on_two.reply_with.if_match
+
+
+def test_digest_needs_the_question_id() -> None:
+    # The two-argument form of before would silently compute a digest that binds no question.
+    with pytest.raises(TypeError):
+        digest_of(QUESTION, approval())  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize(
@@ -66,7 +83,9 @@ def test_digest_is_stable_across_key_order_and_instances() -> None:
     ],
 )
 def test_digest_changes_with_the_proposal_or_the_policy(question: object, policy: Policy) -> None:
-    assert digest_of(question, policy) != digest_of(QUESTION, approval(ttl=60))
+    assert digest_of(question, policy, question_id="q-1") != digest_of(
+        QUESTION, approval(ttl=60), question_id="q-1"
+    )
 
 
 def test_identity_helpers() -> None:
@@ -85,7 +104,7 @@ def test_envelope_fields() -> None:
     assert (env.question_id, env.thread_id) == ("q-1", "thread-1")
     assert env.created_at == NOW.replace(microsecond=0)
     assert env.expires_at == env.created_at + timedelta(days=1)
-    assert env.digest == digest_of(QUESTION, approval(ttl=86400))
+    assert env.digest == digest_of(QUESTION, approval(ttl=86400), question_id="q-1")
     assert env.reply_with.model_dump() == {
         "method": "POST",
         "url": "https://api/questions/q-1/reply",

@@ -471,3 +471,21 @@ def test_the_audit_record_authorizes_nothing_but_an_approval(aws: Aws, call: Cal
 
     assert audit["proposed"]["args"] == {"customer": "c-17", "amount": 40}
     assert (audit["authorized"], audit["diff"]) == (None, [])
+
+
+def test_two_identical_proposals_have_two_etags_and_one_never_approves_the_other(
+    aws: Aws, call: Call
+) -> None:
+    # Given the same call proposed on two threads
+    first = aws.raise_question("t-1", "q-1")
+    second = aws.raise_question("t-2", "q-2")
+
+    # Then each question shows its own ETag
+    assert first.question == second.question and first.policy == second.policy
+    assert first.digest != second.digest
+
+    # and the tag read on one question is refused on the other, with nothing recorded
+    response = call(reply_event("q-2", APPROVE, if_match=quoted(first.digest)))
+    assert response["statusCode"] == 412
+    assert stored(aws, "q-2")["status"] == "raised"
+    assert call(reply_event("q-2", APPROVE, if_match=quoted(second.digest)))["statusCode"] == 202

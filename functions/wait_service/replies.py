@@ -27,6 +27,7 @@ from wait_service.ledger import Ledger, QuestionRecord, normalize_json, parse_ti
 from wait_service.lifecycle import Decisions
 from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_REVOKED, TIME_TO_ANSWER
 from wait_service.observability import metrics
+from wait_service.responders import admits
 from wait_service.statuses import ANSWERED, phase_of
 
 if TYPE_CHECKING:
@@ -189,8 +190,9 @@ class ReplyService:
 
     def _check_responder(self, question: QuestionRecord, policy: Policy, principal: str) -> None:
         # An empty list admits any caller the api authenticated (or `anonymous` on the local
-        # stack: the api refuses a request without a principal from anywhere else).
-        if policy.responders and principal not in policy.responders:
+        # stack: the api refuses a request without a principal from anywhere else); an IAM
+        # role entry admits its sessions, never a session name (`wait_service.responders`).
+        if not admits(policy.responders, principal):
             raise ResponderNotAllowedError(
                 f"{principal} may not answer this question",
                 principal=principal,

@@ -7,9 +7,11 @@ second-tab cases) open the page with ``?refresh=0``.
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
 import uuid
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -310,3 +312,170 @@ def raw_get(url: str) -> tuple[int, dict[str, str], bytes]:
             return response.status, dict(response.headers.items()), response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers.items()), exc.read()
+
+
+# -- what is shown is what runs: every kind of argument, shown and sent back as proposed ---------
+
+LETTER = "Dear customer,\r\n\n\tYour refund is on its way.\n  Regards,  \n\tthe team\t"
+ODD_ARGS: dict[str, Any] = {
+    "customer": "c-17",
+    "amount": 40,
+    "letter": LETTER,
+    "padded": "  two spaces each side  ",
+    "big": 12345678901234567890123,
+    "nested": {"steps": [1, {"none": None}, [True, False]], "name": "Zoë 👋 — ñ"},
+    "enabled": True,
+    "nothing": None,
+    "greeting": "héllo 👋",
+}
+
+
+def propose(local: LocalProcess, question_id: str, args: dict[str, Any]) -> None:
+    """Make the parked question propose ``args`` (no argument schema: the form follows the values)."""
+    ledger(local).update_item(
+        TableName=ledger_table(local),
+        Key={"dedupe_key": {"S": f"wait.created:{question_id}"}},
+        UpdateExpression="SET question.args = :a REMOVE question.args_schema",
+        ExpressionAttributeValues={":a": TypeSerializer().serialize(as_dynamodb(args))},
+    )
+
+
+def as_dynamodb(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    if isinstance(value, list):
+        return [as_dynamodb(v) for v in value]
+    return {k: as_dynamodb(v) for k, v in value.items()}
+
+
+def cell_text(driver: WebDriver, name: str) -> str:
+    """The exact text of the proposed-call table's cell for argument ``name`` (no whitespace folding)."""
+    return str(
+        driver.execute_script(
+            "const row = [...document.querySelectorAll('#detail table.args tr')]"
+            ".find((r) => r.querySelector('th').textContent === arguments[0]);"
+            "return row.querySelector('td').textContent;",
+            name,
+        )
+    )
+
+
+def approve_with_amount(driver: WebDriver, amount: str) -> None:
+    field = driver.find_element(By.ID, "arg-amount")
+    field.clear()
+    field.send_keys(amount)
+    driver.find_element(By.ID, "approve-edited").click()
+    until(driver, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+
+
+def answered(local: LocalProcess, question_id: str) -> dict[str, Any]:
+    question: dict[str, Any] = http("GET", f"{local.api}/questions/{question_id}")[2]
+    return question
+
+
+def test_a_multi_line_string_is_shown_and_kept_as_proposed(local_stack: LocalProcess, page: WebDriver) -> None:
+    # Given a proposal whose letter has line breaks (CRLF too), tabs and surrounding spaces
+    _, question_id = parked(local_stack)
+    propose(local_stack, question_id, ODD_ARGS)
+    open_question(page, local_stack, question_id, "?refresh=0")
+
+    # Then the page shows it as it is, and offers it in a text box, not a one-line input
+    assert cell_text(page, "letter") == LETTER
+    assert cell_text(page, "padded") == ODD_ARGS["padded"]
+    white_space = page.execute_script(
+        "return getComputedStyle(document.querySelector('#detail table.args td.text-value')).whiteSpace"
+    )
+    assert white_space == "pre-wrap"
+    letter = page.find_element(By.ID, "arg-letter")
+    assert letter.tag_name == "textarea"
+    # A text box reads line breaks back as LF (HTML's rule); nothing else changes.
+    assert letter.get_property("value") == LETTER.replace("\r\n", "\n")
+
+    # When the approver changes only the amount
+    approve_with_amount(page, "25")
+
+    # Then only the amount was sent, and the audit records only that change
+    question = answered(local_stack, question_id)
+    assert question["answer"] == {"action": "approve", "args": {"amount": 25}}
+    assert question["audit"]["diff"] == [{"op": "replace", "path": "/amount", "value": 25}]
+    assert question["audit"]["authorized"]["args"]["letter"] == LETTER
+
+
+def test_every_kind_of_value_left_alone_is_sent_back_as_proposed(
+    local_stack: LocalProcess, page: WebDriver
+) -> None:
+    _, question_id = parked(local_stack)
+    propose(local_stack, question_id, ODD_ARGS)
+    open_question(page, local_stack, question_id, "?refresh=0")
+
+    # A number a JavaScript double cannot hold is shown with all its digits, in the table and the form
+    assert cell_text(page, "big") == "12345678901234567890123"
+    assert page.find_element(By.ID, "arg-big").get_property("value") == "12345678901234567890123"
+    assert cell_text(page, "greeting") == "héllo 👋"
+    assert page.find_element(By.ID, "arg-enabled").is_selected()
+
+    approve_with_amount(page, "25")
+
+    question = answered(local_stack, question_id)
+    assert question["answer"]["args"] == {"amount": 25}
+    assert question["audit"]["diff"] == [{"op": "replace", "path": "/amount", "value": 25}]
+    assert question["audit"]["authorized"]["args"] == ODD_ARGS | {"amount": 25}
+
+
+def test_what_the_approver_changes_is_sent_as_typed(local_stack: LocalProcess, page: WebDriver) -> None:
+    _, question_id = parked(local_stack)
+    propose(local_stack, question_id, ODD_ARGS)
+    open_question(page, local_stack, question_id, "?refresh=0")
+    # Keep a copy of each body the page posts (DevTools' evaluate is not bound by the page's CSP).
+    page.execute_script(
+        "window.sent = []; const send = window.fetch;"
+        "window.fetch = (url, init) => { if (init && init.method === 'POST') window.sent.push(init.body);"
+        " return send(url, init); };"
+    )
+
+    # A line added to the letter, long digits, a nested value with unicode, a flag turned off, a null filled
+    page.find_element(By.ID, "arg-letter").send_keys("\nP.S. thanks ")
+    big = page.find_element(By.ID, "arg-big")
+    big.clear()
+    big.send_keys("98765432109876543210987.000000000001")
+    nested = page.find_element(By.ID, "arg-nested")
+    nested.clear()
+    nested.send_keys('{"steps": [12345678901234567890.123456789, null], "name": "Zoë"}')
+    page.find_element(By.ID, "arg-enabled").click()
+    nothing = page.find_element(By.ID, "arg-nothing")
+    nothing.clear()
+    nothing.send_keys("[false]")
+    page.find_element(By.ID, "approve-edited").click()
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+
+    # The page sent exactly the changed fields, digits as typed
+    [body] = page.execute_script("return window.sent")
+    sent = json.loads(body, parse_float=Decimal)
+    assert sent == {
+        "answer": {
+            "action": "approve",
+            "args": {
+                "letter": LETTER.replace("\r\n", "\n") + "\nP.S. thanks ",
+                "big": Decimal("98765432109876543210987.000000000001"),
+                "nested": {"steps": [Decimal("12345678901234567890.123456789"), None], "name": "Zoë"},
+                "enabled": False,
+                "nothing": [False],
+            },
+        }
+    }
+    assert '"big":98765432109876543210987.000000000001' in body
+    # and the audit records those changes and no other
+    diff = answered(local_stack, question_id)["audit"]["diff"]
+    assert {op["path"].split("/")[1] for op in diff} == {"big", "enabled", "letter", "nested", "nothing"}
+
+
+def test_the_page_reads_and_writes_numbers_digit_for_digit(local_stack: LocalProcess, page: WebDriver) -> None:
+    page.get("about:blank")
+    page.get(f"{local_stack.api}/inbox?refresh=0")
+    until(page, lambda d: d.find_element(By.ID, "questions"), "the page")
+    text = '{"a":12345678901234567890.123456789,"b":[1e400,-0,0.1,40],"c":{"d":null,"e":true,"f":"x"}}'
+    assert page.execute_script("return jsonText(parseExact(arguments[0]))", text) == text
+    # Plain numbers stay numbers: only digits a double would lose are kept aside.
+    assert page.execute_script("return typeof parseExact('[40]')[0]") == "number"

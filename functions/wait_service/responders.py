@@ -31,14 +31,18 @@ False
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["IamIdentity", "admits", "iam_identity"]
 
 # arn:<partition>:<service>::<account>:<resource>; IAM and STS ARNs have no region.
-_ARN = re.compile(r"^arn:(?P<partition>aws[a-z-]*):(?P<service>iam|sts)::(?P<account>\d{12}):(?P<resource>.+)$")
+_ARN = re.compile(
+    r"arn:(?P<partition>aws[a-z-]*):(?P<service>iam|sts)::(?P<account>[0-9]{12}):(?P<resource>.+)"
+)
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ def iam_identity(arn: str) -> IamIdentity | None:
     >>> iam_identity("slack:T1:U9") is None, iam_identity("arn:aws:iam::123456789012:root") is None
     (True, True)
     """
-    match = _ARN.match(arn)
+    match = _ARN.fullmatch(arn)
     if match is None:
         return None
     partition, service, account = match["partition"], match["service"], match["account"]
@@ -84,7 +88,7 @@ def iam_identity(arn: str) -> IamIdentity | None:
 
 
 def _is_sts_arn(entry: str) -> bool:
-    match = _ARN.match(entry)
+    match = _ARN.fullmatch(entry)
     return match is not None and match["service"] == "sts"
 
 

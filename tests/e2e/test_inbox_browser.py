@@ -375,7 +375,9 @@ def answered(local: LocalProcess, question_id: str) -> dict[str, Any]:
     return question
 
 
-def test_a_multi_line_string_is_shown_and_kept_as_proposed(local_stack: LocalProcess, page: WebDriver) -> None:
+def test_a_multi_line_string_is_shown_and_kept_as_proposed(
+    local_stack: LocalProcess, page: WebDriver
+) -> None:
     # Given a proposal whose letter has line breaks (CRLF too), tabs and surrounding spaces
     _, question_id = parked(local_stack)
     propose(local_stack, question_id, ODD_ARGS)
@@ -471,7 +473,9 @@ def test_what_the_approver_changes_is_sent_as_typed(local_stack: LocalProcess, p
     assert {op["path"].split("/")[1] for op in diff} == {"big", "enabled", "letter", "nested", "nothing"}
 
 
-def test_the_page_reads_and_writes_numbers_digit_for_digit(local_stack: LocalProcess, page: WebDriver) -> None:
+def test_the_page_reads_and_writes_numbers_digit_for_digit(
+    local_stack: LocalProcess, page: WebDriver
+) -> None:
     page.get("about:blank")
     page.get(f"{local_stack.api}/inbox?refresh=0")
     until(page, lambda d: d.find_element(By.ID, "questions"), "the page")

@@ -36,7 +36,9 @@ SESSION = "arn:aws:sts::123456789012:assumed-role/Approver/alice"
 APPROVER_ROLE = "arn:aws:iam::123456789012:role/approvals/Approver"
 
 
-def signed_by_session(question_id: str, if_match: str, identity: dict[str, Any] | None = None) -> dict[str, Any]:
+def signed_by_session(
+    question_id: str, if_match: str, identity: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return api_event(
         SAMPLE,
         path=f"/questions/{question_id}/reply",
@@ -135,11 +137,19 @@ def api_event_get(question_id: str) -> dict[str, Any]:
         (["arn:aws:iam::123456789012:role/Approver"], SESSION, True),
         ([APPROVER_ROLE], "arn:aws:sts::123456789012:assumed-role/Approver/anyone-else", True),
         ([SESSION], SESSION, False),
-        (["arn:aws:sts::123456789012:federated-user/alice"], "arn:aws:sts::123456789012:federated-user/alice", False),
+        (
+            ["arn:aws:sts::123456789012:federated-user/alice"],
+            "arn:aws:sts::123456789012:federated-user/alice",
+            False,
+        ),
         (["arn:aws:iam::123456789012:role/Approver"], "arn:aws:iam::123456789012:user/Approver", False),
         (["arn:aws:iam::123456789012:user/ann"], "arn:aws:iam::123456789012:user/ann", True),
         (["arn:aws:iam::123456789012:user/ann"], "arn:aws-us-gov:iam::123456789012:user/ann", False),
-        (["arn:aws:iam::123456789012:role/Approver"], "arn:aws:sts::123456789012:assumed-role/Approver", False),
+        (
+            ["arn:aws:iam::123456789012:role/Approver"],
+            "arn:aws:sts::123456789012:assumed-role/Approver",
+            False,
+        ),
         (["slack:T1:U9"], "slack:T1:U9", True),
         (["hmac:ops"], "hmac:other", False),
         (["alice"], "arn:aws:sts::123456789012:assumed-role/Approver/alice", False),
@@ -152,6 +162,10 @@ def test_admits(responders: list[str], principal: str, admitted: bool) -> None:
 def test_iam_identity_reads_roles_users_and_sessions() -> None:
     assert iam_identity(APPROVER_ROLE) == iam_identity("arn:aws:iam::123456789012:role/Approver")
     session = iam_identity(SESSION)
-    assert session is not None and (session.kind, session.name, session.session) == ("role", "Approver", "alice")
+    assert session is not None and (session.kind, session.name, session.session) == (
+        "role",
+        "Approver",
+        "alice",
+    )
     assert iam_identity("arn:aws:iam::123456789012:group/admins") is None
     assert iam_identity("arn:aws:iam::123456789012:user/") is None

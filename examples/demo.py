@@ -279,16 +279,23 @@ class Demo:
             )
             self.check(conflict.status == 409, "a different answer is refused with 409")
 
-        self.header("a reply bound to another proposal: 412")
+        self.header("a reply bound to another question: 412")
         parked = self.park("demo-stale", verbose=False)
         if parked is not None:
+            # The same proposal as the first thread's, on another thread: the digest binds the
+            # question id too, so the first question's ETag does not approve this one.
+            other = self.call("GET", f"/questions/{approved}").header("ETag") if approved else None
+            self.check(
+                bool(other) and other != parked["etag"],
+                "two identical proposals on two threads show two ETags",
+            )
             stale = self.http(
                 "POST",
                 f"/questions/{parked['question_id']}/reply",
                 body={"answer": {"action": "approve"}},
-                headers={"If-Match": '"0000000000000000000000000000000000000000000000000000000000000000"'},
+                headers={"If-Match": other or '"' + "0" * 64 + '"'},
             )
-            self.check(stale.status == 412, "a reply whose If-Match is not the digest is refused with 412")
+            self.check(stale.status == 412, "a reply with another question's ETag is refused with 412")
             item = self.ledger_item(parked["question_id"])
             self.check(item.get("status") in {"raised", "delivered"}, "the question is still unanswered")
 

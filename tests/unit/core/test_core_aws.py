@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -10,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agent_wait import Envelope, Question, approval, build_envelope
+from agent_wait import Envelope, Question, approval, build_envelope, canonical_json
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
 from agent_wait.errors import QuestionCollisionError
 from agent_wait.testing import AnnounceConformance, sample_envelope
@@ -239,3 +240,31 @@ def test_a_republish_with_another_digest_leaves_the_first_item_untouched() -> No
 
     assert ddb.get_item(TableName="ledger", Key=key)["Item"] == stored
     assert stored["digest"] == {"S": first.digest}
+
+
+def test_a_question_recorded_before_digests_bound_the_id_is_the_same_question() -> None:
+    """A question parked across the upgrade (its item holds the digest of question and policy
+    alone) republishes as delivered, untouched; another question under its id still collides."""
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    ddb.create_table(
+        TableName="ledger",
+        KeySchema=[{"AttributeName": "dedupe_key", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "dedupe_key", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    announce = DynamoDbAnnounce("ledger", client=ddb)
+    envelope = sample_envelope("q-old", policy=approval(ttl=60))
+    old_digest = hashlib.sha256(
+        canonical_json(
+            {"question": envelope.question, "policy": envelope.policy.model_dump(mode="json")}
+        ).encode()
+    ).hexdigest()
+    assert announce.announce(envelope.model_copy(update={"digest": old_digest}))
+    key = {"dedupe_key": {"S": envelope.dedupe_key}}
+    stored = ddb.get_item(TableName="ledger", Key=key)["Item"]
+
+    assert announce.announce(envelope) is True
+    assert ddb.get_item(TableName="ledger", Key=key)["Item"] == stored
+    other = sample_envelope("q-old", question={"function": "issue_refund", "args": {"amount": 99}})
+    with pytest.raises(QuestionCollisionError):
+        announce.deliver(other)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,7 @@ from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
 from agent_wait.announce.base import BaseAnnounce
-from agent_wait.envelope import isoformat_z
+from agent_wait.envelope import canonical_json, isoformat_z
 from agent_wait.errors import QuestionCollisionError
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ class DynamoDbAnnounce(BaseAnnounce):
                 raise
             item: dict[str, Any] = dict(exc.response.get("Item") or {})  # type: ignore[call-overload]
             stored = (item.get("digest") or {}).get("S")
-            if stored is not None and stored != envelope.digest:
+            if stored is not None and stored not in (envelope.digest, _digest_without_id(envelope)):
                 raise QuestionCollisionError(
                     f"question {envelope.question_id} is already in the ledger as a different question "
                     f"(digest {stored[:12]}…, not {envelope.digest[:12]}…)",
@@ -162,3 +163,13 @@ class DynamoDbAnnounce(BaseAnnounce):
                     question_id=envelope.question_id,
                     thread_id=envelope.thread_id,
                 ) from exc
+
+
+def _digest_without_id(envelope: Envelope) -> str:
+    """The digest an item recorded before digests bound the question id holds for this question.
+
+    A question parked across the upgrade keeps its stored digest (its ETag, answerable as shown);
+    a republish of it is the same question, not a collision.
+    """
+    payload = {"question": envelope.question, "policy": envelope.policy.model_dump(mode="json")}
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()

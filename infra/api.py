@@ -55,6 +55,8 @@ UNAUTHENTICATED_AT_GATEWAY_REASON = (
     "request gets 401 there. The callers (systems holding a shared secret, Slack) cannot sign with "
     "SigV4 or present a Cognito token."
 )
+
+
 def _wildcard_parameters(path: str) -> str:
     """``/questions/{question_id}/reply`` → ``/questions/*/reply`` (a resource policy's ARN path)."""
     return "/".join("*" if part.startswith("{") else part for part in path.split("/"))
@@ -182,7 +184,9 @@ class RestApi(Construct):
         statements = [
             iam.PolicyStatement(
                 sid="SigV4CallersOfTheseAccounts",
-                principals=[iam.AccountPrincipal(account) for account in (stack_account, *config.allowed_accounts)],
+                principals=[
+                    iam.AccountPrincipal(account) for account in (stack_account, *config.allowed_accounts)
+                ],
                 actions=["execute-api:Invoke"],
                 resources=["execute-api:/*"],
             )

@@ -391,7 +391,9 @@ class Observability(Construct):
             cloudwatch.AlarmWidget(title="Resume failures", alarm=self.resume_failures_alarm, width=8)
         ]
         if self.runs_failed_alarm is not None:
-            failures.append(cloudwatch.AlarmWidget(title="Runs failed (%)", alarm=self.runs_failed_alarm, width=8))
+            failures.append(
+                cloudwatch.AlarmWidget(title="Runs failed (%)", alarm=self.runs_failed_alarm, width=8)
+            )
         failures.append(
             cloudwatch.GraphWidget(
                 title="API errors and p99 latency",
@@ -452,12 +454,18 @@ class Observability(Construct):
             for name, table in watched.tables.items():
                 throttles.append(self.table_throttle_alarms[name].metric)
                 consumed += [
-                    table.table.metric_consumed_read_capacity_units(period=_PERIOD, label=f"{name} read units"),
-                    table.table.metric_consumed_write_capacity_units(period=_PERIOD, label=f"{name} write units"),
+                    table.table.metric_consumed_read_capacity_units(
+                        period=_PERIOD, label=f"{name} read units"
+                    ),
+                    table.table.metric_consumed_write_capacity_units(
+                        period=_PERIOD, label=f"{name} write units"
+                    ),
                 ]
             row.append(cloudwatch.GraphWidget(title="DynamoDB throttle events", left=throttles, width=8))
             row.append(cloudwatch.GraphWidget(title="DynamoDB consumed capacity", left=consumed, width=8))
-        queues = {name: q for name, q in (("inbox", watched.inbox), ("outbox", watched.outbox)) if q is not None}
+        queues = {
+            name: q for name, q in (("inbox", watched.inbox), ("outbox", watched.outbox)) if q is not None
+        }
         row.append(
             cloudwatch.GraphWidget(
                 title="SQS: messages waiting (left), oldest message age in s (right)",

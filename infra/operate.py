@@ -12,13 +12,17 @@ gets the same protection without its construct knowing about these settings:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jsii
 from aws_cdk import IAspect
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
-from constructs import IConstruct
+
+if TYPE_CHECKING:
+    from constructs import IConstruct
 
 # What a function needs on the key to send to and receive from KMS-encrypted queues, read and write
 # KMS-encrypted objects, and decrypt secrets encrypted under the key.
@@ -48,7 +52,8 @@ class CustomerManagedKey:
 
     Examples
     --------
-    >>> Aspects.of(stack).add(CustomerManagedKey("arn:aws:kms:eu-west-1:111122223333:key/..."))  # doctest: +SKIP
+    >>> key_arn = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    >>> Aspects.of(stack).add(CustomerManagedKey(key_arn))  # doctest: +SKIP
     """
 
     def __init__(self, key_arn: str) -> None:

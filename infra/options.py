@@ -112,12 +112,15 @@ def context_tags(value: Any) -> dict[str, str]:
     tags: dict[str, str] = {}
     for key, text in value.items():
         if not isinstance(key, str) or not 1 <= len(key) <= 128 or not _TAG_TEXT.match(key):
-            raise ConfigError(f"context tags: key {key!r} must be 1-128 of letters, digits, spaces and _.:/=+-@")
+            raise ConfigError(
+                f"context tags: key {key!r} must be 1-128 of letters, digits, spaces and _.:/=+-@"
+            )
         if key.lower().startswith("aws:"):
             raise ConfigError(f"context tags: key {key!r} uses the reserved prefix aws:")
         if not isinstance(text, str) or len(text) > 256 or not _TAG_TEXT.match(text):
             raise ConfigError(
-                f"context tags[{key!r}]={text!r}: expected text of at most 256 letters, digits, spaces and _.:/=+-@"
+                f"context tags[{key!r}]={text!r}: expected text of at most 256 letters, digits, "
+                "spaces and _.:/=+-@"
             )
         tags[key] = text
     return tags

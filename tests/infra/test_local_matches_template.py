@@ -185,9 +185,9 @@ def test_schedule_group_matches_the_spec(default_synth: Synth, aws_client: Any) 
     ]
     assert local.schedule_dlq_url is not None
     assert local.schedule_dlq_url.rsplit("/", 1)[1].removeprefix("t-sg-") == "timers-dlq"
-    attributes = aws_client("sqs").get_queue_attributes(QueueUrl=local.schedule_dlq_url, AttributeNames=["All"])[
-        "Attributes"
-    ]
+    sqs = aws_client("sqs")
+    queue = sqs.get_queue_attributes(QueueUrl=local.schedule_dlq_url, AttributeNames=["All"])
+    attributes = queue["Attributes"]
     assert "FifoQueue" not in attributes and "FifoQueue" not in dlq["Properties"]
     assert attributes["MessageRetentionPeriod"] == str(dlq["Properties"]["MessageRetentionPeriod"])
 

@@ -211,11 +211,17 @@ def test_queues_topic_scheduler_and_api_have_their_alarms(default_synth: Synth) 
     outbox = alarm_named(default_synth, "OutboxOldestMessage")
     assert outbox["MetricName"] == "ApproximateAgeOfOldestMessage"
     assert outbox["Dimensions"] == [
-        {"Name": "QueueName", "Value": {"Fn::GetAtt": [logical_id(default_synth, stack.fanout.outbox), "QueueName"]}}
+        {
+            "Name": "QueueName",
+            "Value": {"Fn::GetAtt": [logical_id(default_synth, stack.fanout.outbox), "QueueName"]},
+        }
     ]
     sns_failed = alarm_named(default_synth, "TopicFailedNotifications")
     assert (sns_failed["Namespace"], sns_failed["MetricName"]) == ("AWS/SNS", "NumberOfNotificationsFailed")
-    for name, metric in (("TimersTargetErrors", "TargetErrorCount"), ("TimersDropped", "InvocationDroppedCount")):
+    for name, metric in (
+        ("TimersTargetErrors", "TargetErrorCount"),
+        ("TimersDropped", "InvocationDroppedCount"),
+    ):
         alarm = alarm_named(default_synth, name)
         assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/Scheduler", metric)
         assert alarm["Dimensions"] == [{"Name": "ScheduleGroup", "Value": "agent-wait-timers"}]
@@ -255,7 +261,11 @@ def test_schedules_get_a_dlq_the_scheduler_role_may_send_to(default_synth: Synth
     # Both functions that create schedules name the DLQ in them.
     for fn in (stack.runner.function, stack.timers.lifecycle.function):
         assert env_of(default_synth, fn)["AGENT_WAIT_SCHEDULE_DLQ_ARN"] == dlq_arn
-    sends = [s for s in statements_of(default_synth, stack.timers.scheduler_role) if "sqs:SendMessage" in actions(s)]
+    sends = [
+        s
+        for s in statements_of(default_synth, stack.timers.scheduler_role)
+        if "sqs:SendMessage" in actions(s)
+    ]
     assert [s["Resource"] for s in sends] == [dlq_arn]
 
 
@@ -272,10 +282,15 @@ def test_a_stack_update_keeps_the_schedule_group_and_its_pending_timers(default_
 
 
 def test_the_runner_may_send_deferred_runs_to_its_own_queue_past_the_loop_limit(default_synth: Synth) -> None:
-    runner = default_synth.template_json["Resources"][logical_id(default_synth, default_synth.stack.runner.function)]
+    runner = default_synth.template_json["Resources"][
+        logical_id(default_synth, default_synth.stack.runner.function)
+    ]
     assert runner["Properties"]["RecursiveLoop"] == "Allow"
     for fn in (default_synth.stack.api_function.function, default_synth.stack.timers.lifecycle.function):
-        assert "RecursiveLoop" not in default_synth.template_json["Resources"][logical_id(default_synth, fn)]["Properties"]
+        assert (
+            "RecursiveLoop"
+            not in default_synth.template_json["Resources"][logical_id(default_synth, fn)]["Properties"]
+        )
 
 
 # -- 7. deletion protection ------------------------------------------------------------------------
@@ -287,7 +302,9 @@ def test_tables_are_protected_from_deletion_by_default(default_synth: Synth, jwt
         assert tables
         for table in tables:
             assert table["Properties"]["DeletionProtectionEnabled"] is True
-            assert table["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+            assert table["Properties"]["PointInTimeRecoverySpecification"] == {
+                "PointInTimeRecoveryEnabled": True
+            }
             assert table["DeletionPolicy"] == "Retain"
 
 
@@ -362,20 +379,31 @@ def test_a_customer_managed_key_encrypts_tables_queues_bucket_and_logs(options_s
     assert all(group["Properties"]["KmsKeyId"] == KMS_KEY_ARN for group in log_groups)
     # Every function may use the key (queues, objects, and secrets encrypted under it); so may the
     # scheduler role, which sends to the timers DLQ.
-    for role in (stack.api_function.role, stack.runner.role, stack.timers.lifecycle.role, stack.timers.scheduler_role):
+    for role in (
+        stack.api_function.role,
+        stack.runner.role,
+        stack.timers.lifecycle.role,
+        stack.timers.scheduler_role,
+    ):
         grants = [s for s in statements_of(options_synth, role) if s["Resource"] == KMS_KEY_ARN]
         assert [actions(s) for s in grants] == [["kms:Decrypt", "kms:GenerateDataKey"]]
 
 
-def test_subscriber_accounts_may_subscribe_and_read_the_outbox(options_synth: Synth, default_synth: Synth) -> None:
+def test_subscriber_accounts_may_subscribe_and_read_the_outbox(
+    options_synth: Synth, default_synth: Synth
+) -> None:
     stack = options_synth.stack
     accounts = [f"arn:{{AWS::Partition}}:iam::{a}:root" for a in ("111122223333", "444455556666")]
     topic_ref = {"Ref": logical_id(options_synth, stack.fanout.topic)}
     [topic_policy] = [
-        p for p in options_synth.resources("AWS::SNS::TopicPolicy").values() if topic_ref in p["Properties"]["Topics"]
+        p
+        for p in options_synth.resources("AWS::SNS::TopicPolicy").values()
+        if topic_ref in p["Properties"]["Topics"]
     ]
     [subscribe] = [
-        s for s in topic_policy["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "SubscriberAccountsSubscribe"
+        s
+        for s in topic_policy["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "SubscriberAccountsSubscribe"
     ]
     assert subscribe["Action"] == "sns:Subscribe"
     assert len(json.dumps(subscribe["Principal"]).split(":root")) == 3
@@ -383,9 +411,15 @@ def test_subscriber_accounts_may_subscribe_and_read_the_outbox(options_synth: Sy
         assert account in json.dumps(subscribe["Principal"])
     outbox_ref = {"Ref": logical_id(options_synth, stack.fanout.outbox)}
     [queue_policy] = [
-        p for p in options_synth.resources("AWS::SQS::QueuePolicy").values() if outbox_ref in p["Properties"]["Queues"]
+        p
+        for p in options_synth.resources("AWS::SQS::QueuePolicy").values()
+        if outbox_ref in p["Properties"]["Queues"]
     ]
-    [read] = [s for s in queue_policy["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "SubscriberAccountsRead"]
+    [read] = [
+        s
+        for s in queue_policy["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "SubscriberAccountsRead"
+    ]
     assert actions(read) == sorted(OUTBOX_CONSUME_ACTIONS)
     assert "111122223333" in json.dumps(read["Principal"]) and "444455556666" in json.dumps(read["Principal"])
     assert accounts  # the principals are the accounts' roots, not a wildcard
@@ -396,7 +430,11 @@ def test_allowed_accounts_get_an_api_resource_policy(options_synth: Synth, defau
     api = options_synth.template_json["Resources"][logical_id(options_synth, options_synth.stack.api.api)]
     statements = {s["Sid"]: s for s in api["Properties"]["Policy"]["Statement"]}
     callers = statements["SigV4CallersOfTheseAccounts"]
-    assert (callers["Effect"], callers["Action"], callers["Resource"]) == ("Allow", "execute-api:Invoke", "execute-api:/*")
+    assert (callers["Effect"], callers["Action"], callers["Resource"]) == (
+        "Allow",
+        "execute-api:Invoke",
+        "execute-api:/*",
+    )
     principals = json.dumps(callers["Principal"])
     assert "777788889999" in principals and "AWS::AccountId" in principals
     # The routes that authenticate in the function stay reachable (a policy that named no one for
@@ -405,7 +443,9 @@ def test_allowed_accounts_get_an_api_resource_policy(options_synth: Synth, defau
     assert open_routes["Principal"] == {"AWS": "*"}
     assert f"execute-api:/{constants.API_STAGE}/POST/signed/questions/*/reply" in open_routes["Resource"]
     assert f"execute-api:/{constants.API_STAGE}/POST/slack/interactions" in open_routes["Resource"]
-    default_api = default_synth.template_json["Resources"][logical_id(default_synth, default_synth.stack.api.api)]
+    default_api = default_synth.template_json["Resources"][
+        logical_id(default_synth, default_synth.stack.api.api)
+    ]
     assert "Policy" not in default_api["Properties"]
 
 
@@ -425,9 +465,19 @@ def test_allowed_accounts_get_an_api_resource_policy(options_synth: Synth, defau
         ({"subscriber_accounts": "1234"}, "subscriber_accounts"),
         ({"subscriber_accounts": '{"a": 1}'}, "subscriber_accounts"),
         ({"allowed_accounts": "111122223333,abc"}, "allowed_accounts"),
-        ({"allowed_accounts": "111122223333", "auth": "jwt", "jwt_issuer": "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_A"}, "allowed_accounts"),
+        (
+            {
+                "allowed_accounts": "111122223333",
+                "auth": "jwt",
+                "jwt_issuer": "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_A",
+            },
+            "allowed_accounts",
+        ),
         ({"alarm_email": "not-an-address"}, "alarm_email"),
-        ({"alarm_email": "a@example.com", "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:x"}, "alarm_email"),
+        (
+            {"alarm_email": "a@example.com", "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:x"},
+            "alarm_email",
+        ),
         ({"deletion_protection": "maybe"}, "deletion_protection"),
         ({"api_gateway_account_role": "sometimes"}, "api_gateway_account_role"),
         ({"checkpoint_bucket": "ture"}, "checkpoint_bucket"),
@@ -452,7 +502,12 @@ def test_the_app_exits_with_one_line_for_a_stack_name_too_long(tmp_path: Any) ->
         "CDK_OUTDIR": str(tmp_path),
     }
     done = subprocess.run(
-        [sys.executable, "app.py"], cwd=constants.REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "app.py"],
+        cwd=constants.REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.startswith("agent-wait:")]

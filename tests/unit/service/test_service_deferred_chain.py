@@ -62,7 +62,12 @@ def test_thirty_runs_deferred_on_one_thread_all_complete(aws: Aws, clock: FakeCl
     # Given a thread parked on a question, and thirty runs accepted behind it
     [question_id] = runner.run(StartMessage(thread_id="t-1", input={"n": 0, "hold": True})).pending
     for n in range(1, DEFERRED + 1):
-        assert runner.run(StartMessage(thread_id="t-1", input={"n": n, "hold": False}, run_id=f"run-{n:02d}")).status == "deferred"
+        assert (
+            runner.run(
+                StartMessage(thread_id="t-1", input={"n": n, "hold": False}, run_id=f"run-{n:02d}")
+            ).status
+            == "deferred"
+        )
     assert len(ledger.get_thread("t-1").deferred) == DEFERRED
 
     # When the question is answered and the thread resumed

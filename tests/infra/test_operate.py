@@ -103,6 +103,15 @@ def test_every_setting_in_cdk_json_is_the_codes_default_and_in_the_readme() -> N
         assert f"| `{key}`" in readme or f"`{key}`," in readme, f"{key} is not in the README's table"
 
 
+def test_cdk_json_leaves_the_bucket_to_the_checkpointer() -> None:
+    # Empty means "the default": on with checkpointer=aws, and `-c checkpointer=dynamodb` on top of
+    # the checked-in cdk.json still synthesizes (that saver cannot offload, so no bucket).
+    context = cdk_json_context()
+    assert StackConfig.from_context(context.get).checkpoint_bucket is True
+    dynamodb = StackConfig.from_context((context | {"checkpointer": "dynamodb"}).get)
+    assert (dynamodb.checkpointer, dynamodb.checkpoint_bucket) == ("dynamodb", False)
+
+
 # -- 4. alarms that mean something -----------------------------------------------------------------
 
 

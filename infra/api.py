@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 import aws_cdk as cdk
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from infra import constants
@@ -53,6 +55,13 @@ UNAUTHENTICATED_AT_GATEWAY_REASON = (
     "request gets 401 there. The callers (systems holding a shared secret, Slack) cannot sign with "
     "SigV4 or present a Cognito token."
 )
+
+
+def _wildcard_parameters(path: str) -> str:
+    """``/questions/{question_id}/reply`` → ``/questions/*/reply`` (a resource policy's ARN path)."""
+    return "/".join("*" if part.startswith("{") else part for part in path.split("/"))
+
+
 JSON_OBJECT_SCHEMA = apigw.JsonSchema(schema=apigw.JsonSchemaVersion.DRAFT4, type=apigw.JsonSchemaType.OBJECT)
 _ERROR_TEMPLATE = '{"error": "%s", "message": $context.error.messageString}'
 
@@ -82,10 +91,15 @@ class RestApi(Construct):
             rest_api_name=config.stack_name,
             description="agent-wait: start runs, read questions, answer them",
             endpoint_types=[apigw.EndpointType.REGIONAL],
-            # The role API Gateway writes execution logs with is one setting of the whole account
-            # and region, shared by every API there: a stack that created it would take it away
-            # from all of them on `cdk destroy`. The README has the one-time account setting.
-            cloud_watch_role=False,
+            policy=self._resource_policy(config),
+            # The role API Gateway writes execution and access logs with is one setting of the whole
+            # account and region: without it the stage's logging fails the first deploy. The stack
+            # sets it (context api_gateway_account_role, on by default) and keeps the role and the
+            # setting on `cdk destroy`, since every other API of the account logs with it too.
+            cloud_watch_role=config.api_gateway_account_role,
+            cloud_watch_role_removal_policy=(
+                cdk.RemovalPolicy.RETAIN if config.api_gateway_account_role else None
+            ),
             deploy_options=apigw.StageOptions(
                 stage_name=constants.API_STAGE,
                 throttling_rate_limit=constants.API_THROTTLE_RATE,
@@ -147,7 +161,53 @@ class RestApi(Construct):
                 integration,
                 "Slack's X-Slack-Signature with the app's signing secret",
             )
+        self.web_acl_association: wafv2.CfnWebACLAssociation | None = None
+        if config.waf_acl_arn is not None:
+            self.web_acl_association = wafv2.CfnWebACLAssociation(
+                self,
+                "WebAcl",
+                resource_arn=self.api.deployment_stage.stage_arn,
+                web_acl_arn=config.waf_acl_arn,
+            )
         self._acknowledge(config)
+
+    @staticmethod
+    def _resource_policy(config: StackConfig) -> iam.PolicyDocument | None:
+        """With ``allowed_accounts``: SigV4 callers of this account and those accounts may invoke.
+
+        A REST API with a resource policy refuses a cross-account caller the policy does not name,
+        and (explicitly allowed below) lets the routes that authenticate in the Lambda stay open.
+        """
+        if not config.allowed_accounts:
+            return None
+        stack_account = cdk.Aws.ACCOUNT_ID
+        statements = [
+            iam.PolicyStatement(
+                sid="SigV4CallersOfTheseAccounts",
+                principals=[
+                    iam.AccountPrincipal(account) for account in (stack_account, *config.allowed_accounts)
+                ],
+                actions=["execute-api:Invoke"],
+                resources=["execute-api:/*"],
+            )
+        ]
+        # Routes with no authorizer at the gateway: an API with a resource policy serves them only
+        # when the policy allows anyone to; their signature is checked in the api Lambda.
+        open_routes = [(method, SIGNED_PREFIX + path) for method, path in SIGNED_ROUTES]
+        if config.slack_enabled:
+            open_routes.append(("POST", SLACK_INTERACTIONS_PATH))
+        statements.append(
+            iam.PolicyStatement(
+                sid="RoutesAuthenticatedInTheFunction",
+                principals=[iam.AnyPrincipal()],
+                actions=["execute-api:Invoke"],
+                resources=[
+                    f"execute-api:/{constants.API_STAGE}/{method}{_wildcard_parameters(path)}"
+                    for method, path in open_routes
+                ],
+            )
+        )
+        return iam.PolicyDocument(statements=statements)
 
     def _acknowledge(self, config: StackConfig) -> None:
         if config.auth == "iam":
@@ -157,13 +217,23 @@ class RestApi(Construct):
                 "auth=iam: every method requires SigV4-signed requests (AWS_IAM authorization); a Cognito "
                 "authorizer is used instead with -c auth=jwt.",
             )
-        acknowledge(
-            self.api.deployment_stage,
-            "AwsSolutions-APIG3",
-            "Every method is authenticated (SigV4 or Cognito at the gateway; the /signed routes and Slack's "
-            "interactions by their signatures in the api Lambda) and the stage is throttled; a WAF web ACL "
-            "is an account-level cost decision left to the operator (attach one to the stage, no code).",
-        )
+        if config.waf_acl_arn is None:
+            acknowledge(
+                self.api.deployment_stage,
+                "AwsSolutions-APIG3",
+                "Every method is authenticated (SigV4 or Cognito at the gateway; the /signed routes and "
+                "Slack's interactions by their signatures in the api Lambda) and the stage is throttled; a "
+                "WAF web ACL is a cost decision left to the operator (context waf_acl_arn associates one).",
+            )
+        if config.api_gateway_account_role:
+            role = self.api.node.find_child("CloudWatchRole")
+            acknowledge(
+                role,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AmazonAPIGatewayPushToCloudWatchLogs]",
+                "API Gateway's account-level logging role: the AWS managed policy is the one AWS documents "
+                "for it, and the role is shared by every API of the account and region.",
+            )
 
     @property
     def url(self) -> str:

@@ -15,6 +15,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from infra.constants import DEFAULT_STACK_NAME, RUNNER_MEMORY_MB
+from infra.options import (
+    context_accounts,
+    context_arn,
+    context_bool,
+    context_email,
+    context_stack_name,
+    context_tags,
+)
 from infra.runner_config import (
     RUNNER_MEMORY_RANGE,
     RUNNER_TIMEOUT_RANGE,
@@ -41,7 +49,6 @@ _SNS_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.f
 _GRAPH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # https://cognito-idp.<region>.amazonaws.com/<pool id>: the issuer of every token a user pool signs.
 _COGNITO_ISSUER = re.compile(r"^https://cognito-idp\.([a-z0-9-]+)\.amazonaws\.com/([\w-]+_[0-9A-Za-z]+)/?$")
-_TRUE = {"1", "true", "yes", "on"}
 _SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -119,6 +126,24 @@ class StackConfig:
         values the runner reads at init (its role may read exactly those secrets).
     runner_memory, runner_timeout
         The runner's memory (MB) and timeout (seconds); the inbox hides a message six times the timeout.
+    api_gateway_account_role
+        Whether the stack sets API Gateway's account-level CloudWatch role (kept on destroy), so the
+        stage's logging works in an account that has none yet.
+    deletion_protection
+        DynamoDB deletion protection on the tables (``false`` for throwaway development stacks).
+    alarm_email
+        An address the stack's alarm topic sends every alarm to (it confirms the subscription first).
+    tags
+        Tags applied to every resource of the stack.
+    waf_acl_arn
+        A regional WAF web ACL associated with the API's stage.
+    kms_key_arn
+        A customer-managed KMS key for the tables, queues, bucket and log groups; the functions may
+        use it (and so decrypt secrets encrypted under it).
+    subscriber_accounts
+        Accounts that may subscribe to the topic and read the outbox queue.
+    allowed_accounts
+        Accounts whose SigV4-signed callers the API's resource policy admits (``auth=iam``).
 
     Examples
     --------
@@ -156,6 +181,15 @@ class StackConfig:
     runner_secrets: dict[str, str] = field(default_factory=dict)
     runner_memory: int = RUNNER_MEMORY_MB
     runner_timeout: int = RUNNER_TIMEOUT_SECONDS
+    # Operating the stack: a first deploy, alarms someone hears, tags, WAF, KMS, other accounts.
+    api_gateway_account_role: bool = True
+    deletion_protection: bool = True
+    alarm_email: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    waf_acl_arn: str | None = None
+    kms_key_arn: str | None = None
+    subscriber_accounts: tuple[str, ...] = ()
+    allowed_accounts: tuple[str, ...] = ()
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -182,8 +216,9 @@ class StackConfig:
             if not ttl_text.isdigit() or int(ttl_text) <= 0:
                 raise ConfigError(f"context default_ttl={ttl_text!r}: expected a positive number of seconds")
             default_ttl = int(ttl_text)
-        bucket_text = text("checkpoint_bucket")
-        checkpoint_bucket = checkpointer == "aws" if bucket_text is None else bucket_text.lower() in _TRUE
+        checkpoint_bucket = context_bool(
+            "checkpoint_bucket", get("checkpoint_bucket"), default=checkpointer == "aws"
+        )
         concurrency_text = text("runner_max_concurrency") or "10"
         if not concurrency_text.isdigit() or not 2 <= int(concurrency_text) <= 1000:
             raise ConfigError(
@@ -191,7 +226,7 @@ class StackConfig:
                 "(the limits of an SQS event source mapping's maximum concurrency)"
             )
         config = cls(
-            stack_name=text("stack_name") or DEFAULT_STACK_NAME,
+            stack_name=context_stack_name(get("stack_name"), DEFAULT_STACK_NAME),
             graph=graph,
             auth=auth,  # type: ignore[arg-type]  # checked against the Literal above
             default_ttl=default_ttl,
@@ -223,6 +258,16 @@ class StackConfig:
                 RUNNER_TIMEOUT_RANGE,
                 "seconds",
             ),
+            api_gateway_account_role=context_bool(
+                "api_gateway_account_role", get("api_gateway_account_role"), default=True
+            ),
+            deletion_protection=context_bool("deletion_protection", get("deletion_protection"), default=True),
+            alarm_email=context_email("alarm_email", get("alarm_email")),
+            tags=context_tags(get("tags")),
+            waf_acl_arn=context_arn("waf_acl_arn", get("waf_acl_arn"), "waf_acl"),
+            kms_key_arn=context_arn("kms_key_arn", get("kms_key_arn"), "kms_key"),
+            subscriber_accounts=context_accounts("subscriber_accounts", get("subscriber_accounts")),
+            allowed_accounts=context_accounts("allowed_accounts", get("allowed_accounts")),
         )
         check_names_apart(config.runner_environment, config.runner_secrets)
         for key in ("slack_bot_token_secret", "slack_signing_secret"):
@@ -253,6 +298,16 @@ class StackConfig:
             raise ConfigError(
                 f"context alarm_topic_arn={config.alarm_topic_arn!r}: "
                 "expected arn:aws:sns:<region>:<account>:<topic name>"
+            )
+        if config.alarm_email is not None and config.alarm_topic_arn is not None:
+            raise ConfigError(
+                "context alarm_email goes with the stack's own alarm topic: with alarm_topic_arn, "
+                "subscribe the address to that topic instead"
+            )
+        if config.allowed_accounts and config.auth != "iam":
+            raise ConfigError(
+                "context allowed_accounts needs auth=iam: the API's resource policy admits SigV4 callers "
+                "of those accounts, and a Cognito authorizer has no account"
             )
         if config.checkpoint_bucket and config.checkpointer != "aws":
             raise ConfigError(

@@ -35,17 +35,31 @@ API_THROTTLE_RATE: Final = 50
 API_THROTTLE_BURST: Final = 100
 # 256 KiB is SQS's message limit; the api refuses larger bodies with 413 before enqueuing.
 
-# Alarm thresholds: any message in a DLQ, any failed resume or run, any Lambda error or throttle
-# and any 5xx from the api needs a human.
+# Alarms. Each compares a metric with a threshold over a window of 5-minute periods, not one reading:
+# it fires when DATAPOINTS of the last EVALUATION periods breach. A message in a DLQ, a resume that
+# failed, a dropped timer each need a human, so one occurrence in the window fires; error and throttle
+# counts, 5xx and latency fire only when they persist (2 of 3 periods).
+ALARM_PERIOD_MINUTES: Final = 5
+ALARM_EVALUATION_PERIODS: Final = 3
+ALARM_DATAPOINTS: Final = 2
 DLQ_ALARM_THRESHOLD: Final = 1
 RESUME_FAILURE_ALARM_THRESHOLD: Final = 1
-RUNS_FAILED_ALARM_THRESHOLD: Final = 1
+# Percent of runner invocations (one run or resume each) that ended with the run failed.
+RUNS_FAILED_RATE_ALARM_PERCENT: Final = 10
 LAMBDA_ERROR_ALARM_THRESHOLD: Final = 1
 LAMBDA_THROTTLE_ALARM_THRESHOLD: Final = 1
-API_5XX_ALARM_THRESHOLD: Final = 1
+# The Average of API Gateway's 5XXError is the fraction of requests answered with a 5xx.
+API_5XX_ALARM_RATE: Final = 0.05
+API_P99_LATENCY_ALARM_MS: Final = 5000
+DYNAMODB_THROTTLE_ALARM_THRESHOLD: Final = 1
+SNS_FAILED_ALARM_THRESHOLD: Final = 1
+SCHEDULER_ERROR_ALARM_THRESHOLD: Final = 1
 # A run waits in the inbox for seconds; its oldest message older than this (longer than a whole
 # visibility timeout plus a run) means the runner is not consuming it.
 INBOX_AGE_ALARM_SECONDS: Final = 900
+# The outbox is read by your systems; an envelope unread for an hour means its consumer has stopped
+# (the queue keeps messages 14 days, then drops them unread).
+OUTBOX_AGE_ALARM_SECONDS: Final = 3600
 
 # Where the bundlers keep built layers between synths, keyed on what went into them.
 BUNDLE_CACHE_DIR: Final = REPO_ROOT / "cdk.out" / ".bundle-cache"

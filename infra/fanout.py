@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -10,6 +13,18 @@ from constructs import Construct
 
 from infra.specs import fifo_queue_from_spec
 from wait_service.resources import OUTBOX, TOPIC
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# What a consumer in another account calls to read the outbox (receive, delete, keep hidden, look up).
+OUTBOX_CONSUME_ACTIONS = (
+    "sqs:ChangeMessageVisibility",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+    "sqs:ReceiveMessage",
+)
 
 
 class Fanout(Construct):
@@ -45,3 +60,29 @@ class Fanout(Construct):
         self.outbox: sqs.Queue
         self.outbox_dlq: sqs.Queue
         self.outbox, self.outbox_dlq = fifo_queue_from_spec(self, OUTBOX, prefix=prefix)
+
+    def share_with(self, accounts: Sequence[str]) -> None:
+        """Let ``accounts`` subscribe to the topic and read the outbox (context ``subscriber_accounts``).
+
+        Each account still grants its own principals these actions; the resource policies here are
+        the half the stack owns.
+        """
+        if not accounts:
+            return
+        principals = [iam.AccountPrincipal(account) for account in accounts]
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="SubscriberAccountsSubscribe",
+                principals=principals,
+                actions=["sns:Subscribe"],
+                resources=[self.topic.topic_arn],
+            )
+        )
+        self.outbox.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="SubscriberAccountsRead",
+                principals=principals,
+                actions=list(OUTBOX_CONSUME_ACTIONS),
+                resources=[self.outbox.queue_arn],
+            )
+        )

@@ -408,6 +408,14 @@ class RunnerFunction(ServiceFunction):
                 SECRET_READ_ACTIONS, sorted({secret_grant(arn) for arn in config.runner_secrets.values()})
             )
         self.graph_policy = self._add_graph_policy(config)
+        # A run deferred behind a thread's questions is sent back to the inbox by the runner itself
+        # once the thread is free: SQS -> runner -> the same SQS, one hop per deferred run. Lambda's
+        # recursive loop detection would stop such a chain after about 16 hops and drop the message
+        # to the DLQ; the chain is bounded (each hop consumes one deferred run of the thread and
+        # sends at most one), so the loop is allowed.
+        cfn_function = self.function.node.default_child
+        assert isinstance(cfn_function, lambda_.CfnFunction)
+        cfn_function.recursive_loop = "Allow"
         # One run per invocation: the function's timeout bounds that run alone, and a timeout
         # retries that run only. A FIFO source takes no batching window; a failed message is retried
         # (ReportBatchItemFailures) and after maxReceiveCount it lands in the DLQ. The maximum

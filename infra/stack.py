@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 
 from infra import constants
 from infra.api import RestApi
@@ -14,8 +15,10 @@ from infra.functions import ApiFunction, RunnerFunction
 from infra.inbox import Inbox, inbox_visibility_seconds
 from infra.layers import Layers
 from infra.ledger import Ledger
-from infra.observability import Observability
+from infra.observability import Observability, Watched, WatchedTable
+from infra.operate import KEY_USE_ACTIONS, CustomerManagedKey, DeletionProtection
 from infra.timers import Timers
+from wait_service.resources import LEDGER
 
 if TYPE_CHECKING:
     from constructs import Construct
@@ -83,6 +86,8 @@ class AgentWaitStack(cdk.Stack):
         self.inbox.only_senders([self.api_function.role, self.runner.role, self.timers.lifecycle.role])
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
         self.runner.set_reply_url(self.api.url)
+        self.fanout.share_with(config.subscriber_accounts)
+        self._apply_stack_wide(config)
 
         self.observability = Observability(
             self,
@@ -93,15 +98,30 @@ class AgentWaitStack(cdk.Stack):
                 "runner": self.runner.function,
                 "lifecycle": self.timers.lifecycle.function,
             },
-            dlqs={"inbox": self.inbox.dlq, "outbox": self.fanout.outbox_dlq, "lifecycle": self.timers.dlq},
             api=self.api.api,
-            inbox=self.inbox.queue,
+            watched=Watched(
+                dlqs={
+                    "inbox": self.inbox.dlq,
+                    "outbox": self.fanout.outbox_dlq,
+                    "lifecycle": self.timers.dlq,
+                    "timers": self.timers.schedule_dlq,
+                },
+                inbox=self.inbox.queue,
+                outbox=self.fanout.outbox,
+                topic=self.fanout.topic,
+                tables={
+                    "Ledger": WatchedTable(self.ledger.table, tuple(index.name for index in LEDGER.indexes)),
+                    **{table.node.id: WatchedTable(table) for table in self.checkpoints.tables},
+                },
+                schedule_group=self.timers.group_name,
+            ),
             # Longer than a whole visibility timeout plus a run, whatever the runner's timeout.
             inbox_age_alarm_seconds=max(
                 constants.INBOX_AGE_ALARM_SECONDS,
                 inbox_visibility_seconds(config.runner_timeout) + config.runner_timeout,
             ),
             alarm_topic_arn=config.alarm_topic_arn,
+            alarm_email=config.alarm_email,
         )
 
         cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL of the REST API")
@@ -114,3 +134,25 @@ class AgentWaitStack(cdk.Stack):
         cdk.CfnOutput(
             self, "LedgerTableName", value=self.ledger.table.table_name, description="Question ledger table"
         )
+        cdk.CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=self.observability.topic.topic_arn,
+            description="The SNS topic every alarm notifies (subscribe your on-call address or tool)",
+        )
+
+    def _apply_stack_wide(self, config: StackConfig) -> None:
+        """Tags, deletion protection and the customer-managed key, on every resource of their kind."""
+        for key, value in config.tags.items():
+            cdk.Tags.of(self).add(key, value)
+        if config.deletion_protection:
+            cdk.Aspects.of(self).add(DeletionProtection())
+        if config.kms_key_arn is not None:
+            cdk.Aspects.of(self).add(CustomerManagedKey(config.kms_key_arn))
+            # Every function sends to or reads a queue under the key (and the api and lifecycle may
+            # decrypt secrets encrypted with it); Scheduler sends to the timers DLQ with its role.
+            for fn in (self.api_function, self.runner, self.timers.lifecycle):
+                fn.allow(KEY_USE_ACTIONS, [config.kms_key_arn])
+            self.timers.scheduler_role.add_to_policy(
+                iam.PolicyStatement(actions=list(KEY_USE_ACTIONS), resources=[config.kms_key_arn])
+            )

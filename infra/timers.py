@@ -4,7 +4,13 @@ The runner creates one-shot ``at()`` schedules in the group when a question is r
 expiry and each reminder) and deletes what is left once the question is decided; the lifecycle
 function creates the next escalation rung's. EventBridge Scheduler invokes the lifecycle function
 asynchronously with a role that may invoke that one function only; an invocation that still fails
-after Lambda's two retries lands in the lifecycle DLQ, which is alarmed like the others.
+after Lambda's two retries lands in the lifecycle DLQ, which is alarmed like the others. An
+invocation Scheduler itself cannot make (the function throttled or gone) is retried by each
+schedule's retry policy and then sent to the timers DLQ (``wait_service.resources.TIMERS``).
+
+Pending timers live in the schedule group, not in the template: a stack update keeps them as long
+as the group is not replaced (its construct id and name stay as they are), and ``cdk destroy``
+deletes the group with every timer in it.
 """
 
 from __future__ import annotations
@@ -61,7 +67,23 @@ class Timers(Construct):
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         self.group_name = prefix + TIMERS.name
+        # Replacing the group (a new construct id or name) would delete every pending timer with it.
         self.group = scheduler.CfnScheduleGroup(self, "Group", name=self.group_name)
+        self.schedule_dlq = sqs.Queue(
+            self,
+            TIMERS.dlq_logical_id,
+            queue_name=prefix + TIMERS.dlq_name,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=cdk.Duration.seconds(TIMERS.dlq_retention_seconds),
+        )
+        for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
+            acknowledge(
+                self.schedule_dlq,
+                rule,
+                "This queue is itself the dead-letter queue of every timer's schedule (EventBridge "
+                "Scheduler sends an invocation it gave up on here).",
+            )
         self.schedules_arn = stack.format_arn(
             service="scheduler", resource="schedule", resource_name=f"{self.group_name}/*"
         )
@@ -84,6 +106,10 @@ class Timers(Construct):
         )
         self.scheduler_role.add_to_policy(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function_arn])
+        )
+        # Scheduler sends to a schedule's dead-letter queue with the schedule's own role.
+        self.scheduler_role.add_to_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.schedule_dlq.queue_arn])
         )
 
         environment = {
@@ -154,6 +180,7 @@ class Timers(Construct):
             "AGENT_WAIT_SCHEDULE_GROUP": self.group_name,
             "AGENT_WAIT_LIFECYCLE_ARN": self.function_arn,
             "AGENT_WAIT_SCHEDULER_ROLE_ARN": self.scheduler_role.role_arn,
+            "AGENT_WAIT_SCHEDULE_DLQ_ARN": self.schedule_dlq.queue_arn,
         }
 
     def allow_scheduling(self, fn: ServiceFunction, *, creates_only: bool = False) -> None:

@@ -130,10 +130,29 @@ class TopicSpec:
 
 @dataclass(frozen=True)
 class ScheduleGroupSpec:
-    """An EventBridge Scheduler group holding the one-shot timers of questions."""
+    """An EventBridge Scheduler group holding the one-shot timers of questions.
+
+    Every schedule in it carries a retry policy and a dead-letter queue (``dlq_name``, a standard
+    queue: Scheduler sends to no FIFO queue): an invocation of the lifecycle function that Scheduler
+    still cannot make after ``retry_attempts`` retries or ``max_event_age_seconds`` lands there
+    instead of vanishing. The limits are Scheduler's largest: a late timer changes nothing (the
+    lifecycle acts through conditional writes), a lost one leaves a question open forever.
+    """
 
     logical_id: str
     name: str
+    dlq_logical_id: str
+    dlq_name: str
+    retry_attempts: int = 185
+    max_event_age_seconds: int = 24 * 3600
+    dlq_retention_seconds: int = 14 * 24 * 3600
+
+    def retry_policy(self) -> dict[str, int]:
+        """The schedules' ``RetryPolicy`` as Scheduler's API spells it."""
+        return {
+            "MaximumRetryAttempts": self.retry_attempts,
+            "MaximumEventAgeInSeconds": self.max_event_age_seconds,
+        }
 
 
 LEDGER = TableSpec(
@@ -192,7 +211,9 @@ OUTBOX = QueueSpec(
     visibility_timeout=60,
 )
 TOPIC = TopicSpec(logical_id="WaitCreated", name="wait-created")
-TIMERS = ScheduleGroupSpec(logical_id="Timers", name="timers")
+TIMERS = ScheduleGroupSpec(
+    logical_id="Timers", name="timers", dlq_logical_id="ScheduleDlq", dlq_name="timers-dlq"
+)
 # The local stack's stand-ins for what the stack deploys: the lifecycle function the timers invoke
 # and the role they invoke it with (moto stores them; the local clock invokes the handler itself).
 LOCAL_ACCOUNT = "123456789012"
@@ -214,6 +235,8 @@ class LocalResources:
     schedule_group: str | None = None
     lifecycle_arn: str | None = None
     scheduler_role_arn: str | None = None
+    schedule_dlq_url: str | None = None
+    schedule_dlq_arn: str | None = None
     checkpoint_bucket: str | None = None
     checkpointer: str = "aws"
     checkpoint_writes_table: str | None = None
@@ -238,6 +261,8 @@ class LocalResources:
                 "AGENT_WAIT_LIFECYCLE_ARN": self.lifecycle_arn,
                 "AGENT_WAIT_SCHEDULER_ROLE_ARN": self.scheduler_role_arn,
             }
+            if self.schedule_dlq_arn:
+                env["AGENT_WAIT_SCHEDULE_DLQ_ARN"] = self.schedule_dlq_arn
         if self.checkpoint_bucket:
             env["AGENT_WAIT_CHECKPOINT_BUCKET"] = self.checkpoint_bucket
         if self.checkpointer == "dynamodb":
@@ -356,10 +381,17 @@ def create_resources(
         Endpoint=subscriber_arn,
         Attributes={"RawMessageDelivery": "true"},
     )
-    group = lifecycle_arn = scheduler_role_arn = None
+    group = lifecycle_arn = scheduler_role_arn = schedule_dlq_url = schedule_dlq_arn = None
     if scheduler is not None:
         group = prefix + TIMERS.name
         scheduler.create_schedule_group(Name=group)
+        schedule_dlq_url = sqs.create_queue(
+            QueueName=prefix + TIMERS.dlq_name,
+            Attributes={"MessageRetentionPeriod": str(TIMERS.dlq_retention_seconds)},
+        )["QueueUrl"]
+        schedule_dlq_arn = sqs.get_queue_attributes(QueueUrl=schedule_dlq_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
         region = scheduler.meta.region_name
         lifecycle_arn = f"arn:aws:lambda:{region}:{LOCAL_ACCOUNT}:function:{prefix}lifecycle"
         scheduler_role_arn = f"arn:aws:iam::{LOCAL_ACCOUNT}:role/{prefix}scheduler"
@@ -367,6 +399,8 @@ def create_resources(
         schedule_group=group,
         lifecycle_arn=lifecycle_arn,
         scheduler_role_arn=scheduler_role_arn,
+        schedule_dlq_url=schedule_dlq_url,
+        schedule_dlq_arn=schedule_dlq_arn,
         ledger_table=ledger,
         checkpoint_table=checkpoints,
         inbox_url=inbox_url,

@@ -43,6 +43,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_SCHEDULE_GROUP": "schedule_group",
     "AGENT_WAIT_LIFECYCLE_ARN": "lifecycle_arn",
     "AGENT_WAIT_SCHEDULER_ROLE_ARN": "scheduler_role_arn",
+    "AGENT_WAIT_SCHEDULE_DLQ_ARN": "schedule_dlq_arn",
     "AGENT_WAIT_SIGNING_KEYS": "signing_keys",
     "AGENT_WAIT_SLACK_CHANNEL": "slack_channel",
     "AGENT_WAIT_SLACK_BOT_TOKEN_SECRET": "slack_bot_token_secret",
@@ -102,6 +103,8 @@ class Settings(BaseModel):
     schedule_group: str | None = None
     lifecycle_arn: str | None = None
     scheduler_role_arn: str | None = None
+    # The dead-letter queue every schedule names, for an invocation Scheduler gave up on.
+    schedule_dlq_arn: str | None = None
     # Signed requests: key id -> ARN of the Secrets Manager secret holding its shared secret.
     signing_keys: dict[str, str] = Field(default_factory=dict)
     # Slack: the channel questions go to, the secrets (ARNs) of the bot token and the signing

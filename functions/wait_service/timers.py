@@ -7,7 +7,9 @@ DELETE``); the runner deletes what is left once the question is decided. A timer
 twice, or after an answer changes nothing: the lifecycle handler acts through conditional writes.
 
 Schedule names are derived from the question id, so creating a timer twice is harmless (the second
-create is a ``ConflictException``) and deleting one needs no lookup.
+create is a ``ConflictException``) and deleting one needs no lookup. Every schedule carries the
+retry policy of ``wait_service.resources.TIMERS`` and names the timers' dead-letter queue, so an
+invocation Scheduler cannot make is retried for a day and then kept there, not dropped.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
+
+from wait_service.resources import TIMERS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -95,6 +99,9 @@ class Timers:
         The role EventBridge Scheduler assumes to invoke it (``AGENT_WAIT_SCHEDULER_ROLE_ARN``).
     client:
         A boto3 ``scheduler`` client; ``None`` creates the default one.
+    dlq_arn:
+        The standard SQS queue each schedule sends an invocation to once its retries are exhausted
+        (``AGENT_WAIT_SCHEDULE_DLQ_ARN``).
     clock:
         Current UTC time; a timer whose time has passed (a republish re-arms a question's timers) is
         set a few seconds ahead instead, since a one-time schedule must lie in the future. Timers
@@ -113,6 +120,7 @@ class Timers:
         role_arn: str,
         client: EventBridgeSchedulerClient | None = None,
         *,
+        dlq_arn: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         if client is None:
@@ -123,7 +131,19 @@ class Timers:
         self.group = group
         self.target_arn = target_arn
         self.role_arn = role_arn
+        self.dlq_arn = dlq_arn
         self._client = client
+
+    def _target(self, event: TimerEvent) -> dict[str, Any]:
+        target: dict[str, Any] = {
+            "Arn": self.target_arn,
+            "RoleArn": self.role_arn,
+            "Input": event.model_dump_json(),
+            "RetryPolicy": TIMERS.retry_policy(),
+        }
+        if self.dlq_arn:
+            target["DeadLetterConfig"] = {"Arn": self.dlq_arn}
+        return target
 
     @staticmethod
     def for_envelope(envelope: Envelope) -> list[Timer]:
@@ -154,11 +174,7 @@ class Timers:
                     ScheduleExpressionTimezone="UTC",
                     FlexibleTimeWindow={"Mode": "OFF"},
                     ActionAfterCompletion="DELETE",
-                    Target={
-                        "Arn": self.target_arn,
-                        "RoleArn": self.role_arn,
-                        "Input": timer.event.model_dump_json(),
-                    },
+                    Target=self._target(timer.event),  # type: ignore[arg-type]
                 )
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "ConflictException":
@@ -197,6 +213,7 @@ def build_timers(
         settings.require("lifecycle_arn"),
         settings.require("scheduler_role_arn"),
         client,
+        dlq_arn=settings.schedule_dlq_arn,
         clock=clock,
     )
 

@@ -51,6 +51,34 @@ SIGNED_CONTEXT = {
     "slack_signing_secret": _SECRETS + "slack-signing-StUvWx",
 }
 
+# Every operating option on at once: alarm email, tags, WAF, a customer-managed key, subscriber and
+# caller accounts; deletion protection and the API Gateway account role off (their non-defaults).
+KMS_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+WAF_ACL_ARN = (
+    "arn:aws:wafv2:eu-west-1:123456789012:regional/webacl/agent-wait/0f0e0d0c-0b0a-0908-0706-050403020100"
+)
+OPTIONS_CONTEXT = {
+    "stack_name": "aw-options",
+    "alarm_email": "on-call@example.com",
+    "tags": json.dumps({"team": "payments", "cost-center": "cc 42"}),
+    "waf_acl_arn": WAF_ACL_ARN,
+    "kms_key_arn": KMS_KEY_ARN,
+    "subscriber_accounts": "111122223333, 444455556666",
+    "allowed_accounts": json.dumps(["777788889999"]),
+    "deletion_protection": "false",
+    "api_gateway_account_role": "false",
+    "slack_channel": "C0123456789",
+    "slack_bot_token_secret": _SECRETS + "slack-bot-MnOpQr",
+    "slack_signing_secret": _SECRETS + "slack-signing-StUvWx",
+}
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The context of the checked-in ``cdk.json``, as ``cdk synth`` passes it to the app."""
+    from infra.constants import REPO_ROOT
+
+    return dict(json.loads((REPO_ROOT / "cdk.json").read_text())["context"])
+
 
 @dataclass
 class Synth:
@@ -72,7 +100,7 @@ class Synth:
         return {k: v for k, v in self.template_json["Resources"].items() if v["Type"] == kind}
 
 
-def _synth(outdir: Path, context: dict[str, str]) -> Synth:
+def _synth(outdir: Path, context: dict[str, Any]) -> Synth:
     import aws_cdk as cdk
 
     from app import build_app
@@ -83,10 +111,10 @@ def _synth(outdir: Path, context: dict[str, str]) -> Synth:
 
 
 @pytest.fixture(scope="session")
-def synth_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, str]], Synth]:
+def synth_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]], Synth]:
     cache: dict[str, Synth] = {}
 
-    def make(context: dict[str, str]) -> Synth:
+    def make(context: dict[str, Any]) -> Synth:
         key = json.dumps(context, sort_keys=True)
         if key not in cache:
             cache[key] = _synth(tmp_path_factory.mktemp("cdk.out"), context)
@@ -117,4 +145,20 @@ def signed_synth(synth_factory: Callable[[dict[str, str]], Synth]) -> Synth:
 
 @pytest.fixture(params=["default", "jwt", "bucket", "signed"])
 def any_synth(request: pytest.FixtureRequest) -> Synth:
+    return request.getfixturevalue(f"{request.param}_synth")
+
+
+@pytest.fixture(scope="session")
+def options_synth(synth_factory: Callable[[dict[str, Any]], Synth]) -> Synth:
+    return synth_factory(OPTIONS_CONTEXT)
+
+
+@pytest.fixture(scope="session")
+def cdk_json_synth(synth_factory: Callable[[dict[str, Any]], Synth]) -> Synth:
+    return synth_factory(cdk_json_context())
+
+
+@pytest.fixture(params=["default", "jwt", "bucket", "signed", "options"])
+def every_synth(request: pytest.FixtureRequest) -> Synth:
+    """``any_synth`` and the one with every operating option on (cdk-nag and cfn-lint run on each)."""
     return request.getfixturevalue(f"{request.param}_synth")

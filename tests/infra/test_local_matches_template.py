@@ -154,8 +154,9 @@ def test_queue_and_topic_names_share_the_spec_suffix(default_synth: Synth, resou
         )
     }
     # The lifecycle function's dead-letter queue catches failed asynchronous invocations, which the
-    # local clock retries itself: the one queue only the deployment has.
-    assert local == deployed - {"lifecycle-dlq"}
+    # local clock retries itself: the one queue only the deployment has. The timers' DLQ comes with
+    # the schedule group (test_schedule_group_matches_the_spec).
+    assert local == deployed - {"lifecycle-dlq", "timers-dlq"}
     topic = next(iter(default_synth.resources("AWS::SNS::Topic").values()))["Properties"]["TopicName"]
     assert resources.topic_arn.rsplit(":", 1)[1].split("-", 1)[1] == topic.removeprefix("agent-wait-")
 
@@ -176,6 +177,19 @@ def test_schedule_group_matches_the_spec(default_synth: Synth, aws_client: Any) 
         "agent-wait-"
     )
     aws_client("scheduler").get_schedule_group(Name=local.schedule_group)
+    # and the dead-letter queue every schedule names, a standard queue of the same name
+    [dlq] = [
+        q
+        for q in default_synth.resources("AWS::SQS::Queue").values()
+        if q["Properties"]["QueueName"] == "agent-wait-timers-dlq"
+    ]
+    assert local.schedule_dlq_url is not None
+    assert local.schedule_dlq_url.rsplit("/", 1)[1].removeprefix("t-sg-") == "timers-dlq"
+    sqs = aws_client("sqs")
+    queue = sqs.get_queue_attributes(QueueUrl=local.schedule_dlq_url, AttributeNames=["All"])
+    attributes = queue["Attributes"]
+    assert "FifoQueue" not in attributes and "FifoQueue" not in dlq["Properties"]
+    assert attributes["MessageRetentionPeriod"] == str(dlq["Properties"]["MessageRetentionPeriod"])
 
 
 def test_raw_delivery_subscription_is_local_only(

@@ -1,4 +1,4 @@
-"""cdk-nag (AwsSolutions + Serverless) and cfn-lint on every synthesized variant."""
+"""cdk-nag (AwsSolutions + Serverless) and cfn-lint on every synthesized variant, every option on."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def _errors(pack: NagPack, scope: cdk.Stack) -> list[str]:
 
 
 @pytest.mark.parametrize("pack", PACKS, ids=lambda p: p.__name__)
-def test_no_unacknowledged_nag_error(any_synth: Synth, pack: type[NagPack]) -> None:
-    assert _errors(pack(), any_synth.stack) == []
+def test_no_unacknowledged_nag_error(every_synth: Synth, pack: type[NagPack]) -> None:
+    assert _errors(pack(), every_synth.stack) == []
 
 
 @pytest.mark.parametrize("pack", PACKS, ids=lambda p: p.__name__)
@@ -44,9 +44,9 @@ def test_the_packs_do_report_errors_on_a_bare_queue(pack: type[NagPack]) -> None
     assert _errors(pack(), stack) != []
 
 
-def test_every_acknowledgement_carries_a_reason(any_synth: Synth) -> None:
+def test_every_acknowledgement_carries_a_reason(every_synth: Synth) -> None:
     acknowledged: dict[str, str] = {}
-    for construct in any_synth.stack.node.find_all():
+    for construct in every_synth.stack.node.find_all():
         for entry in construct.node.metadata:
             if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
                 for rule, reason in entry.data.items():
@@ -55,8 +55,8 @@ def test_every_acknowledgement_carries_a_reason(any_synth: Synth) -> None:
     assert all(len(reason) > 40 for reason in acknowledged.values()), acknowledged
 
 
-def test_iam_wildcards_are_only_the_xray_resource(any_synth: Synth) -> None:
-    for _, policy in any_synth.resources("AWS::IAM::Policy").items():
+def test_iam_wildcards_are_only_the_xray_resource(every_synth: Synth) -> None:
+    for _, policy in every_synth.resources("AWS::IAM::Policy").items():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
             assert not any("*" in action for action in actions), statement
@@ -64,9 +64,9 @@ def test_iam_wildcards_are_only_the_xray_resource(any_synth: Synth) -> None:
                 assert sorted(actions) == ["xray:PutTelemetryRecords", "xray:PutTraceSegments"]
 
 
-def test_cfn_lint_reports_no_error(any_synth: Synth) -> None:
+def test_cfn_lint_reports_no_error(every_synth: Synth) -> None:
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("cfn-lint")), "--format", "json", str(any_synth.template_path)],
+        [str(Path(sys.executable).with_name("cfn-lint")), "--format", "json", str(every_synth.template_path)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -15,6 +15,10 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 # pip's output goes to .venv/pip.log and is shown only when the install fails.
 PIP_INSTALL = $(BIN)/python -m pip install --quiet --progress-bar off
+# pytest-xdist: one worker per core; tests sharing a synthesized app or a local stack stay together
+# (the grouping is in tests/conftest.py). JOBS=1 runs in one process.
+JOBS ?= auto
+PYTEST = $(BIN)/pytest -n $(JOBS) --dist loadgroup
 
 $(STAMP): pyproject.toml
 	@echo "==> setting up .venv (first run, or pyproject.toml changed: a few minutes)"
@@ -54,23 +58,23 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 
 .PHONY: unit
 unit: $(STAMP) ## Unit tests (no network)
-	$(BIN)/pytest tests/unit
+	$(PYTEST) tests/unit
 
 .PHONY: integration
 integration: $(STAMP) ## Integration tests against moto server on 127.0.0.1
-	$(BIN)/pytest tests/integration
+	$(PYTEST) tests/integration
 
 .PHONY: infra-test
 infra-test: $(STAMP) $(NPM_STAMP) ## CDK assertions, cdk-nag and cfn-lint on the synthesized template
-	$(BIN)/pytest tests/infra
+	$(PYTEST) tests/infra
 
 .PHONY: e2e
 e2e: $(STAMP) ## End-to-end tests against the local stack
-	$(BIN)/pytest tests/e2e
+	$(PYTEST) tests/e2e
 
 .PHONY: test
-test: $(STAMP) $(NPM_STAMP) lint ## Set up, lint and run the whole test suite
-	$(BIN)/pytest
+test: $(STAMP) $(NPM_STAMP) lint ## Set up, lint and run the whole test suite on every core (JOBS=1: one process)
+	$(PYTEST)
 
 .PHONY: stress
 stress: $(STAMP) ## Races, load, a killed runner, a sink down, faults until the DLQ, schemathesis; prints what held (minutes, not in `make test`)

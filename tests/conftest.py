@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -29,6 +30,29 @@ os.environ["AWS_REGION"] = "us-east-1"
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "AgentWaitTests")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "agent-wait-tests")
+
+
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep tests that share an expensive fixture on one xdist worker (``--dist loadgroup``).
+
+    ``make test`` runs the suite on every core. Each worker is its own process with its own moto
+    server, so a fixture scoped to a module or the session is built once per worker that runs any of
+    its tests. The infra tests share a handful of synthesized apps (the slowest fixtures of all),
+    so they form one group; an end-to-end module shares its local stack, so each is a group of
+    its own. Every other test is spread one by one.
+    """
+    for item in items:
+        parts = item.path.relative_to(TESTS).parts
+        if parts[0] == "infra":
+            group = "infra"
+        elif parts[0] == "e2e":
+            group = "/".join(parts)
+        else:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -49,10 +49,10 @@ from wait_service.input_schema import check_input
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
 from wait_service.metric_names import (
     POISON_MESSAGES,
-    QUESTIONS_UNRECORDABLE,
     QUESTION_COLLISIONS,
     QUESTIONS_RAISED,
     QUESTIONS_RESUMED,
+    QUESTIONS_UNRECORDABLE,
     RESUME_FAILURES,
     RESUMES_REFUSED,
     RUNS_FAILED,
@@ -179,16 +179,10 @@ class _Tracking(BaseAnnounce):
         # Sinks run concurrently; the lifecycle lists them in the announcers' order.
         self.order = [child.name for child in children]
         self._ledger_sinks = {child.name for child in children if isinstance(child, DynamoDbAnnounce)}
-        ledgers = [_Recorder(child, self) for child in children if isinstance(child, DynamoDbAnnounce)]
+        self._ledgers = [_Recorder(child, self) for child in children if isinstance(child, DynamoDbAnnounce)]
         others = [_Recorder(child, self) for child in children if not isinstance(child, DynamoDbAnnounce)]
-        self._ledgers: list[BaseAnnounce] = ledgers
-        self.inner: BaseAnnounce | None = (
-            None
-            if not others
-            else others[0]
-            if len(others) == 1 and not isinstance(inner, CompositeAnnounce)
-            else CompositeAnnounce(others, name=inner.name)
-        )
+        # The other sinks, concurrently, once the ledger holds the question.
+        self.inner = CompositeAnnounce(others, name=inner.name) if others else None
 
     def deliver(self, envelope: Envelope) -> None:
         self.published.append(envelope)
@@ -231,8 +225,10 @@ class _Recorder(BaseAnnounce):
             except Exception as exc:
                 ok = False
                 if is_infrastructure_failure(exc):
-                    logger.warning("the ledger could not record the question; the message is retried",
-                                   extra={"question": envelope.question_id, "error": _first_line(exc)})
+                    logger.warning(
+                        "the ledger could not record the question; the message is retried",
+                        extra={"question": envelope.question_id, "error": _first_line(exc)},
+                    )
                 else:
                     self._tracking.unrecordable[envelope.question_id] = _unrecordable(envelope, exc)
             else:
@@ -381,7 +377,7 @@ class RunnerService:
         # Built on the first start (a resume never needs it), then kept for the container's life.
         if self.input_schema is _UNSET:
             self.input_schema = _schema_of(self.graph)
-        return self.input_schema  # type: ignore[return-value]
+        return self.input_schema
 
     def _poison(self, thread_id: str, reason: str, size: int, *, run_id: str | None = None) -> RunOutcome:
         """Consume a message that cannot be run: logged as ``poison`` and counted, never retried.
@@ -781,7 +777,9 @@ class RunnerService:
             unrecordable = hosted.unrecordable.get(question_id)
             if unrecordable is not None:
                 # No sink heard of it either; the run went on without it (async mode).
-                logger.error("question unrecordable", extra={"questions": [question_id], "error": unrecordable})
+                logger.error(
+                    "question unrecordable", extra={"questions": [question_id], "error": unrecordable}
+                )
                 metrics.add_metric(name=QUESTIONS_UNRECORDABLE, unit=MetricUnit.Count, value=1)
                 continue
             if hosted.delivered(question_id):
@@ -902,8 +900,10 @@ def _unrecordable(envelope: Envelope, exc: BaseException) -> str:
         error = exc.response.get("Error", {})
         cause = f"{error.get('Code', 'ClientError')}: {error.get('Message', '')}".strip()
     too_large = size > _ITEM_LIMIT or "size" in cause.lower()
-    what = f"too large ({size:,} bytes; a ledger item holds at most {_ITEM_LIMIT:,})" if too_large else (
-        f"not storable ({size:,} bytes)"
+    what = (
+        f"too large ({size:,} bytes; a ledger item holds at most {_ITEM_LIMIT:,})"
+        if too_large
+        else (f"not storable ({size:,} bytes)")
     )
     return f"question {envelope.question_id} cannot be recorded in the ledger: {what}: {cause}"
 

@@ -319,7 +319,9 @@ def invalid_args(args: Mapping[str, Any], schema: Mapping[str, Any] | None) -> l
             problems.append({"field": f"args.{name}", "message": "required"})
     for name, value in args.items():
         # The schema narrowed to this one argument (its $defs kept, for references).
-        one = {key: plain[key] for key in ("$defs", "definitions", "additionalProperties") if key in plain}
+        one: dict[str, Any] = {
+            key: plain[key] for key in ("$defs", "definitions", "additionalProperties") if key in plain
+        }
         one.update({"type": "object", "properties": {name: properties[name]} if name in properties else {}})
         try:
             check_args_against_schema({name: value}, one, "")

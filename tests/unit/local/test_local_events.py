@@ -231,7 +231,11 @@ def test_a_batch_whose_every_record_failed_shows_the_record_error() -> None:
 def test_a_replayed_resume_the_runner_refuses_prints_nothing_again() -> None:
     # Given a resume that ran, and its thread done
     ledger = Ledger()
-    ledger.threads["t-1"] = {"run_status": "done", "output": {"refund": 40}, "updated_at": "2026-11-30T10:00:05Z"}
+    ledger.threads["t-1"] = {
+        "run_status": "done",
+        "output": {"refund": 40},
+        "updated_at": "2026-11-30T10:00:05Z",
+    }
     log, lines = _log(ledger)
     resume = _message({"thread_id": "t-1", "question_id": "q-1"})
     log.received([resume])

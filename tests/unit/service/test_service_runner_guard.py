@@ -51,7 +51,12 @@ def metric(name: str) -> float:
 @pytest.fixture
 def runner(aws: Aws, clock: FakeClock) -> RunnerService:
     return build_runner(
-        aws.settings, dynamodb=aws.dynamodb, sns=aws.sns, sqs=aws.sqs, checkpointer=InMemorySaver(), clock=clock
+        aws.settings,
+        dynamodb=aws.dynamodb,
+        sns=aws.sns,
+        sqs=aws.sqs,
+        checkpointer=InMemorySaver(),
+        clock=clock,
     )
 
 
@@ -133,7 +138,9 @@ def test_a_forged_start_whose_input_the_api_refuses_is_not_run(
 ) -> None:
     # The api refuses this input (the graph's input schema: amount must be more than 0) ...
     api = build_api_with_schema(aws, runner)
-    refused = load_handler("api").handle(start_event("t-forged", {"customer": "c-17", "amount": -5}), context, service=api)
+    refused = load_handler("api").handle(
+        start_event("t-forged", {"customer": "c-17", "amount": -5}), context, service=api
+    )
     assert refused["statusCode"] == 422
     assert ledger.find_thread("t-forged") is None
 
@@ -243,7 +250,9 @@ def test_an_invalid_proposal_is_raised_with_invalid_args_and_cannot_be_approved_
     [question_id] = outcome.pending
 
     # Then it is raised with invalid_args, shown by GET and the CLI
-    got = call(get_event(f"/questions/{question_id}", "/questions/{question_id}", {"question_id": question_id}))
+    got = call(
+        get_event(f"/questions/{question_id}", "/questions/{question_id}", {"question_id": question_id})
+    )
     question = body_of(got)
     assert question["question"]["invalid_args"] == [
         {"field": "args.amount", "message": "must be smaller than or equal to 10000"}
@@ -280,7 +289,9 @@ def test_an_approve_as_is_that_reaches_the_graph_another_way_does_not_run_it(
     runner: RunnerService, ledger: Ledger
 ) -> None:
     # Given an invalid proposal approved as is behind the api's back (written to the ledger directly)
-    [question_id] = runner.run(StartMessage(thread_id="t-back", input={"customer": "c-17", "amount": 20000})).pending
+    [question_id] = runner.run(
+        StartMessage(thread_id="t-back", input={"customer": "c-17", "amount": 20000})
+    ).pending
     ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
 
     # When the thread resumes, the call refuses it: the run fails, nothing was paid

@@ -301,3 +301,36 @@ def test_an_approve_as_is_that_reaches_the_graph_another_way_does_not_run_it(
     assert outcome.error is not None and "answer" in outcome.error.lower()
     output = ledger.get_thread("t-back").output
     assert not (isinstance(output, dict) and output.get("refund"))
+
+
+class _Refused:
+    """A DynamoDB client whose ``put_item`` is refused as AWS refuses an item nested past 32 levels."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def put_item(self, **_: Any) -> Any:
+        error = {"Code": "ValidationException", "Message": "Nesting Levels have exceeded supported limits"}
+        raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, "PutItem")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_question_the_ledger_refuses_as_malformed_fails_its_run_naming_the_cause(
+    aws: Aws, runner: RunnerService, ledger: Ledger, context: LambdaContext
+) -> None:
+    [ledger_sink] = [c for c in runner.announce.children if isinstance(c, DynamoDbAnnounce)]  # type: ignore[attr-defined]
+    ledger_sink.client = _Refused(ledger_sink.client)
+    start = StartMessage(thread_id="t-deep", input=REFUND, run_id="r-deep")
+
+    response = handle(runner, batch(start.model_dump_json(), group="t-deep"), context)
+
+    assert response == {"batchItemFailures": []}
+    thread = ledger.get_thread("t-deep")
+    assert thread.run_status == "failed"
+    assert thread.error is not None
+    assert "cannot be recorded in the ledger: not storable (" in thread.error
+    assert "ValidationException: Nesting Levels have exceeded supported limits" in thread.error
+    assert drain(aws, aws.resources.outbox_url) == []
+    assert drain(aws, aws.resources.subscriber_url) == []

@@ -39,7 +39,7 @@ from ulid import ULID
 
 from agent_wait import BaseAnnounce, CompositeAnnounce
 from agent_wait.aws import DynamoDbAnnounce
-from agent_wait.errors import AnnounceError, InputInvalidError, QuestionCollisionError
+from agent_wait.errors import AnnounceError, InputInvalidError, InvalidRequestError, QuestionCollisionError
 from agent_wait.hosting import AsyncHost, hosting_async_waits
 from agent_wait.receipts import Receipt, collect_receipts
 from wait_service.async_answers import answer_input, answer_run_id, is_async_question
@@ -47,6 +47,7 @@ from wait_service.constants import MAX_RECEIVE_COUNT
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.input_schema import check_input
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
+from wait_service.limits import MAX_DEPTH, check_numbers, check_thread_id, depth
 from wait_service.metric_names import (
     POISON_MESSAGES,
     QUESTION_COLLISIONS,
@@ -78,6 +79,8 @@ PublishFn = Callable[..., list["Envelope"]]
 RESUMABLE = frozenset({"answered", "expired", "revoked", "resume_failed"})
 # Seconds an infrastructure failure waits before attempt n + 1 (n = 1, 2, ...): 2, 4, 8, 16.
 BACKOFF_BASE_SECONDS = 2
+# Longest question id a message may name (question ids are 32 to 64 hex digits; a ledger key holds 2 KB).
+MAX_QUESTION_ID = 256
 # The input schema is the graph's own until a caller says otherwise.
 _UNSET: Any = object()
 
@@ -342,10 +345,10 @@ class RunnerService:
             message = parse_message(record.body)
         except ValueError as exc:
             return self._poison("", f"not a start or resume message: {_first_line(exc)}", len(record.body))
-        if isinstance(message, StartMessage):
-            error = self._input_error(message)
-            if error is not None:
-                return self._poison(message.thread_id, error, len(record.body), run_id=message.run_id)
+        error = self._message_error(message)
+        if error is not None:
+            run_id = message.run_id if isinstance(message, StartMessage) else None
+            return self._poison(message.thread_id, error, len(record.body), run_id=run_id)
         try:
             return self.run(message, receive_count=receive_count)
         except Exception:
@@ -357,20 +360,29 @@ class RunnerService:
                 self._best_effort(lambda: inbox.delay(record.receipt_handle, delay))
             raise
 
-    def _input_error(self, message: StartMessage) -> str | None:
-        """Why a start's input does not fit the graph's input schema (``None``: it fits).
+    def _message_error(self, message: StartMessage | ResumeMessage) -> str | None:
+        """Why a parsed message cannot be run (``None``: it can).
 
-        The api checks the same schema before it queues a start; this refuses a start that
-        reached the inbox another way (a forged or hand-written message, or one queued before the
-        graph's schema changed).
+        The api's own rules, applied again to what reached the inbox another way (a forged or
+        hand-written message, or a start queued before the graph's schema changed): a thread id
+        the api accepts, a question id a ledger key can hold, and a start's input storable (depth,
+        numbers) and fitting the graph's input schema, as the api checks it before it queues.
         """
-        schema = self._graph_input_schema()
         try:
-            check_input(message.input, schema)
-        except InputInvalidError as exc:
+            check_thread_id(message.thread_id)
+        except InvalidRequestError as exc:
+            return f"invalid_message: {exc.message}"
+        if isinstance(message, ResumeMessage):
+            if len(message.question_id) > MAX_QUESTION_ID:
+                return f"invalid_message: question_id is longer than {MAX_QUESTION_ID} characters"
+            return None
+        if depth(message.input) > MAX_DEPTH:
+            return f"input_invalid: input nests deeper than {MAX_DEPTH} levels"
+        try:
+            check_numbers(message.input, "input")
+            check_input(message.input, self._graph_input_schema())
+        except (InvalidRequestError, InputInvalidError) as exc:
             return f"input_invalid: {exc.message}"
-        except RecursionError:
-            return "input_invalid: the input is nested too deeply"
         return None
 
     def _graph_input_schema(self) -> dict[str, Any] | None:

@@ -122,6 +122,12 @@ def test_a_deeply_nested_body_is_consumed_as_poison_and_its_group_runs_on(
         '{"thread_id": ""}',
         '{"thread_id": "t-p", "question_id": "q", "extra": 1}',
         '{"thread_id": "t-p", "input": ' + "{" * 5_000,
+        # Shapes the api never sends: ids a ledger key or a FIFO group cannot take, inputs it cannot store
+        json.dumps({"thread_id": "a b", "input": REFUND}),
+        json.dumps({"thread_id": "t" * 10_000, "input": REFUND}),
+        json.dumps({"thread_id": "t-p", "question_id": "q" * 5_000}),
+        '{"thread_id": "t-p", "input": ' + '{"a": ' * 40 + "1" + "}" * 40 + "}",
+        '{"thread_id": "t-p", "input": {"customer": "c-17", "amount": 1e300}}',
     ],
 )
 def test_a_body_that_is_not_a_message_is_poison(

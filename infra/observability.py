@@ -419,7 +419,11 @@ class Observability(Construct):
             ),
             cloudwatch.GraphWidget(
                 title="Inbox messages refused",
-                left=[self.question_metric(metric_names.RESUMES_REFUSED)],
+                left=[
+                    self.question_metric(metric_names.RESUMES_REFUSED),
+                    self.question_metric(metric_names.POISON_MESSAGES),
+                    self.question_metric(metric_names.QUESTIONS_UNRECORDABLE),
+                ],
                 width=12,
             ),
         )

@@ -95,6 +95,11 @@ def question_detail(question: Mapping[str, Any]) -> str:
     ]
     if policy.get("options"):
         pairs.insert(5, ("options", ", ".join(map(str, policy["options"]))))
+    problems = _mapping(question.get("question")).get("invalid_args")
+    if isinstance(problems, list) and problems:
+        # The proposal breaks its own argument schema: approving it as is is refused.
+        listed = "; ".join(f"{_mapping(p).get('field')}: {_mapping(p).get('message')}" for p in problems)
+        pairs.insert(pairs.index(("digest", question.get("digest"))), ("invalid args", listed))
     text = fields(pairs)
     lifecycle = question.get("lifecycle") or []
     if lifecycle:

@@ -52,8 +52,15 @@ def parse_message(body: str) -> StartMessage | ResumeMessage:
     ResumeMessage(thread_id='t', question_id='q', answer=None)
     >>> parse_message('{"thread_id": "t", "input": {"amount": 40}}')
     StartMessage(thread_id='t', input={'amount': 40})
+
+    A body that is not such a message raises :class:`ValueError` (JSON, shape, or nesting deeper
+    than the parser goes); the runner consumes it as poison.
     """
-    data = json.loads(body)
+    try:
+        data = json.loads(body)
+    except RecursionError as exc:
+        # A body nested deeper than the parser's stack: not a message, and never one to retry.
+        raise ValueError("the body is nested too deeply to be a message") from exc
     if isinstance(data, dict) and "question_id" in data:
         return ResumeMessage.model_validate(data)
     return StartMessage.model_validate(data)

@@ -21,3 +21,8 @@ QUESTIONS_REVOKED: Final = "QuestionsRevoked"
 RESUMES_REFUSED: Final = "ResumesRefused"
 # A question published under an id whose ledger item holds a different digest.
 QUESTION_COLLISIONS: Final = "QuestionCollisions"
+# Inbox messages the runner consumed without running: not JSON, not a start or resume message, nested
+# too deeply, or a start whose input does not fit the graph's input schema.
+POISON_MESSAGES: Final = "PoisonMessages"
+# Questions the ledger could not record (too large, not storable): their runs end `failed`.
+QUESTIONS_UNRECORDABLE: Final = "QuestionsUnrecordable"

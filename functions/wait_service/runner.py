@@ -25,6 +25,7 @@ This is the only module of the receive path that imports LangGraph.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -38,17 +39,21 @@ from ulid import ULID
 
 from agent_wait import BaseAnnounce, CompositeAnnounce
 from agent_wait.aws import DynamoDbAnnounce
-from agent_wait.errors import AnnounceError, QuestionCollisionError
+from agent_wait.errors import AnnounceError, InputInvalidError, InvalidRequestError, QuestionCollisionError
 from agent_wait.hosting import AsyncHost, hosting_async_waits
 from agent_wait.receipts import Receipt, collect_receipts
 from wait_service.async_answers import answer_input, answer_run_id, is_async_question
 from wait_service.constants import MAX_RECEIVE_COUNT
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
+from wait_service.input_schema import check_input
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
+from wait_service.limits import MAX_DEPTH, check_numbers, check_thread_id, depth
 from wait_service.metric_names import (
+    POISON_MESSAGES,
     QUESTION_COLLISIONS,
     QUESTIONS_RAISED,
     QUESTIONS_RESUMED,
+    QUESTIONS_UNRECORDABLE,
     RESUME_FAILURES,
     RESUMES_REFUSED,
     RUNS_FAILED,
@@ -74,6 +79,10 @@ PublishFn = Callable[..., list["Envelope"]]
 RESUMABLE = frozenset({"answered", "expired", "revoked", "resume_failed"})
 # Seconds an infrastructure failure waits before attempt n + 1 (n = 1, 2, ...): 2, 4, 8, 16.
 BACKOFF_BASE_SECONDS = 2
+# Longest question id a message may name (question ids are 32 to 64 hex digits; a ledger key holds 2 KB).
+MAX_QUESTION_ID = 256
+# The input schema is the graph's own until a caller says otherwise.
+_UNSET: Any = object()
 
 
 class Graph(Protocol):
@@ -154,7 +163,11 @@ class _Tracking(BaseAnnounce):
     """Announces through ``inner`` and remembers, per question, which sinks took it.
 
     A composite is tracked child by child, so the lifecycle shows each sink and the runner knows
-    whether the ledger itself recorded the question.
+    whether the ledger itself recorded the question. The ledger comes first: the other sinks
+    (topic, outbox, Slack) hear of a question only once the ledger holds it, so nobody is told of
+    a question the api cannot open. A question the ledger refuses for good (too large, a value it
+    cannot store) is ``unrecordable``, with the reason; one it could not write this time (a
+    throttle) reaches no other sink either, and the message is retried.
     """
 
     name = "tracking"
@@ -164,19 +177,23 @@ class _Tracking(BaseAnnounce):
         self.sinks: dict[str, dict[str, bool]] = {}
         self.recorded: dict[str, bool] = {}
         self.collisions: dict[str, QuestionCollisionError] = {}
+        self.unrecordable: dict[str, str] = {}
         children = inner.children if isinstance(inner, CompositeAnnounce) else [inner]
         # Sinks run concurrently; the lifecycle lists them in the announcers' order.
         self.order = [child.name for child in children]
         self._ledger_sinks = {child.name for child in children if isinstance(child, DynamoDbAnnounce)}
-        self.inner = (
-            CompositeAnnounce([_Recorder(child, self) for child in inner.children], name=inner.name)
-            if isinstance(inner, CompositeAnnounce)
-            else _Recorder(inner, self)
-        )
+        self._ledgers = [_Recorder(child, self) for child in children if isinstance(child, DynamoDbAnnounce)]
+        others = [_Recorder(child, self) for child in children if not isinstance(child, DynamoDbAnnounce)]
+        # The other sinks, concurrently, once the ledger holds the question.
+        self.inner = CompositeAnnounce(others, name=inner.name) if others else None
 
     def deliver(self, envelope: Envelope) -> None:
         self.published.append(envelope)
-        self.inner.announce(envelope)
+        recorded = True
+        for ledger in self._ledgers:
+            recorded = ledger.announce(envelope) and recorded
+        if recorded and self.inner is not None:
+            self.inner.announce(envelope)
 
     def note(self, sink: str, envelope: Envelope, ok: bool) -> None:
         self.sinks.setdefault(envelope.question_id, {})[sink] = ok
@@ -201,14 +218,22 @@ class _Recorder(BaseAnnounce):
     def deliver(self, envelope: Envelope) -> None:
         if isinstance(self.inner, DynamoDbAnnounce):
             # The ledger sink says when the id is taken by another question: a collision is not
-            # a failure to retry, it is reported on the thread.
+            # a failure to retry, it is reported on the thread. Nor is a question the ledger
+            # refuses for good (too large, a value it cannot store): retrying cannot change it.
             try:
                 self.inner.deliver(envelope)
             except QuestionCollisionError as exc:
                 self._tracking.collisions[envelope.question_id] = exc
                 ok = False
-            except Exception:
-                ok = self.inner.announce(envelope)
+            except Exception as exc:
+                ok = False
+                if is_infrastructure_failure(exc):
+                    logger.warning(
+                        "the ledger could not record the question; the message is retried",
+                        extra={"question": envelope.question_id, "error": _first_line(exc)},
+                    )
+                else:
+                    self._tracking.unrecordable[envelope.question_id] = _unrecordable(envelope, exc)
             else:
                 ok = True
         else:
@@ -265,6 +290,9 @@ class RunnerService:
     durability:
         LangGraph's checkpoint durability for each run (``AGENT_WAIT_DURABILITY``); ``None`` keeps
         LangGraph's default.
+    input_schema:
+        The JSON schema every start's input must fit (the one the api checks); by default the
+        graph's own (``get_input_jsonschema()``), built at the first start; ``None`` runs any input.
 
     Examples
     --------
@@ -287,6 +315,7 @@ class RunnerService:
         inbox: Inbox | None = None,
         timers: Timers | None = None,
         durability: Durability | None = None,
+        input_schema: dict[str, Any] | None = _UNSET,
     ) -> None:
         if publish is None:
             from agent_wait.langgraph import publish_interrupts
@@ -303,6 +332,7 @@ class RunnerService:
         self.inbox = inbox
         self.timers = timers
         self.durability = durability
+        self.input_schema = input_schema
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it.
@@ -314,9 +344,11 @@ class RunnerService:
         try:
             message = parse_message(record.body)
         except ValueError as exc:
-            logger.warning("inbox message refused: not a start or resume message", extra={"error": str(exc)})
-            metrics.add_metric(name=RESUMES_REFUSED, unit=MetricUnit.Count, value=1)
-            return RunOutcome(thread_id="", status="refused", error=str(exc))
+            return self._poison("", f"not a start or resume message: {_first_line(exc)}", len(record.body))
+        error = self._message_error(message)
+        if error is not None:
+            run_id = message.run_id if isinstance(message, StartMessage) else None
+            return self._poison(message.thread_id, error, len(record.body), run_id=run_id)
         try:
             return self.run(message, receive_count=receive_count)
         except Exception:
@@ -327,6 +359,57 @@ class RunnerService:
                 inbox = self.inbox
                 self._best_effort(lambda: inbox.delay(record.receipt_handle, delay))
             raise
+
+    def _message_error(self, message: StartMessage | ResumeMessage) -> str | None:
+        """Why a parsed message cannot be run (``None``: it can).
+
+        The api's own rules, applied again to what reached the inbox another way (a forged or
+        hand-written message, or a start queued before the graph's schema changed): a thread id
+        the api accepts, a question id a ledger key can hold, and a start's input storable (depth,
+        numbers) and fitting the graph's input schema, as the api checks it before it queues.
+        """
+        try:
+            check_thread_id(message.thread_id)
+        except InvalidRequestError as exc:
+            return f"invalid_message: {exc.message}"
+        if isinstance(message, ResumeMessage):
+            if len(message.question_id) > MAX_QUESTION_ID:
+                return f"invalid_message: question_id is longer than {MAX_QUESTION_ID} characters"
+            return None
+        if depth(message.input) > MAX_DEPTH:
+            return f"input_invalid: input nests deeper than {MAX_DEPTH} levels"
+        try:
+            check_numbers(message.input, "input")
+            check_input(message.input, self._graph_input_schema())
+        except (InvalidRequestError, InputInvalidError) as exc:
+            return f"input_invalid: {exc.message}"
+        return None
+
+    def _graph_input_schema(self) -> dict[str, Any] | None:
+        # Built on the first start (a resume never needs it), then kept for the container's life.
+        if self.input_schema is _UNSET:
+            self.input_schema = _schema_of(self.graph)
+        return self.input_schema
+
+    def _poison(self, thread_id: str, reason: str, size: int, *, run_id: str | None = None) -> RunOutcome:
+        """Consume a message that cannot be run: logged as ``poison`` and counted, never retried.
+
+        Failing it would hold every later message of its thread's FIFO group behind it until the
+        queue gave up on it. A start the api had accepted as the thread's latest run ends that run
+        ``failed`` with the reason, so nobody waits on it; any other thread is left as it was.
+        """
+        logger.warning("poison", extra={"reason": reason, "thread_id": thread_id or None, "size": size})
+        metrics.add_metric(name=POISON_MESSAGES, unit=MetricUnit.Count, value=1)
+        if run_id is not None:
+            self._best_effort(lambda: self._fail_accepted_run(thread_id, run_id, reason))
+        return RunOutcome(thread_id=thread_id, status="refused", error=reason)
+
+    def _fail_accepted_run(self, thread_id: str, run_id: str, reason: str) -> None:
+        thread = self.ledger.find_thread(thread_id)
+        if thread is None or thread.latest_run != run_id or thread.run_status != "queued":
+            return
+        self.ledger.thread_running(thread_id, run_id)
+        self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, reason))
 
     @tracer.capture_method
     def run(self, message: StartMessage | ResumeMessage, *, receive_count: int = 1) -> RunOutcome:
@@ -547,6 +630,10 @@ class RunnerService:
             default_ttl=self.default_ttl,
             now=self._clock(),
         )
+        if tracking.unrecordable:
+            if with_end is not None:
+                self._mark_resumed(with_end, mine)
+            return self._unrecorded(thread_id, tracking.unrecordable)
         if tracking.collisions:
             if with_end is not None:
                 self._mark_resumed(with_end, mine)
@@ -699,6 +786,14 @@ class RunnerService:
                 )
                 metrics.add_metric(name=QUESTION_COLLISIONS, unit=MetricUnit.Count, value=1)
                 continue
+            unrecordable = hosted.unrecordable.get(question_id)
+            if unrecordable is not None:
+                # No sink heard of it either; the run went on without it (async mode).
+                logger.error(
+                    "question unrecordable", extra={"questions": [question_id], "error": unrecordable}
+                )
+                metrics.add_metric(name=QUESTIONS_UNRECORDABLE, unit=MetricUnit.Count, value=1)
+                continue
             if hosted.delivered(question_id):
                 results = hosted.sinks.get(question_id, {})
                 self.ledger.mark_delivered(question_id, [name for name in hosted.order if results.get(name)])
@@ -727,6 +822,19 @@ class RunnerService:
         self.inbox.start(thread_id, run.input, run_id=run_id)
         self.ledger.drop_deferred(thread_id, run.run_id)
         logger.info("deferred run enqueued", extra={"run_id": run.run_id})
+
+    def _unrecorded(self, thread_id: str, reasons: dict[str, str]) -> RunOutcome:
+        """Questions the ledger refused for good: the run ends `failed` naming cause and size.
+
+        No sink heard of them (the ledger comes first), and a retry would meet the same refusal,
+        so the message is consumed and the thread is free for a new run.
+        """
+        error = "; ".join(reasons.values())
+        logger.error("question unrecordable", extra={"questions": list(reasons), "error": error})
+        metrics.add_metric(name=QUESTIONS_UNRECORDABLE, unit=MetricUnit.Count, value=len(reasons))
+        metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
+        self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, error))
+        return RunOutcome(thread_id=thread_id, status="failed", error=error)
 
     def _collided(self, thread_id: str, collisions: list[QuestionCollisionError]) -> RunOutcome:
         """Questions published under ids the ledger holds for other questions: a `wait.collision`.
@@ -784,6 +892,50 @@ class RunnerService:
             write()
         except Exception:
             logger.exception("could not record the failure in the ledger")
+
+
+# DynamoDB's item size limit, named in the error of a question too large to record.
+_ITEM_LIMIT = 400 * 1024
+
+
+def _unrecordable(envelope: Envelope, exc: BaseException) -> str:
+    """Why the ledger refused ``envelope``'s question, with the item's size in bytes."""
+    from agent_wait.aws.dynamodb import ledger_put
+
+    try:
+        item = ledger_put("ledger", envelope)["Item"]
+        size = sum(len(name.encode()) + len(json.dumps(value).encode()) for name, value in item.items())
+    except Exception:
+        size = len(envelope.to_json().encode())
+    cause = _first_line(exc)
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        cause = f"{error.get('Code', 'ClientError')}: {error.get('Message', '')}".strip()
+    too_large = size > _ITEM_LIMIT or "size" in cause.lower()
+    what = (
+        f"too large ({size:,} bytes; a ledger item holds at most {_ITEM_LIMIT:,})"
+        if too_large
+        else (f"not storable ({size:,} bytes)")
+    )
+    return f"question {envelope.question_id} cannot be recorded in the ledger: {what}: {cause}"
+
+
+def _schema_of(graph: Graph) -> dict[str, Any] | None:
+    """The graph's input JSON schema, ``None`` when it has none to give (any input is run)."""
+    get_schema = getattr(graph, "get_input_jsonschema", None)
+    if get_schema is None:
+        return None
+    try:
+        return dict(get_schema())
+    except Exception:
+        logger.warning("the graph's input schema could not be built; starts are not checked", exc_info=True)
+        return None
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error, cut: a message body can be megabytes of hostile text."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:200]
 
 
 def _receipt_item(receipt: Receipt) -> dict[str, Any]:

@@ -151,6 +151,28 @@ def test_an_answer_that_does_not_fit_is_shown_next_to_its_field(
     assert status in {"raised", "delivered"}
 
 
+def test_an_invalid_proposal_is_shown_refused_as_is_and_accepted_once_fixed(
+    local_stack: LocalProcess, page: WebDriver
+) -> None:
+    # Given a proposal that breaks its own schema (amount at most 10 000)
+    thread_id, question_id = parked(local_stack, amount=20000)
+    open_question(page, local_stack, question_id)
+    assert "args.amount: must be smaller than or equal to 10000" in text_of(page, "invalid-args")
+
+    # Approving it as is is refused, next to the field
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: text_of(d, "err-arg-amount"), "the message next to the amount")
+    assert http("GET", f"{local_stack.api}/questions/{question_id}")[2]["status"] in {"raised", "delivered"}
+
+    # An edit that fixes it is accepted, and is what runs
+    amount = page.find_element(By.ID, "arg-amount")
+    amount.clear()
+    amount.send_keys("5000")
+    page.find_element(By.ID, "approve-edited").click()
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+    assert finished(local_stack, thread_id)["output"]["refund"]["amount"] == 5000
+
+
 def test_a_second_tab_answering_late_is_told_who_answered_first(
     local_stack: LocalProcess, page: WebDriver
 ) -> None:

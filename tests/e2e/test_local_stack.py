@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from e2e_support import ROOT, LocalProcess, eventually, http, run_cli, start_local
 
@@ -71,6 +72,75 @@ def test_start_lines_say_state_is_in_memory_and_name_the_log_file(local_stack: L
     path = Path(log_line.removeprefix("log: ").split(" (", 1)[0])
     assert path.is_file()
     assert any(line.startswith("state: in memory") for line in local_stack.lines)
+
+
+def test_poison_messages_never_block_their_group_and_no_event_prints_twice(local_stack: LocalProcess) -> None:
+    api = local_stack.api
+    thread_id = f"e2e-poison-{uuid.uuid4().hex[:6]}"
+    moto = next(line.split(": ", 1)[1] for line in local_stack.lines if line.startswith("moto"))
+    outbox = next(line.split(": ", 1)[1] for line in local_stack.lines if line.startswith("outbox queue"))
+    inbox_url = outbox.replace("outbox.fifo", "inbox.fifo")
+    sqs = boto3.client(
+        "sqs", endpoint_url=moto, region_name="us-east-1", aws_access_key_id="l", aws_secret_access_key="l"
+    )
+
+    def send(body: str) -> None:
+        sqs.send_message(
+            QueueUrl=inbox_url,
+            MessageBody=body,
+            MessageGroupId=thread_id,
+            MessageDeduplicationId=uuid.uuid4().hex,
+        )
+
+    # Given, ahead of a real start in the thread's FIFO group, a body nested 100,000 deep and a
+    # forged start whose input the api refuses
+    send("[" * 100_000 + "]" * 100_000)
+    send(
+        json.dumps({"thread_id": thread_id, "input": {"customer": "c-17", "amount": -5}, "run_id": "forged"})
+    )
+    status, _, _ = http(
+        "POST", f"{api}/threads/{thread_id}/runs", {"input": {"customer": "c-17", "amount": 40}}
+    )
+    assert status == 202
+
+    # Then the real start runs behind them, and the forged one never ran (one question, for 40)
+    thread = eventually(
+        lambda: _thread_status(api, thread_id, "interrupted", "failed"), what="the real start"
+    )
+    assert thread["status"] == "interrupted"
+    _, _, listed = http("GET", f"{api}/questions?thread_id={thread_id}")
+    assert [item["question"]["args"]["amount"] for item in listed["items"]] == [40]
+    assert any("  poison  " in line for line in local_stack.lines)
+
+    # When the answer's resume is replayed after the run is done, then a new run follows it
+    [question_id] = thread["pending"]
+    _, headers, _ = http("GET", f"{api}/questions/{question_id}")
+    http(
+        "POST",
+        f"{api}/questions/{question_id}/reply",
+        {"answer": {"action": "approve"}},
+        {"If-Match": headers["ETag"], "X-Wait-Principal": "e2e:carol"},
+    )
+    eventually(lambda: _thread_status(api, thread_id, "done", "failed"), what="the result")
+    send(json.dumps({"thread_id": thread_id, "question_id": question_id}))
+    http("POST", f"{api}/threads/{thread_id}/runs", {"input": {"customer": "c-17", "amount": 41}})
+
+    # Then the replay printed nothing again: each event once, in order
+    def names() -> list[str] | None:
+        seen = _event_names(local_stack, thread_id, until="run done") or []
+        return seen if seen.count("question raised") == 2 else None
+
+    assert eventually(names, what="the second question") == [
+        "run started",
+        "run started",
+        "question raised",
+        "answered",
+        "resuming",
+        "resumed",
+        "run done",
+        "run started",
+        "question raised",
+    ]
 
 
 def _event_names(local: LocalProcess, thread_id: str, until: str) -> list[str] | None:

@@ -3,9 +3,12 @@
 The lines come from what the stack itself sees, never from the handlers' logs:
 
 - ``run started`` / ``resuming``: the poller received a start or resume message from the inbox;
+- ``poison``: the poller received a body that is no message at all (the runner consumes it);
 - ``question raised``, ``run done``, ``run failed``: after a batch, the thread's ledger item says
   ``interrupted`` (with question ids not seen before), ``done`` or ``failed``;
 - ``resumed``: a resume message was handled (and deleted from the inbox);
+- each of these prints once: a replayed resume (refused by the runner) and a batch that leaves a
+  thread as it was print nothing again;
 - ``retrying``: a message failed and stays in the inbox for redelivery;
 - ``dead-lettered``: a message failed its last receive (``maxReceiveCount``): the queue moves it
   to the DLQ instead of delivering it again;
@@ -133,6 +136,11 @@ class EventLog:
         self._now = now
         self._lock = threading.Lock()
         self._seen_questions: set[str] = set()
+        # Each event prints once: a replayed resume the runner refuses, or a batch that leaves a
+        # thread as it was, repeats none of the lines already printed.
+        self._resuming: set[str] = set()
+        self._resumed: set[str] = set()
+        self._thread_states: dict[str, tuple[Any, ...]] = {}
         # Replies the api is handling, by question id: their resumes print after their answers.
         self._replying: dict[str, int] = {}
         self._replied = threading.Condition()
@@ -152,9 +160,16 @@ class EventLog:
         """Before the runner sees a batch: one line per message."""
         for message in messages:
             body = _body(message)
+            if not isinstance(body.get("thread_id"), str):
+                # Not a message the runner can run: it consumes it as poison.
+                self._runner_line("poison", bytes=str(len(message.get("Body") or "")))
+                continue
             thread_id = str(body.get("thread_id", "?"))
             if body.get("question_id"):
                 question_id = str(body["question_id"])
+                if question_id in self._resuming:
+                    continue
+                self._resuming.add(question_id)
                 self._await_reply(question_id)
                 self._runner_line("resuming", thread=thread_id, question=question_id)
             else:
@@ -165,9 +180,14 @@ class EventLog:
         threads: list[str] = []
         for message in outcome.succeeded_messages():
             body = _body(message)
+            if not isinstance(body.get("thread_id"), str):
+                continue  # poison, already printed
             thread_id = str(body.get("thread_id", "?"))
             if body.get("question_id"):
-                self._runner_line("resumed", thread=thread_id, question=str(body["question_id"]))
+                question_id = str(body["question_id"])
+                if question_id not in self._resumed:
+                    self._resumed.add(question_id)
+                    self._runner_line("resumed", thread=thread_id, question=question_id)
             if thread_id not in threads:
                 threads.append(thread_id)
         for message in outcome.failed_messages():
@@ -197,6 +217,11 @@ class EventLog:
         if item is None:
             return
         status = item.get("run_status")
+        if status in ("done", "failed"):
+            state = (status, item.get("updated_at"), compact(item.get("output")), compact(item.get("error")))
+            if self._thread_states.get(thread_id) == state:
+                return
+            self._thread_states[thread_id] = state
         if status == "interrupted":
             for question_id in item.get("pending") or []:
                 if question_id in self._seen_questions:
@@ -309,7 +334,8 @@ def _one_line(value: str) -> str:
 def _body(message: Mapping[str, Any]) -> dict[str, Any]:
     try:
         body = json.loads(message.get("Body") or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
+        # Not a message (the runner consumes it as poison): its line has no thread to name.
         return {}
     return body if isinstance(body, dict) else {}
 

@@ -53,6 +53,8 @@ class ThreadRecord:
     output_omitted: int | None = None
     # Runs that reached the thread while it waited on a question, oldest first: (run_id, input).
     deferred: list[DeferredRun] = field(default_factory=list)
+    # The api's last accepted run (a start's run id), when it named one.
+    latest_run: str | None = None
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> ThreadRecord:
@@ -73,6 +75,7 @@ class ThreadRecord:
                 DeferredRun(str(run["run_id"]), json.loads(run["input"]))
                 for run in data.get("deferred") or []
             ],
+            latest_run=str(data["latest_run"]) if data.get("latest_run") else None,
         )
 
 

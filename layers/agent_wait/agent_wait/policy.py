@@ -35,6 +35,7 @@ __all__ = [
     "decision",
     "edit",
     "free_text",
+    "invalid_args",
     "resolve_policy",
 ]
 
@@ -149,7 +150,8 @@ class Policy(BaseModel):
         reply time, instead of being recorded and failing every resume. When the question also
         carries ``args_schema`` (the JSON Schema of the function's published parameters), the
         edited call (``question["args"] | answer["args"]``) must validate against it, see
-        :func:`check_args_against_schema`. (An ``edit`` answer's ``value`` replaces a proposed
+        :func:`check_args_against_schema`; so must the proposal itself when it is approved as is
+        (a question raised with ``invalid_args``). (An ``edit`` answer's ``value`` replaces a proposed
         value, not the call's arguments, so it is not checked.)
 
         The error's ``field`` names the offending path (``answer``, ``answer.action``,
@@ -178,14 +180,16 @@ class Policy(BaseModel):
         if self.kind == "approval":
             _check_approval(answer)
             edits = answer.get("args")
-            if edits is not None and isinstance(question, Mapping) and "function" in question:
+            if answer.get("action") == "approve" and isinstance(question, Mapping) and "function" in question:
                 published = question.get("args")
                 if isinstance(published, Mapping):
                     function = str(question["function"])
-                    check_arg_edits(edits, published, function)
+                    if edits is not None:
+                        check_arg_edits(edits, published, function)
                     schema = question.get("args_schema")
-                    if isinstance(schema, Mapping) and isinstance(edits, Mapping):
-                        check_args_against_schema({**published, **edits}, dict(schema), function)
+                    if isinstance(schema, Mapping) and isinstance(edits, Mapping | None):
+                        # A plain approve runs the proposal as is: it must fit the schema too.
+                        check_args_against_schema({**published, **(edits or {})}, dict(schema), function)
         elif self.kind == "decision":
             _check_decision(answer, self.options or [])
         else:
@@ -276,6 +280,63 @@ def check_args_against_schema(args: Mapping[str, Any], schema: Mapping[str, Any]
         field = ".".join(["answer.args", *path])
         message = getattr(exc, "message", str(exc)).replace("data.", "").replace("data ", "args ")
         raise AnswerInvalidError(f"{function}(): {message}", field=field) from exc
+
+
+def invalid_args(args: Mapping[str, Any], schema: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    """What is wrong with a proposal's ``args`` against its own ``args_schema``: one entry per field.
+
+    Each entry is ``{"field": "args.<path>", "message": why}``; an empty list when the proposal
+    fits (or there is no schema). The fields are found with :func:`check_args_against_schema`, one
+    published argument at a time, so a proposal with two bad arguments names both. ``@wait`` puts
+    a non-empty list in the question as ``invalid_args``: a person sees it before answering, and
+    approving the proposal as is is refused until an edit fixes it.
+
+    Examples
+    --------
+    >>> schema = {"type": "object", "required": ["amount"],
+    ...           "properties": {"amount": {"type": "number", "maximum": 10000}}}
+    >>> invalid_args({"amount": 40}, schema)
+    []
+    >>> invalid_args({"amount": 20000}, schema)
+    [{'field': 'args.amount', 'message': 'must be smaller than or equal to 10000'}]
+    >>> invalid_args({}, schema)
+    [{'field': 'args.amount', 'message': 'required'}]
+    """
+    if not isinstance(schema, Mapping):
+        return []
+    plain = dict(schema)
+    try:
+        check_args_against_schema(args, plain, "")
+    except AnswerInvalidError as whole:
+        first = whole
+    else:
+        return []
+    problems: list[dict[str, str]] = []
+    properties = plain.get("properties") if isinstance(plain.get("properties"), Mapping) else {}
+    assert isinstance(properties, Mapping)
+    for name in plain.get("required") or []:
+        if isinstance(name, str) and name not in args:
+            problems.append({"field": f"args.{name}", "message": "required"})
+    for name, value in args.items():
+        # The schema narrowed to this one argument (its $defs kept, for references).
+        one: dict[str, Any] = {
+            key: plain[key] for key in ("$defs", "definitions", "additionalProperties") if key in plain
+        }
+        one.update({"type": "object", "properties": {name: properties[name]} if name in properties else {}})
+        try:
+            check_args_against_schema({name: value}, one, "")
+        except AnswerInvalidError as exc:
+            problems.append(_problem(exc))
+    return problems or [_problem(first)]
+
+
+def _problem(exc: AnswerInvalidError) -> dict[str, str]:
+    field = (exc.field or "answer.args").removeprefix("answer.")
+    message = exc.message.removeprefix("(): ")
+    # fastjsonschema names the value first ("amount must be ..."); the field says it already.
+    for name in (field.removeprefix("args.") + " ", "args "):
+        message = message.removeprefix(name)
+    return {"field": field, "message": message.strip()}
 
 
 @functools.lru_cache(maxsize=256)

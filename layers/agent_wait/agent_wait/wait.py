@@ -50,10 +50,18 @@ from pydantic_core import to_jsonable_python
 
 from agent_wait.announce.base import announce_safely
 from agent_wait.envelope import Question, async_question_id, build_envelope
-from agent_wait.errors import AnswerInvalidError
+from agent_wait.errors import AnswerInvalidError, MissingExtraError
 from agent_wait.framework import Framework
 from agent_wait.hosting import ASYNC_MODE, current_async_host
-from agent_wait.policy import POLICY_CONSTRUCTORS, Policy, check_arg_edits, decision, resolve_policy
+from agent_wait.policy import (
+    POLICY_CONSTRUCTORS,
+    Policy,
+    check_arg_edits,
+    check_args_against_schema,
+    decision,
+    invalid_args,
+    resolve_policy,
+)
 from agent_wait.receipts import Receipt, emit_receipt
 
 if typing.TYPE_CHECKING:
@@ -462,12 +470,9 @@ class _Runner:
             return "run", call.bound, call
         if self.mode == "async":
             return "return", self._publish(call), call
+        question = self._question(call)
         value = {
-            "question": {
-                "function": self.spec.name,
-                "args": call.published,
-                "args_schema": self.spec.args_schema,
-            },
+            "question": question,
             WAIT_KEY: self.policy_json,
             SOURCE_KEY: self.source,
         }
@@ -483,14 +488,39 @@ class _Runner:
             call.bound.arguments[DECISION_PARAM] = answer
             return "run", call.bound, call
         if isinstance(answer, Mapping) and answer.get("action") == "approve":
-            if answer.get("args") is not None:
-                try:
+            try:
+                if answer.get("args") is not None:
                     self.spec.apply_edits(call, answer["args"])
-                except AnswerInvalidError:
-                    self.receipt(call, ran=False)  # refused here: the body does not run
-                    raise
+                if question.get("invalid_args"):
+                    # The proposal broke its own schema: it runs only once an edit fixes it (the api
+                    # refuses such an approve; this is the defence for answers that come another way).
+                    check_args_against_schema(call.published, self.spec.args_schema, self.spec.name)
+            except AnswerInvalidError as exc:
+                exc.question_id = exc.question_id or call.question_id
+                self.receipt(call, ran=False)  # refused here: the body does not run
+                raise
             return "run", call.bound, call
         return "return", answer, call
+
+    def _question(self, call: _Call) -> dict[str, Any]:
+        """The question of ``call``: function, published args, their schema, and what breaks it.
+
+        ``invalid_args`` (present only when the proposal does not fit its own ``args_schema``)
+        names each field and why, for the person answering; without the ``service`` extra the
+        proposal cannot be checked here and the key is left out.
+        """
+        question: dict[str, Any] = {
+            "function": self.spec.name,
+            "args": call.published,
+            "args_schema": self.spec.args_schema,
+        }
+        try:
+            problems = invalid_args(call.published, self.spec.args_schema)
+        except MissingExtraError:
+            problems = []
+        if problems:
+            question["invalid_args"] = problems
+        return question
 
     def receipt(self, call: _Call, *, ran: bool, error: Exception | None = None) -> None:
         """Emit the receipt of a resumed call (nothing when no question was answered)."""
@@ -530,7 +560,7 @@ class _Runner:
                 "announcer>, or call it inside a host that lends one (the agent-wait runner, the local stack)"
             )
         thread_id = self.spec.framework.current_thread_id(call.call_args)
-        question = {"function": self.spec.name, "args": call.published, "args_schema": self.spec.args_schema}
+        question = self._question(call)
         # The qualified name, so Refunds.issue and Orders.issue on one thread do not share an id.
         question_id = async_question_id(thread_id, self.spec.fn.__qualname__, call.published)
         envelope = build_envelope(

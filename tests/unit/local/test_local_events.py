@@ -138,9 +138,11 @@ def test_a_resume_received_while_its_reply_is_answered_prints_after_the_answer()
     poller.join(10)
 
     assert [line.split()[1] for line in lines] == ["answered", "resuming"]
-    # A resume whose reply is over (or was never seen here) prints at once.
-    log.received([_message({"thread_id": "t-1", "question_id": "q-1"})])
+    # A resume whose reply is over (or was never seen here) prints at once; the same resume again
+    # (a replay the runner refuses) prints nothing.
+    log.received([_message({"thread_id": "t-1", "question_id": "q-3"})])
     log.received([_message({"thread_id": "t-2", "question_id": "q-2"})])
+    log.received([_message({"thread_id": "t-1", "question_id": "q-1"})])
     assert len(lines) == 4
 
 
@@ -224,3 +226,49 @@ def test_a_batch_whose_every_record_failed_shows_the_record_error() -> None:
     assert lines == [
         '00:00:00  retrying         thread=t-1 receive=1 error="TimeoutError: checkpoint write timed out"'
     ]
+
+
+def test_a_replayed_resume_the_runner_refuses_prints_nothing_again() -> None:
+    # Given a resume that ran, and its thread done
+    ledger = Ledger()
+    ledger.threads["t-1"] = {
+        "run_status": "done",
+        "output": {"refund": 40},
+        "updated_at": "2026-11-30T10:00:05Z",
+    }
+    log, lines = _log(ledger)
+    resume = _message({"thread_id": "t-1", "question_id": "q-1"})
+    log.received([resume])
+    log.batch_done(BatchResult([resume], succeeded=[resume["MessageId"]]))
+    printed = list(lines)
+
+    # When the same resume is replayed, twice, and the runner refuses it (the thread item is unchanged)
+    for _ in range(2):
+        log.received([resume])
+        log.batch_done(BatchResult([resume], succeeded=[resume["MessageId"]]))
+
+    # Then each event was printed once
+    assert [line.split()[1] for line in printed] == ["resuming", "resumed", "run"]
+    assert lines == printed
+
+
+def test_a_new_run_done_on_the_same_thread_prints_again() -> None:
+    ledger = Ledger()
+    ledger.threads["t-1"] = {"run_status": "done", "output": {"n": 1}, "updated_at": "2026-11-30T10:00:05Z"}
+    log, lines = _log(ledger)
+    start = _message({"thread_id": "t-1", "input": {}})
+    log.batch_done(BatchResult([start], succeeded=[start["MessageId"]]))
+    ledger.threads["t-1"] = {"run_status": "done", "output": {"n": 2}, "updated_at": "2026-11-30T10:00:09Z"}
+    log.batch_done(BatchResult([start], succeeded=[start["MessageId"]]))
+
+    assert [line.split("output=")[1] for line in lines] == ['{"n": 1}', '{"n": 2}']
+
+
+def test_a_poison_message_nested_200000_deep_does_not_stop_the_event_lines() -> None:
+    log, lines = _log(Ledger())
+    deep = {"MessageId": "p", "Body": "[" * 200_000 + "]" * 200_000, "Attributes": {}}
+
+    log.received([deep])
+    log.batch_done(BatchResult([deep], succeeded=["p"]))
+
+    assert lines == ["10:00:05  poison           bytes=400000"]

@@ -5,10 +5,11 @@
    through botocore's ``before-call``/``after-call`` events, with DynamoDB's request units per
    partition key (table and index) from the stored item sizes, and every handler invocation is
    timed and its log output counted.
-2. Drives a sample of questions through it (``--questions``, default 150), in waves: start a run
+2. Drives a sample of questions through it (``--questions``, default 100), in waves: start a run
    (``POST /threads/{id}/runs``), the run parks on its question, the human reads it
    (``GET /questions/{id}``) and answers (``POST /questions/{id}/reply``), the run resumes and
-   ends. A share of the runs (``--timed-share``) asks with a ttl of an hour and two reminders.
+   ends. Every run asks with a ttl of an hour and two reminders (``--timed-share`` mixes in runs
+   without timers).
 3. Divides the counts by the sample and multiplies by ``--rate``: the hottest partition's WRU/s and
    RRU/s, calls per second per queue and action, per api route and per AWS action, schedules
    created, deleted and live, Lambda concurrency; each beside its AWS limit or default quota
@@ -21,7 +22,7 @@ Writes its own section of ``bench/results.md`` (the rest of the file is ``make b
 are exact for the sample; durations are this machine's, in-process against moto, so the Lambda
 GB-s and concurrency are indicative. The exit status is 0 whatever the figures say.
 
-    make capacity RATE=1000        # or: python -m bench.capacity --rate 1000 [--questions 150]
+    make capacity RATE=1000        # or: python -m bench.capacity --rate 1000 [--questions 100]
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench import costs, stepfunctions
 from bench.prices import PRICES_DATE, QUOTAS, REGION, Quota
-from bench.recorder import Call, CallRecorder, TableShape, current_function, current_question
+from bench.recorder import Call, CallRecorder, TableShape, current_function, current_question, hook_seconds
 from infra.constants import API_MEMORY_MB, API_THROTTLE_RATE, LOG_LEVEL, REPO_ROOT, RUNNER_MEMORY_MB
 
 if TYPE_CHECKING:
@@ -163,14 +164,21 @@ def _recording_stack_class() -> type[LocalStack]:
         def _recorded(self, function: str, invoke: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
             def run(event: Any, context: Any) -> Any:
                 question = self.question_of(event)
-                tokens = (current_function.set(function), current_question.set(question))
+                spent = [0.0]
+                tokens = (
+                    current_function.set(function),
+                    current_question.set(question),
+                    hook_seconds.set(spent),
+                )
                 started = time.perf_counter()
                 try:
                     return invoke(event, context)
                 finally:
-                    elapsed = time.perf_counter() - started
+                    # The recorder's own reads (item images) are not the handler's time.
+                    elapsed = max(0.0, time.perf_counter() - started - spent[0])
                     current_function.reset(tokens[0])
                     current_question.reset(tokens[1])
+                    hook_seconds.reset(tokens[2])
                     record = Invocation(
                         function,
                         elapsed,
@@ -508,16 +516,17 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
                 name_r,
             )
         )
-    by_table: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    # Each table and each index has its own on-demand throughput limit.
+    by_where: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for p in parts:
-        table = p.where.split("/", 1)[0]
-        by_table[table][0] += p.wru
-        by_table[table][1] += p.rru
-    for table, (w, r) in sorted(by_table.items()):
+        by_where[p.where][0] += p.wru
+        by_where[p.where][1] += p.rru
+    for where, (w, r) in sorted(by_where.items()):
+        kind = "index" if "/" in where else "table"
         limit, name = _quota("table_wru")
-        rows.append(Row(f"table {table} (with its indexes), writes", w * per_second, "WRU/s", limit, name))
+        rows.append(Row(f"{kind} {where}, writes", w * per_second, "WRU/s", limit, name))
         limit, name = _quota("table_rru")
-        rows.append(Row(f"table {table} (with its indexes), reads", r * per_second, "RRU/s", limit, name))
+        rows.append(Row(f"{kind} {where}, reads", r * per_second, "RRU/s", limit, name))
 
     # SQS per queue and action; the mode decides the quota.
     sqs = Counter((c.target, c.action) for c in calls if c.service == "sqs")
@@ -808,9 +817,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rate", type=_positive(float), default=1000.0, help="questions a second (default 1000)"
     )
-    parser.add_argument("--questions", type=_positive(int), default=150, help="sample size (default 150)")
+    parser.add_argument("--questions", type=_positive(int), default=100, help="sample size (default 100)")
     parser.add_argument(
-        "--timed-share", type=_share, default=0.5, help="share asking with a ttl and two reminders"
+        "--timed-share",
+        type=_share,
+        default=1.0,
+        help="share of the runs asking with a ttl and two reminders (default 1: every run)",
     )
     parser.add_argument(
         "--answer-after",

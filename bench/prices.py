@@ -80,12 +80,10 @@ _SCHED_Q = "https://docs.aws.amazon.com/scheduler/latest/UserGuide/scheduler-quo
 _LAMBDA_Q = "https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html"
 
 QUOTAS: Final[dict[str, Quota]] = {
-    "partition_wru": Quota(1000, "DynamoDB per-partition write throughput (1,000 WRU/s)", False, _DDB_Q),
-    "partition_rru": Quota(3000, "DynamoDB per-partition read throughput (3,000 RRU/s)", False, _DDB_Q),
-    "table_wru": Quota(
-        40000, "DynamoDB table-level write throughput, on-demand (40,000 WRU/s)", True, _DDB_Q
-    ),
-    "table_rru": Quota(40000, "DynamoDB table-level read throughput, on-demand (40,000 RRU/s)", True, _DDB_Q),
+    "partition_wru": Quota(1000, "DynamoDB per-partition write throughput", False, _DDB_Q),
+    "partition_rru": Quota(3000, "DynamoDB per-partition read throughput", False, _DDB_Q),
+    "table_wru": Quota(40000, "DynamoDB on-demand throughput per table or index, writes", True, _DDB_Q),
+    "table_rru": Quota(40000, "DynamoDB on-demand throughput per table or index, reads", True, _DDB_Q),
     # Per API action (SendMessage, ReceiveMessage, DeleteMessage...), per queue.
     "sqs_fifo_tps": Quota(
         300, "SQS FIFO transactions per second per API action (no high throughput)", False, _SQS_Q
@@ -94,9 +92,7 @@ QUOTAS: Final[dict[str, Quota]] = {
         70000, "SQS FIFO high-throughput transactions per second per API action (us-east-1)", False, _SQS_Q
     ),
     "sns_publish_tps": Quota(30000, "SNS Publish API transactions per second (us-east-1)", True, _SNS_Q),
-    "apigw_account_rps": Quota(
-        10000, "API Gateway throttle quota per account per Region (10,000 rps)", True, _APIGW_Q
-    ),
+    "apigw_account_rps": Quota(10000, "API Gateway throttle quota per account per Region", True, _APIGW_Q),
     "scheduler_create_tps": Quota(5000, "EventBridge Scheduler CreateSchedule request rate", True, _SCHED_Q),
     "scheduler_delete_tps": Quota(1000, "EventBridge Scheduler DeleteSchedule request rate", True, _SCHED_Q),
     "scheduler_live": Quota(

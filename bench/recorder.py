@@ -46,6 +46,11 @@ current_function: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 current_question: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "current_question", default=None
 )
+# Seconds the recorder itself spent in the current invocation (its image reads), which the caller
+# takes off the invocation's duration: a ``[0.0]`` the caller sets, shared with fan-out threads.
+hook_seconds: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
+    "hook_seconds", default=None
+)
 
 KIB = 1024
 READ_UNIT = 4 * KIB
@@ -342,9 +347,24 @@ class CallRecorder:
     def _params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         context["capacity_params"] = params
 
+    @contextmanager
+    def _timed(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = hook_seconds.get()
+            if spent is not None:
+                with self._lock:
+                    spent[0] += time.perf_counter() - started
+
     def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
         if getattr(self._local, "suspended", False) or "capacity_params" not in context:
             return
+        with self._timed():
+            self._open(model, context)
+
+    def _open(self, model: Any, context: dict[str, Any]) -> None:
         params = context["capacity_params"]
         service = model.service_model.service_name
         call = Call(
@@ -363,6 +383,10 @@ class CallRecorder:
         call: Call | None = context.pop("capacity_call", None)
         if call is None:
             return
+        with self._timed():
+            self._close(call, http_response, parsed, context)
+
+    def _close(self, call: Call, http_response: Any, parsed: dict[str, Any], context: dict[str, Any]) -> None:
         params = context.pop("capacity_params", {})
         call.ok = getattr(http_response, "status_code", 200) < 300
         try:

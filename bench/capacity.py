@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from bench import costs, stepfunctions
 from bench.prices import PRICES_DATE, QUOTAS, REGION, Quota
 from bench.recorder import Call, CallRecorder, TableShape, current_function, current_question, hook_seconds
-from infra.constants import API_MEMORY_MB, API_THROTTLE_RATE, LOG_LEVEL, REPO_ROOT, RUNNER_MEMORY_MB
+from infra.constants import API_MEMORY_MB, LOG_LEVEL, REPO_ROOT, RUNNER_MEMORY_MB
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -545,16 +545,9 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
 
     # The api: each route, and the stage's throttle (per method; one proxy integration per route).
     routes = Counter(i.route for i in sample.invocations if i.function == "api" and i.route)
+    stage_rate, stage_name = _stage_throttle()
     for route, count in sorted(routes.items()):
-        rows.append(
-            Row(
-                f"API {route}",
-                count * per_second,
-                "requests/s",
-                float(API_THROTTLE_RATE),
-                f"stage throttle per method (API_THROTTLE_RATE {API_THROTTLE_RATE} rps)",
-            )
-        )
+        rows.append(Row(f"API {route}", count * per_second, "requests/s", stage_rate, stage_name))
     limit, name = _quota("apigw_account_rps")
     rows.append(Row("API Gateway, all routes", sum(routes.values()) * per_second, "requests/s", limit, name))
 
@@ -629,6 +622,18 @@ def _runner_max_concurrency() -> int:
     from infra.config import StackConfig as InfraConfig
 
     return int(InfraConfig().runner_max_concurrency)
+
+
+def _stage_throttle() -> tuple[float, str]:
+    """The stage's default throttle per method: the ``api_rate`` setting's default, else the constant."""
+    from infra import constants
+    from infra.config import StackConfig as InfraConfig
+
+    setting = getattr(InfraConfig(), "api_rate", None)
+    if setting is not None:
+        return float(setting), f"stage throttle per method (context api_rate, default {setting} rps)"
+    rate = getattr(constants, "API_THROTTLE_RATE", 0)
+    return float(rate), f"stage throttle per method (API_THROTTLE_RATE {rate} rps)"
 
 
 def _billed_gb_seconds(invocation: Invocation) -> float:

@@ -577,6 +577,17 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     rows.append(
         Row("Lambda concurrency, all functions", sum(busy.values()) * per_second, "executions", limit, name)
     )
+    reserved = getattr(_infra_config(), "runner_reserved_concurrency", None)
+    if reserved and "runner" in busy:
+        rows.append(
+            Row(
+                "Lambda runner concurrency against its reserved concurrency",
+                busy["runner"] * per_second,
+                "executions",
+                float(reserved),
+                f"reserved concurrency (runner_reserved_concurrency, default {reserved})",
+            )
+        )
     runner_limit = _runner_max_concurrency()
     if "runner" in busy:
         rows.append(
@@ -603,6 +614,19 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         )
     streams = [t.name for t in sample.tables.values() if t.stream]
     notes.append(f"streams: {', '.join(streams) if streams else 'none on the tables touched'}")
+    means = {f: busy[f] / count for f, count in Counter(i.function for i in sample.invocations).items()}
+    notes.append(
+        "mean invocation, this machine (wall time less the recorder's own reads): "
+        + ", ".join(f"{f} {seconds * 1000:.0f} ms" for f, seconds in sorted(means.items()))
+    )
+    notes.append(
+        "the event source mapping's receives and deletes are counted one batch per message as the "
+        "local poller made them; Lambda's pollers batch up to 10 messages under load, so fewer"
+    )
+    notes.append(
+        "not priced: API Gateway access logs, X-Ray traces (sampled), data transfer, the outbox's "
+        "and the topic's subscribers"
+    )
     per_call = Counter(c.name for c in calls)
     return Report(
         rate=rate,
@@ -618,18 +642,22 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     )
 
 
-def _runner_max_concurrency() -> int:
+def _infra_config() -> Any:
+    """The deployment's settings at their defaults (what ``cdk deploy`` gives without context)."""
     from infra.config import StackConfig as InfraConfig
 
-    return int(InfraConfig().runner_max_concurrency)
+    return InfraConfig()
+
+
+def _runner_max_concurrency() -> int:
+    return int(_infra_config().runner_max_concurrency)
 
 
 def _stage_throttle() -> tuple[float, str]:
     """The stage's default throttle per method: the ``api_rate`` setting's default, else the constant."""
     from infra import constants
-    from infra.config import StackConfig as InfraConfig
 
-    setting = getattr(InfraConfig(), "api_rate", None)
+    setting = getattr(_infra_config(), "api_rate", None)
     if setting is not None:
         return float(setting), f"stage throttle per method (context api_rate, default {setting} rps)"
     rate = getattr(constants, "API_THROTTLE_RATE", 0)
@@ -721,9 +749,11 @@ def render(report: Report) -> list[str]:
         lines.append(f"| {row.figure} | {_number(row.at_rate)} {row.unit} | {limit} | {share} | {flag} |")
     lines += [
         "",
-        "Calls per question (handlers and the event source mapping): "
+        f"AWS calls per question, and per second at {rate:g} questions a second (the handlers' and the "
+        "event source mapping's): "
         + ", ".join(
-            f"{name} {count / s.questions:.2f}" for name, count in sorted(report.calls_per_question.items())
+            f"{name} {count / s.questions:.2f} ({_number(count / s.questions * rate)}/s)"
+            for name, count in sorted(report.calls_per_question.items())
         )
         + ".",
         "",

@@ -1,8 +1,9 @@
 """Every AWS call of a process, counted with botocore's event system, and DynamoDB's request units.
 
-:class:`CallRecorder` registers ``before-call`` and ``after-call`` handlers on every botocore client
-created while it is installed (it wraps ``botocore.session.Session.create_client``, so the
-handlers' own clients are counted whatever session made them). Each call becomes a
+:class:`CallRecorder` registers ``before-parameter-build``, ``before-call`` and ``after-call``
+handlers on every botocore client created while it is installed (it wraps
+``botocore.session.Session.create_client``, so the handlers' own clients are counted whatever
+session made them; retries of a call are not counted again). Each call becomes a
 :class:`Call`: service, action, the function it ran in (a context variable the caller sets around
 each handler invocation), and for DynamoDB the partition keys it touched and the request units it
 cost, computed from the item sizes by DynamoDB's published rules:
@@ -19,8 +20,9 @@ cost, computed from the item sizes by DynamoDB's published rules:
 
 The API parameters are taken at ``before-parameter-build`` (after boto3's resource layer has
 turned Python values into DynamoDB's wire types). The images before and after a write are read
-with a separate, unrecorded client (``ConsistentRead``)
-around the call, so the sizes are the stored items', not estimates.
+with a separate, unrecorded client (``ConsistentRead``) around the call, so the sizes are the
+stored items', not estimates; the time those reads take is added to ``hook_seconds`` for the
+caller to take off the invocation's duration.
 """
 
 from __future__ import annotations

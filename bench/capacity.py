@@ -32,6 +32,7 @@ import io
 import json
 import logging
 import math
+import os
 import re
 import sys
 import threading
@@ -46,7 +47,15 @@ from typing import TYPE_CHECKING, Any
 
 from bench import costs, stepfunctions
 from bench.prices import PRICES_DATE, QUOTAS, REGION, Quota
-from bench.recorder import Call, CallRecorder, TableShape, current_function, current_question, hook_seconds
+from bench.recorder import (
+    Call,
+    CallRecorder,
+    HookTime,
+    TableShape,
+    current_function,
+    current_question,
+    hook_seconds,
+)
 from infra.constants import API_MEMORY_MB, LOG_LEVEL, REPO_ROOT, RUNNER_MEMORY_MB
 
 if TYPE_CHECKING:
@@ -84,6 +93,7 @@ class Invocation:
     seconds: float
     question: str | None
     route: str | None = None  # api: "METHOD /path/{template}"
+    cpu_seconds: float = 0.0  # CPU time of the invoking thread (less the recorder's), beside the wall time
     scheduled: bool = False  # lifecycle: fired by a schedule
 
 
@@ -164,18 +174,19 @@ def _recording_stack_class() -> type[LocalStack]:
         def _recorded(self, function: str, invoke: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
             def run(event: Any, context: Any) -> Any:
                 question = self.question_of(event)
-                spent = [0.0]
+                spent = HookTime(threading.get_ident())
                 tokens = (
                     current_function.set(function),
                     current_question.set(question),
                     hook_seconds.set(spent),
                 )
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.thread_time()
                 try:
                     return invoke(event, context)
                 finally:
                     # The recorder's own reads (item images) are not the handler's time.
-                    elapsed = max(0.0, time.perf_counter() - started - spent[0])
+                    elapsed = max(0.0, time.perf_counter() - started - spent.wall)
+                    cpu = max(0.0, time.thread_time() - cpu - spent.cpu)
                     current_function.reset(tokens[0])
                     current_question.reset(tokens[1])
                     hook_seconds.reset(tokens[2])
@@ -183,6 +194,7 @@ def _recording_stack_class() -> type[LocalStack]:
                         function,
                         elapsed,
                         question,
+                        cpu_seconds=cpu,
                         route=self.route_of(event),
                         scheduled=function == "lifecycle",
                     )
@@ -208,6 +220,7 @@ class Sample:
     per_thread_ids: dict[str, str]
     questions_raised: int
     seconds: float
+    load: float = 0.0  # the machine's 1-minute load average at the end of the run
 
 
 @contextmanager
@@ -337,6 +350,7 @@ def run_sample(
         per_thread_ids=ids,
         questions_raised=len(raised),
         seconds=time.perf_counter() - started,
+        load=os.getloadavg()[0],
     )
 
 
@@ -437,8 +451,8 @@ class Report:
 
 
 def _quota(key: str) -> tuple[float, str]:
-    q: Quota = QUOTAS[key]
-    return q.value, q.name
+    quota: Quota = QUOTAS[key]
+    return quota.value, quota.name
 
 
 def partitions(calls: list[Call]) -> dict[tuple[str, str], Partition]:
@@ -461,152 +475,166 @@ def per_question_key(part: Partition, ids: dict[str, str]) -> bool:
     return len(part.questions) == 1
 
 
-def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Report:
-    n = sample.questions
-    calls, left = counted(sample)
-    per_second = rate / n
-    rows: list[Row] = []
-    notes: list[str] = []
+def _row(figure: str, value: float, unit: str, quota: str) -> Row:
+    limit, name = _quota(quota)
+    return Row(figure, value, unit, limit, name)
 
-    # DynamoDB partitions: a shared key (a status, a shard) takes its share of every question.
-    parts = list(partitions(calls).values())
-    shared = [p for p in parts if not per_question_key(p, sample.per_thread_ids)]
-    own = [p for p in parts if per_question_key(p, sample.per_thread_ids)]
-    limit_w, name_w = _quota("partition_wru")
-    limit_r, name_r = _quota("partition_rru")
+
+def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: float) -> list[Row]:
+    """The hottest partitions, and each table and index against its own on-demand limit."""
+    rows = []
+    # A shared key (a status, a shard) takes its share of every question; a question's own key
+    # sees that question's calls whatever the rate.
+    shared = [p for p in parts if not per_question_key(p, ids)]
+    own = [p for p in parts if per_question_key(p, ids)]
     if shared:
-        hot_w = max(shared, key=lambda p: p.wru)
-        hot_r = max(shared, key=lambda p: p.rru)
+        w = max(shared, key=lambda p: p.wru)
+        r = max(shared, key=lambda p: p.rru)
+        figure = "hottest shared partition, {}: {} = {!r}"
         rows.append(
-            Row(
-                f"hottest shared partition, writes: {hot_w.where} = {hot_w.partition!r}",
-                hot_w.wru * per_second,
-                "WRU/s",
-                limit_w,
-                name_w,
-            )
+            _row(figure.format("writes", w.where, w.partition), w.wru * per_second, "WRU/s", "partition_wru")
         )
         rows.append(
-            Row(
-                f"hottest shared partition, reads: {hot_r.where} = {hot_r.partition!r}",
-                hot_r.rru * per_second,
-                "RRU/s",
-                limit_r,
-                name_r,
-            )
+            _row(figure.format("reads", r.where, r.partition), r.rru * per_second, "RRU/s", "partition_rru")
         )
     if own:
-        own_w = max(own, key=lambda p: p.wru)
-        own_r = max(own, key=lambda p: p.rru)
-        rows.append(
-            Row(
-                f"hottest per-question partition, writes over its whole life (any rate): {own_w.where}",
-                own_w.wru,
-                "WRU",
-                limit_w,
-                name_w,
-            )
-        )
-        rows.append(
-            Row(
-                f"hottest per-question partition, reads over its whole life (any rate): {own_r.where}",
-                own_r.rru,
-                "RRU",
-                limit_r,
-                name_r,
-            )
-        )
-    # Each table and each index has its own on-demand throughput limit.
+        w = max(own, key=lambda p: p.wru)
+        r = max(own, key=lambda p: p.rru)
+        figure = "hottest per-question partition, {} over its whole life (any rate): {}"
+        rows.append(_row(figure.format("writes", w.where), w.wru, "WRU", "partition_wru"))
+        rows.append(_row(figure.format("reads", r.where), r.rru, "RRU", "partition_rru"))
     by_where: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for p in parts:
         by_where[p.where][0] += p.wru
         by_where[p.where][1] += p.rru
-    for where, (w, r) in sorted(by_where.items()):
+    for where, (w_units, r_units) in sorted(by_where.items()):
         kind = "index" if "/" in where else "table"
-        limit, name = _quota("table_wru")
-        rows.append(Row(f"{kind} {where}, writes", w * per_second, "WRU/s", limit, name))
-        limit, name = _quota("table_rru")
-        rows.append(Row(f"{kind} {where}, reads", r * per_second, "RRU/s", limit, name))
+        rows.append(_row(f"{kind} {where}, writes", w_units * per_second, "WRU/s", "table_wru"))
+        rows.append(_row(f"{kind} {where}, reads", r_units * per_second, "RRU/s", "table_rru"))
+    return rows
 
-    # SQS per queue and action; the mode decides the quota.
-    sqs = Counter((c.target, c.action) for c in calls if c.service == "sqs")
-    for (queue, action), count in sorted(sqs.items()):
-        attributes = sample.queues.get(queue, {})
+
+def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_second: float) -> list[Row]:
+    """Each queue's actions (against the FIFO mode's limit) and SNS Publish."""
+    rows = []
+    for (queue, action), count in sorted(
+        Counter((c.target, c.action) for c in calls if c.service == "sqs").items()
+    ):
+        attributes = queues.get(queue, {})
         high = (
             attributes.get("DeduplicationScope") == "messageGroup"
             and attributes.get("FifoThroughputLimit") == "perMessageGroupId"
         )
-        limit, name = _quota("sqs_fifo_ht_tps" if high else "sqs_fifo_tps")
-        rows.append(Row(f"SQS {queue} {action}", count * per_second, "calls/s", limit, name))
+        quota = "sqs_fifo_ht_tps" if high else "sqs_fifo_tps"
+        rows.append(_row(f"SQS {queue} {action}", count * per_second, "calls/s", quota))
     publishes = sum(1 for c in calls if c.service == "sns" and c.action == "Publish")
     if publishes:
-        limit, name = _quota("sns_publish_tps")
-        rows.append(Row("SNS Publish", publishes * per_second, "calls/s", limit, name))
+        rows.append(_row("SNS Publish", publishes * per_second, "calls/s", "sns_publish_tps"))
+    return rows
 
-    # The api: each route, and the stage's throttle (per method; one proxy integration per route).
-    routes = Counter(i.route for i in sample.invocations if i.function == "api" and i.route)
+
+def _api_rows(invocations: list[Invocation], per_second: float) -> list[Row]:
+    """Each route against the stage's throttle (per method), all of them against the account's."""
+    routes = Counter(i.route for i in invocations if i.function == "api" and i.route)
     stage_rate, stage_name = _stage_throttle()
-    for route, count in sorted(routes.items()):
-        rows.append(Row(f"API {route}", count * per_second, "requests/s", stage_rate, stage_name))
-    limit, name = _quota("apigw_account_rps")
-    rows.append(Row("API Gateway, all routes", sum(routes.values()) * per_second, "requests/s", limit, name))
+    rows = [
+        Row(f"API {route}", n * per_second, "requests/s", stage_rate, stage_name)
+        for route, n in sorted(routes.items())
+    ]
+    rows.append(
+        _row("API Gateway, all routes", sum(routes.values()) * per_second, "requests/s", "apigw_account_rps")
+    )
+    return rows
 
-    # Scheduler: creates, deletes, live schedules, invocations.
+
+def _scheduler_rows(
+    calls: list[Call], invocations: list[Invocation], per_second: float, answer_after: float | None
+) -> list[Row]:
+    """Schedules created and deleted a second, live at once, and fired a second."""
     creates = [c for c in calls if c.service == "scheduler" and c.action == "CreateSchedule"]
-    deletes = [c for c in calls if c.service == "scheduler" and c.action == "DeleteSchedule"]
-    limit, name = _quota("scheduler_create_tps")
-    rows.append(Row("Scheduler CreateSchedule", len(creates) * per_second, "calls/s", limit, name))
-    limit, name = _quota("scheduler_delete_tps")
-    rows.append(Row("Scheduler DeleteSchedule", len(deletes) * per_second, "calls/s", limit, name))
+    deletes = sum(1 for c in calls if c.service == "scheduler" and c.action == "DeleteSchedule")
+    # A schedule lives until its time, or until the question is decided (``answer_after``) and it is deleted.
     lifetimes = [c.schedule_lifetime or 0.0 for c in creates]
     if answer_after is not None:
         lifetimes = [min(life, answer_after) for life in lifetimes]
-    limit, name = _quota("scheduler_live")
-    rows.append(Row("Scheduler schedules live", sum(lifetimes) * per_second, "schedules", limit, name))
-    fired = sum(1 for i in sample.invocations if i.scheduled)
-    limit, name = _quota("scheduler_invocations_tps")
-    rows.append(Row("Scheduler invocations", fired * per_second, "invocations/s", limit, name))
+    fired = sum(1 for i in invocations if i.scheduled)
+    return [
+        _row("Scheduler CreateSchedule", len(creates) * per_second, "calls/s", "scheduler_create_tps"),
+        _row("Scheduler DeleteSchedule", deletes * per_second, "calls/s", "scheduler_delete_tps"),
+        _row("Scheduler schedules live", sum(lifetimes) * per_second, "schedules", "scheduler_live"),
+        _row("Scheduler invocations", fired * per_second, "invocations/s", "scheduler_invocations_tps"),
+    ]
 
-    # Lambda concurrency (Little's law): invocations a second times their mean duration.
-    busy: dict[str, float] = defaultdict(float)
-    for invocation in sample.invocations:
-        busy[invocation.function] += invocation.seconds
-    limit, name = _quota("lambda_concurrency")
-    for function, seconds in sorted(busy.items()):
-        rows.append(Row(f"Lambda {function} concurrency", seconds * per_second, "executions", limit, name))
+
+def _lambda_rows(busy: dict[str, float], per_second: float) -> list[Row]:
+    """Concurrency by Little's law: invocations a second times their duration, i.e. busy seconds a second."""
+    rows = [
+        _row(f"Lambda {function} concurrency", seconds * per_second, "executions", "lambda_concurrency")
+        for function, seconds in sorted(busy.items())
+    ]
     rows.append(
-        Row("Lambda concurrency, all functions", sum(busy.values()) * per_second, "executions", limit, name)
+        _row(
+            "Lambda concurrency, all functions",
+            sum(busy.values()) * per_second,
+            "executions",
+            "lambda_concurrency",
+        )
     )
+    if "runner" not in busy:
+        return rows
+    runner = busy["runner"] * per_second
     reserved = getattr(_infra_config(), "runner_reserved_concurrency", None)
-    if reserved and "runner" in busy:
+    if reserved:
+        name = f"reserved concurrency (runner_reserved_concurrency, default {reserved})"
         rows.append(
             Row(
                 "Lambda runner concurrency against its reserved concurrency",
-                busy["runner"] * per_second,
+                runner,
                 "executions",
                 float(reserved),
-                f"reserved concurrency (runner_reserved_concurrency, default {reserved})",
+                name,
             )
         )
-    runner_limit = _runner_max_concurrency()
-    if "runner" in busy:
-        rows.append(
-            Row(
-                "Lambda runner concurrency against the inbox mapping's MaximumConcurrency",
-                busy["runner"] * per_second,
-                "executions",
-                float(runner_limit),
-                f"event source mapping MaximumConcurrency (runner_max_concurrency, default {runner_limit})",
-            )
+    mapping = _runner_max_concurrency()
+    name = f"event source mapping MaximumConcurrency (runner_max_concurrency, default {mapping})"
+    rows.append(
+        Row(
+            "Lambda runner concurrency against the inbox mapping's MaximumConcurrency",
+            runner,
+            "executions",
+            float(mapping),
+            name,
         )
+    )
+    return rows
+
+
+def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Report:
+    """Every figure at ``rate`` questions a second, and the costs, from one sample's counts."""
+    n = sample.questions
+    calls, left = counted(sample)
+    per_second = rate / n
+    parts = list(partitions(calls).values())
+    busy: dict[str, float] = defaultdict(float)
+    for invocation in sample.invocations:
+        busy[invocation.function] += invocation.seconds
+    rows = [
+        *_dynamodb_rows(parts, sample.per_thread_ids, per_second),
+        *_messaging_rows(calls, sample.queues, per_second),
+        *_api_rows(sample.invocations, per_second),
+        *_scheduler_rows(calls, sample.invocations, per_second, answer_after),
+        *_lambda_rows(busy, per_second),
+    ]
 
     per_q = _per_question(sample, calls)
-    ours = costs.itemised(per_q)
     questions_per_thread = max(1, round(sample.questions_raised / n))
+    fired = sum(1 for i in sample.invocations if i.scheduled)
     transitions = stepfunctions.transitions(questions_per_thread, timers_fired=round(fired / n))
-    token = _token_task(sample, calls)
-    sfn = costs.step_functions(per_q, transitions, questions_per_thread, token, inbox=sample.inbox)
+    sfn = costs.step_functions(
+        per_q, transitions, questions_per_thread, _token_task(sample, calls), inbox=sample.inbox
+    )
 
+    notes = []
     if left:
         notes.append(
             "not counted (the local stack's emulation: the clock's schedule reads, the event lines' "
@@ -614,10 +642,17 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         )
     streams = [t.name for t in sample.tables.values() if t.stream]
     notes.append(f"streams: {', '.join(streams) if streams else 'none on the tables touched'}")
-    means = {f: busy[f] / count for f, count in Counter(i.function for i in sample.invocations).items()}
+    counts = Counter(i.function for i in sample.invocations)
+    cpu: dict[str, float] = defaultdict(float)
+    for invocation in sample.invocations:
+        cpu[invocation.function] += invocation.cpu_seconds
     notes.append(
-        "mean invocation, this machine (wall time less the recorder's own reads): "
-        + ", ".join(f"{f} {seconds * 1000:.0f} ms" for f, seconds in sorted(means.items()))
+        "mean invocation, this machine (wall time less the recorder's own reads; the invoking "
+        f"thread's CPU time beside it; load average {sample.load:.1f} on {os.cpu_count()} CPUs): "
+        + ", ".join(
+            f"{f} {busy[f] / n_calls * 1000:.0f} ms (CPU {cpu[f] / n_calls * 1000:.0f} ms)"
+            for f, n_calls in sorted(counts.items())
+        )
     )
     notes.append(
         "the event source mapping's receives and deletes are counted one batch per message as the "
@@ -627,17 +662,16 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         "not priced: API Gateway access logs, X-Ray traces (sampled), data transfer, the outbox's "
         "and the topic's subscribers"
     )
-    per_call = Counter(c.name for c in calls)
     return Report(
         rate=rate,
         sample=sample,
         rows=rows,
         partitions=sorted(parts, key=lambda p: (-p.wru, -p.rru)),
         per_question=per_q,
-        ours=ours,
+        ours=costs.itemised(per_q),
         sfn=sfn,
         transitions=transitions,
-        calls_per_question=per_call,
+        calls_per_question=Counter(c.name for c in calls),
         notes=notes,
     )
 

@@ -48,11 +48,21 @@ current_function: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 current_question: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "current_question", default=None
 )
-# Seconds the recorder itself spent in the current invocation (its image reads), which the caller
-# takes off the invocation's duration: a ``[0.0]`` the caller sets, shared with fan-out threads.
-hook_seconds: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
-    "hook_seconds", default=None
-)
+
+
+@dataclass
+class HookTime:
+    """Time the recorder itself spent in one invocation (its image reads), for the caller to take off.
+
+    ``cpu`` counts only what ran on the invoking thread (``thread``), whose CPU time the caller measures.
+    """
+
+    thread: int
+    wall: float = 0.0
+    cpu: float = 0.0
+
+
+hook_seconds: contextvars.ContextVar[HookTime | None] = contextvars.ContextVar("hook_seconds", default=None)
 
 KIB = 1024
 READ_UNIT = 4 * KIB
@@ -351,14 +361,16 @@ class CallRecorder:
 
     @contextmanager
     def _timed(self) -> Iterator[None]:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             yield
         finally:
             spent = hook_seconds.get()
             if spent is not None:
                 with self._lock:
-                    spent[0] += time.perf_counter() - started
+                    spent.wall += time.perf_counter() - started
+                    if spent.thread == threading.get_ident():
+                        spent.cpu += time.thread_time() - cpu
 
     def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
         if getattr(self._local, "suspended", False) or "capacity_params" not in context:

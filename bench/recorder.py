@@ -52,14 +52,9 @@ current_question: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 @dataclass
 class HookTime:
-    """Time the recorder itself spent in one invocation (its image reads), for the caller to take off.
+    """Time the recorder itself spent in one invocation (its image reads), for the caller to take off."""
 
-    ``cpu`` counts only what ran on the invoking thread (``thread``), whose CPU time the caller measures.
-    """
-
-    thread: int
     wall: float = 0.0
-    cpu: float = 0.0
 
 
 hook_seconds: contextvars.ContextVar[HookTime | None] = contextvars.ContextVar("hook_seconds", default=None)
@@ -361,7 +356,7 @@ class CallRecorder:
 
     @contextmanager
     def _timed(self) -> Iterator[None]:
-        started, cpu = time.perf_counter(), time.thread_time()
+        started = time.perf_counter()
         try:
             yield
         finally:
@@ -369,8 +364,6 @@ class CallRecorder:
             if spent is not None:
                 with self._lock:
                     spent.wall += time.perf_counter() - started
-                    if spent.thread == threading.get_ident():
-                        spent.cpu += time.thread_time() - cpu
 
     def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
         if getattr(self._local, "suspended", False) or "capacity_params" not in context:

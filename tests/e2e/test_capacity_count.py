@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from bench import capacity
+from bench import capacity, capacity_report
 
 if TYPE_CHECKING:
     from bench.recorder import Call
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 
 
 @pytest.fixture(scope="module")
-def one_question() -> capacity.Sample:
+def one_question() -> capacity_report.Sample:
     return capacity.run_sample(1, timed_share=1.0, progress=lambda _: None, deadline=120)
 
 
@@ -32,8 +32,8 @@ def _by_target(calls: list[Call]) -> Counter[tuple[str, str]]:
     return Counter((c.target.removeprefix("capacity-"), c.name) for c in calls)
 
 
-def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity.Sample) -> None:
-    calls, _ = capacity.counted(one_question)
+def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_report.Sample) -> None:
+    calls, _ = capacity_report.counted(one_question)
 
     hand = Counter(
         {
@@ -87,8 +87,8 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity.Sam
     assert _by_target(calls) == hand
 
 
-def test_one_question_writes_each_index_as_counted_by_hand(one_question: capacity.Sample) -> None:
-    calls, _ = capacity.counted(one_question)
+def test_one_question_writes_each_index_as_counted_by_hand(one_question: capacity_report.Sample) -> None:
+    calls, _ = capacity_report.counted(one_question)
     ledger = one_question.ledger_table
     index_writes = Counter(
         u.where.removeprefix(ledger + "/") for c in calls for u in c.usage if "/" in u.where
@@ -105,7 +105,7 @@ def test_one_question_writes_each_index_as_counted_by_hand(one_question: capacit
     assert index_writes == Counter({"by-status": 1 + 2 + 2 + 1 + 2, "by-thread": 5})
 
 
-def test_one_question_is_timed_and_attributed(one_question: capacity.Sample) -> None:
+def test_one_question_is_timed_and_attributed(one_question: capacity_report.Sample) -> None:
     functions = Counter(i.function for i in one_question.invocations)
     routes = sorted(i.route for i in one_question.invocations if i.route)
 

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from bench import capacity, costs, stepfunctions
+from bench import capacity_report, costs, stepfunctions
 from bench.recorder import Call, CallRecorder, TableShape, Usage, current_function, item_size
 
 if TYPE_CHECKING:
@@ -236,12 +236,12 @@ def test_step_functions_drops_the_inbox_and_scheduler_adds_transitions_and_the_t
 # -- rates --------------------------------------------------------------------------------------
 
 
-def _sample(calls: list[Call], questions: int) -> capacity.Sample:
-    return capacity.Sample(
+def _sample(calls: list[Call], questions: int) -> capacity_report.Sample:
+    return capacity_report.Sample(
         questions=questions,
         timed=0,
         calls=calls,
-        invocations=[capacity.Invocation("api", 0.1, f"t{n}") for n in range(questions)],
+        invocations=[capacity_report.Invocation("api", 0.1, f"t{n}") for n in range(questions)],
         log_bytes=Counter(),
         tables={"t": TableShape("t", "pk", None)},
         queues={"inbox.fifo": {}},
@@ -261,7 +261,7 @@ def test_a_shared_key_heats_up_with_the_rate_and_a_per_question_key_does_not() -
         call.usage = [Usage("t/by-status", "raised", wru=3), Usage("t", f"q:t{n}", wru=5)]
         calls.append(call)
 
-    report = capacity.analyse(_sample(calls, 4), rate=200, answer_after=None)
+    report = capacity_report.analyse(_sample(calls, 4), rate=200, answer_after=None)
     rows = {row.figure.split(":")[0]: row for row in report.rows}
 
     shared = rows["hottest shared partition, writes"]
@@ -281,8 +281,8 @@ def test_the_section_is_replaced_in_place_and_make_bench_keeps_it(tmp_path: Path
     results = tmp_path / "results.md"
     results.write_text("# Benchmark results\n\nmake bench's table\n")
 
-    capacity.write_section(["## Capacity and cost", "first"], results)
-    capacity.write_section(["## Capacity and cost", "second"], results)
+    capacity_report.write_section(["## Capacity and cost", "first"], results)
+    capacity_report.write_section(["## Capacity and cost", "second"], results)
     figures.write_results([], results, "header")
 
     text = results.read_text()

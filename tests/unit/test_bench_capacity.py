@@ -289,3 +289,23 @@ def test_the_section_is_replaced_in_place_and_make_bench_keeps_it(tmp_path: Path
     assert text.count("## Capacity and cost") == 1
     assert "second" in text and "first" not in text
     assert text.startswith("# Benchmark results\n\nheader")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "0"], "'0' is not a number above 0"),
+        (["--questions", "many"], "'many' is not a number above 0"),
+        (["--timed-share", "1.5"], "'1.5' is not a share from 0 to 1"),
+    ],
+)
+def test_a_bad_setting_is_a_one_line_usage_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import capacity
+
+    with pytest.raises(SystemExit) as exited:
+        capacity.main(args)
+
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

@@ -251,10 +251,17 @@ def _scheduler_rows(
     if answer_after is not None:
         lifetimes = [min(life, answer_after) for life in lifetimes]
     fired = sum(1 for i in invocations if i.scheduled)
+    live = (
+        "each until its time"
+        if answer_after is None
+        else f"each until its time or the answer at {answer_after:g} s"
+    )
     return [
         _row("Scheduler CreateSchedule", len(creates) * per_second, "calls/s", "scheduler_create_tps"),
         _row("Scheduler DeleteSchedule", deletes * per_second, "calls/s", "scheduler_delete_tps"),
-        _row("Scheduler schedules live", sum(lifetimes) * per_second, "schedules", "scheduler_live"),
+        _row(
+            f"Scheduler schedules live ({live})", sum(lifetimes) * per_second, "schedules", "scheduler_live"
+        ),
         _row("Scheduler invocations", fired * per_second, "invocations/s", "scheduler_invocations_tps"),
     ]
 

@@ -309,3 +309,22 @@ def test_a_bad_setting_is_a_one_line_usage_error(
 
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_live_schedules_are_creations_a_second_times_how_long_each_lives() -> None:
+    # Two questions, each creating a timer due in an hour and one due in ten minutes.
+    calls = []
+    for n in range(2):
+        for lifetime in (3600.0, 600.0):
+            call = Call("scheduler", "CreateSchedule", "runner", f"t{n}", target="timers")
+            call.schedule_lifetime = lifetime
+            calls.append(call)
+
+    def live(answer_after: float | None) -> float:
+        report = capacity_report.analyse(_sample(calls, 2), rate=10, answer_after=answer_after)
+        return next(r.at_rate for r in report.rows if r.figure.startswith("Scheduler schedules live"))
+
+    # Little's law: 10 questions a second × (3,600 + 600) s of timer per question.
+    assert live(None) == 10 * (3600 + 600)
+    # Answered after five minutes: both timers are deleted then.
+    assert live(300) == 10 * (300 + 300)

@@ -97,6 +97,11 @@ destroy: $(STAMP) $(NPM_STAMP) ## Remove the deployed stack
 bench: $(STAMP) ## Speed and size against baselines measured side by side; writes bench/results.md (ARGS="--rounds 16")
 	$(BIN)/python -m bench $(ARGS)
 
+RATE ?= 1000
+.PHONY: capacity
+capacity: $(STAMP) ## AWS calls per partition key, queue, route and Scheduler action at RATE questions/s against quotas; cost per million vs Step Functions (RATE=1000)
+	$(BIN)/python -m bench.capacity --rate $(RATE) $(ARGS)
+
 .PHONY: clean
 clean: ## Remove build outputs (keeps .venv)
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -681,4 +681,10 @@ def write_results(figures: list[Figure], path: Path, header: str) -> None:
         for f in spreads:
             details = "; ".join(([f.spread] if f.spread else []) + f.notes)
             lines.append(f"- {f.name}: {details}")
+    # The capacity section is `make capacity`'s: kept as it is.
+    from bench.capacity_report import kept_section
+
+    capacity = kept_section(path)
+    if capacity:
+        lines += ["", capacity]
     path.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,398 @@
+"""``make capacity RATE=1000``: what N questions a second asks of AWS, and what a million questions cost.
+
+1. Starts the local stack (moto on 127.0.0.1, the real api, runner and lifecycle handlers) with
+   :class:`~bench.recorder.CallRecorder` installed: every AWS call the handlers make is counted
+   through botocore's ``before-call``/``after-call`` events, with DynamoDB's request units per
+   partition key (table and index) from the stored item sizes, and every handler invocation is
+   timed and its log output counted.
+2. Drives a sample of questions through it (``--questions``, default 100), in waves: start a run
+   (``POST /threads/{id}/runs``), the run parks on its question, the human reads it
+   (``GET /questions/{id}``) and answers (``POST /questions/{id}/reply``), the run resumes and
+   ends. Every run asks with a ttl of an hour and two reminders (``--timed-share`` mixes in runs
+   without timers).
+3. Divides the counts by the sample and multiplies by ``--rate`` (:mod:`bench.capacity_report`):
+   the hottest partition's WRU/s and RRU/s, calls per second per queue and action, per api route
+   and per AWS action, schedules created, deleted and live, Lambda concurrency; each beside its AWS
+   limit or default quota (:mod:`bench.prices`), flagged above 50 %.
+4. Prices the same counts per million questions (:mod:`bench.costs`), beside the same flow as a
+   Step Functions Standard ``.waitForTaskToken`` workflow whose transitions are walked in
+   ``bench/stepfunctions_flow.asl.json`` (:mod:`bench.stepfunctions`).
+
+Writes its own section of ``bench/results.md`` (the rest of the file is ``make bench``'s). Counts
+are exact for the sample; durations are this machine's, in-process against moto, so the Lambda
+GB-s and concurrency are indicative. The exit status is 0 whatever the figures say.
+
+    make capacity RATE=1000        # or: python -m bench.capacity --rate 1000 [--questions 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.capacity_report import Invocation, Sample, analyse, render, write_section
+from bench.prices import REGION
+from bench.recorder import CallRecorder, HookTime, current_function, current_question, hook_seconds
+from infra.constants import LOG_LEVEL, REPO_ROOT
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from agent_wait_cli.local.stack import LocalStack
+
+RESULTS = REPO_ROOT / "bench" / "results.md"
+GRAPH = "examples.timed_refund_agent:build_graph"
+TTL_SECONDS = 3600
+REMINDERS = [600, 1800]
+APPROVE: Any = {"action": "approve"}
+_THREAD = re.compile(r"\bcap-\d{5}-[0-9a-f]{6}\b")
+_QUESTION = re.compile(r"\b[0-9a-f]{32,64}\b")
+_LINE = re.compile(r"\s(question raised|run done|run failed)\s")
+_FIELD = re.compile(r"\b(thread|question)=(\S+)")
+
+
+# -- the sample run -----------------------------------------------------------------------------
+
+
+class CountingStream(io.TextIOBase):
+    """Stands in for stdout: what a handler writes (its log lines) is counted and dropped, the rest passes."""
+
+    def __init__(self, target: Any, copy: Any = None) -> None:
+        self._target = target
+        self._copy = copy
+        self._lock = threading.Lock()
+        self.bytes: Counter[str] = Counter()
+
+    def write(self, text: str) -> int:
+        function = current_function.get()
+        if function is None:
+            return int(self._target.write(text))
+        with self._lock:
+            self.bytes[function] += len(text.encode())
+            if self._copy is not None:
+                self._copy.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _recording_stack_class() -> type[LocalStack]:
+    from agent_wait_cli.local.stack import LocalStack
+
+    class RecordingStack(LocalStack):
+        """The local stack with every handler invocation timed and tagged (function, question)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.invocations: list[Invocation] = []
+            self.ids: dict[str, str] = {}  # a thread id or question id of the sample → its thread id
+            self._invocations_lock = threading.Lock()
+            # Every way the stack invokes a handler (api, runner, lifecycle, and any added later).
+            for name in dir(type(self)):
+                if name.startswith("_invoke_"):
+                    setattr(self, name, self._recorded(name.removeprefix("_invoke_"), getattr(self, name)))
+
+        def _load_handlers(self) -> None:
+            # Deployed, the handlers flush metrics as EMF lines: log bytes CloudWatch ingests.
+            self._set_env({"POWERTOOLS_METRICS_DISABLED": "false"})
+            super()._load_handlers()
+
+        def question_of(self, event: Any) -> str | None:
+            text = json.dumps(event, default=str)
+            found = {self.ids[t] for t in _THREAD.findall(text) + _QUESTION.findall(text) if t in self.ids}
+            return found.pop() if len(found) == 1 else None
+
+        def route_of(self, event: Any) -> str | None:
+            if not isinstance(event, dict) or "httpMethod" not in event:
+                return None
+            path = str(event.get("path", ""))
+            for token in set(_THREAD.findall(path)):
+                path = path.replace(token, "{thread_id}")
+            for token in set(_QUESTION.findall(path)):
+                path = path.replace(token, "{question_id}")
+            return f"{event['httpMethod']} {path}"
+
+        def _recorded(self, function: str, invoke: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+            def run(event: Any, context: Any) -> Any:
+                question = self.question_of(event)
+                spent = HookTime()
+                tokens = (
+                    current_function.set(function),
+                    current_question.set(question),
+                    hook_seconds.set(spent),
+                )
+                started = time.perf_counter()
+                try:
+                    return invoke(event, context)
+                finally:
+                    # The recorder's own reads (item images) are not the handler's time.
+                    elapsed = max(0.0, time.perf_counter() - started - spent.wall)
+                    current_function.reset(tokens[0])
+                    current_question.reset(tokens[1])
+                    hook_seconds.reset(tokens[2])
+                    record = Invocation(
+                        function,
+                        elapsed,
+                        question,
+                        route=self.route_of(event),
+                        scheduled=function == "lifecycle",
+                    )
+                    with self._invocations_lock:
+                        self.invocations.append(record)
+
+            return run
+
+    return RecordingStack
+
+
+@contextmanager
+def _stdout_counted(copy: Any = None) -> Iterator[CountingStream]:
+    real_out = sys.stdout
+    stream = CountingStream(real_out, copy)
+    sys.stdout = stream
+    try:
+        yield stream
+    finally:
+        sys.stdout = real_out
+
+
+def _reroute_loggers(stream: CountingStream) -> list[tuple[logging.StreamHandler[Any], Any]]:
+    """Every console log handler of the process writes to the counting stream while the sample runs.
+
+    The handlers' Powertools loggers keep the stream they were made with (stdout, or whatever stood
+    for it then); a file handler is left alone.
+    """
+    rerouted = []
+    for name in [None, *logging.Logger.manager.loggerDict]:
+        logger = logging.getLogger(name)
+        for handler in getattr(logger, "handlers", []):
+            if type(handler) is logging.StreamHandler and handler.stream is not stream:
+                rerouted.append((handler, handler.setStream(stream)))
+    return rerouted
+
+
+def run_sample(
+    questions: int,
+    *,
+    timed_share: float,
+    wave: int = 25,
+    progress: Callable[[str], None] = print,
+    deadline: float = 180.0,
+    handler_log: Path | None = None,
+) -> Sample:
+    """Drive ``questions`` questions through the local stack with every call and invocation recorded."""
+    import boto3
+
+    from agent_wait_cli.client import ApiClient
+    from agent_wait_cli.local.stack import StackConfig
+
+    flags: dict[tuple[str, str], threading.Event] = {}
+    raised: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def flag(what: str, thread_id: str) -> threading.Event:
+        with lock:
+            return flags.setdefault((what, thread_id), threading.Event())
+
+    def write(line: str) -> None:
+        match = _LINE.search(line)
+        if not match:
+            return
+        fields = dict(_FIELD.findall(line))
+        thread_id = fields.get("thread", "")
+        if match.group(1) == "question raised" and "question" in fields:
+            with lock:
+                raised[thread_id] = fields["question"]
+        flag("parked" if match.group(1) == "question raised" else "ended", thread_id).set()
+
+    endpoint: dict[str, str] = {}
+    recorder = CallRecorder(
+        lambda: boto3.client(
+            "dynamodb",
+            endpoint_url=endpoint["url"],
+            region_name=REGION,
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+    )
+    stack_class = _recording_stack_class()
+    config = StackConfig(
+        project=REPO_ROOT, graph=GRAPH, port=0, moto_port=0, prefix="capacity-", log_level=LOG_LEVEL
+    )
+    started = time.perf_counter()
+    copy = handler_log.open("w") if handler_log else None
+    with recorder.installed(), _stdout_counted(copy) as stream:
+        stack: Any = stack_class(config, write=write)
+        with stack:
+            rerouted = _reroute_loggers(stream)
+            try:
+                endpoint["url"] = stack.moto.endpoint
+                resources = stack.resources
+                recorder.clear()
+                stack.invocations.clear()
+                stream.bytes.clear()
+                api = ApiClient(stack.api_url, principal="capacity")
+                threads = [f"cap-{i:05d}-{uuid.uuid4().hex[:6]}" for i in range(questions)]
+                timed = set(threads[: round(questions * timed_share)])
+                for thread_id in threads:
+                    stack.ids[thread_id] = thread_id
+                for first in range(0, questions, wave):
+                    batch = threads[first : first + wave]
+                    _drive_wave(api, stack, batch, timed, flag, raised, lock, deadline)
+                    progress(f"    {first + len(batch)}/{questions} questions answered and resumed")
+                calls = list(recorder.calls)
+                queues = {}
+                with recorder.suspended():
+                    sqs = stack.client("sqs")
+                    for url in (resources.inbox_url, getattr(resources, "outbox_url", None)):
+                        if url:
+                            attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+                            queues[url.rsplit("/", 1)[-1]] = attributes.get("Attributes", {})
+                    for name in {c.target for c in calls if c.service == "dynamodb"}:
+                        for table in name.split(","):
+                            if table:
+                                recorder.table(table)
+            finally:
+                for handler, previous in rerouted:
+                    handler.setStream(previous)
+            invocations = list(stack.invocations)
+            ids = dict(stack.ids)
+    if copy is not None:
+        copy.close()
+    return Sample(
+        questions=questions,
+        timed=len(timed),
+        calls=calls,
+        invocations=invocations,
+        log_bytes=Counter(stream.bytes),
+        tables=recorder.tables(),
+        queues=queues,
+        ledger_table=resources.ledger_table,
+        inbox=resources.inbox_url.rsplit("/", 1)[-1],
+        per_thread_ids=ids,
+        questions_raised=len(raised),
+        seconds=time.perf_counter() - started,
+        load=os.getloadavg()[0],
+        ttl_seconds=TTL_SECONDS,
+        reminders=len(REMINDERS),
+    )
+
+
+def _drive_wave(
+    api: Any,
+    stack: Any,
+    batch: list[str],
+    timed: set[str],
+    flag: Callable[[str, str], threading.Event],
+    raised: dict[str, str],
+    lock: threading.Lock,
+    deadline: float,
+) -> None:
+    for thread_id in batch:
+        policy: dict[str, Any] = {"ttl": TTL_SECONDS, "reminders": REMINDERS} if thread_id in timed else {}
+        body = {"input": {"customer": f"c-{thread_id[4:9]}", "amount": 40, "policy": policy}}
+        api.request("POST", f"/threads/{thread_id}/runs", body=body)
+    for thread_id in batch:
+        if not flag("parked", thread_id).wait(deadline):
+            raise RuntimeError(f"{thread_id} never parked on its question")
+    for thread_id in batch:
+        with lock:
+            question_id = raised[thread_id]
+        stack.ids[question_id] = thread_id
+        etag = api.request("GET", f"/questions/{question_id}").header("ETag") or ""
+        reply = api.request(
+            "POST", f"/questions/{question_id}/reply", body={"answer": APPROVE}, headers={"If-Match": etag}
+        )
+        if reply.status != 202:
+            raise RuntimeError(f"the reply to {question_id} answered {reply.status}")
+    for thread_id in batch:
+        if not flag("ended", thread_id).wait(deadline):
+            raise RuntimeError(f"{thread_id} never finished after its answer")
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+        return value
+
+    return parse
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share from 0 to 1")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.capacity", description=(__doc__ or "").splitlines()[0]
+    )
+    parser.add_argument(
+        "--rate", type=_positive(float), default=1000.0, help="questions a second (default 1000)"
+    )
+    parser.add_argument("--questions", type=_positive(int), default=100, help="sample size (default 100)")
+    parser.add_argument(
+        "--timed-share",
+        type=_share,
+        default=1.0,
+        help="share of the runs asking with a ttl and two reminders (default 1: every run)",
+    )
+    parser.add_argument(
+        "--answer-after",
+        type=_positive(float),
+        default=None,
+        help="seconds a human takes to answer, for the live schedules (default: timers live until due)",
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the section")
+    parser.add_argument(
+        "--handler-log", type=Path, default=None, help="also write the handlers' log lines here"
+    )
+    args = parser.parse_args(argv)
+    # The GET routes publish no metric of their own: Powertools says so once per invocation.
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    print(
+        f"==> driving {args.questions} questions through the local stack "
+        f"(a sample, extrapolated to {args.rate:g}/s)"
+    )
+    sample = run_sample(args.questions, timed_share=args.timed_share, handler_log=args.handler_log)
+    print(
+        f"==> counted {len(sample.calls)} AWS calls and {len(sample.invocations)} invocations "
+        f"in {sample.seconds:.0f} s"
+    )
+    report = analyse(sample, args.rate, answer_after=args.answer_after)
+    lines = render(report)
+    print("\n".join(lines))
+    write_section(lines, args.results)
+    print(f"==> {args.results} (section 'Capacity and cost')")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,551 @@
+"""The capacity run's figures from its counts: rates against quotas, costs, and the results section.
+
+:func:`analyse` turns one :class:`Sample` (every call and invocation of a few questions on the
+local stack, recorded by :mod:`bench.recorder`) into the figures at a rate: the hottest partitions,
+each table and index, queue action, api route and Scheduler action, Lambda concurrency, each beside
+its limit or default quota (:mod:`bench.prices`), and the cost per million questions beside the
+Step Functions design (:mod:`bench.costs`, :mod:`bench.stepfunctions`). :func:`render` writes them
+as Markdown; :func:`write_section` puts them in ``bench/results.md`` and leaves the rest alone.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bench import costs, stepfunctions
+from bench.prices import PRICES_DATE, QUOTAS, REGION, Quota
+from infra.constants import API_MEMORY_MB, RUNNER_MEMORY_MB
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from bench.recorder import Call, TableShape
+
+SECTION_START = "<!-- capacity: written by `make capacity`; `make bench` keeps it -->"
+SECTION_END = "<!-- /capacity -->"
+FLAG_SHARE = 0.5
+# Memory per function as the stack deploys it (infra/functions.py and infra/timers.py: the lifecycle
+# function is sized like the api).
+MEMORY_MB = {"api": API_MEMORY_MB, "runner": RUNNER_MEMORY_MB, "lifecycle": API_MEMORY_MB}
+# Calls the local stack makes for the services it emulates, which on AWS the service makes itself:
+# the event source mapping's receives and deletes are billed SQS requests (counted); the clock's
+# schedule reads and deletes and the event lines' ledger reads are not calls AWS would see.
+ESM_ACTIONS = frozenset({"ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility"})
+
+
+@dataclass
+class Invocation:
+    function: str
+    seconds: float
+    question: str | None
+    route: str | None = None  # api: "METHOD /path/{template}"
+    scheduled: bool = False  # lifecycle: fired by a schedule
+
+
+@dataclass
+class Sample:
+    questions: int
+    timed: int
+    calls: list[Call]
+    invocations: list[Invocation]
+    log_bytes: Counter[str]
+    tables: dict[str, TableShape]
+    queues: dict[str, dict[str, str]]  # queue name → attributes
+    ledger_table: str
+    inbox: str
+    per_thread_ids: dict[str, str]
+    questions_raised: int
+    seconds: float
+    load: float = 0.0  # the machine's 1-minute load average at the end of the run
+    ttl_seconds: int = 0  # the timed runs' ttl
+    reminders: int = 0  # and their reminders
+
+
+def platform_log_bytes(function: str, memory_mb: int) -> int:
+    """Bytes of the START, END and REPORT lines Lambda writes for each invocation."""
+    request = str(uuid.uuid4())
+    lines = (
+        f"START RequestId: {request} Version: $LATEST\n",
+        f"END RequestId: {request}\n",
+        f"REPORT RequestId: {request}\tDuration: 123.45 ms\tBilled Duration: 124 ms\t"
+        f"Memory Size: {memory_mb} MB\tMax Memory Used: 150 MB\t\n",
+    )
+    return sum(len(line.encode()) for line in lines)
+
+
+# -- counting -----------------------------------------------------------------------------------
+
+
+def counted(sample: Sample) -> tuple[list[Call], Counter[str]]:
+    """The calls AWS would see and bill (the handlers' and the event source mapping's), and the rest."""
+    kept: list[Call] = []
+    left: Counter[str] = Counter()
+    for call in sample.calls:
+        if call.function != "local stack":
+            kept.append(call)
+        elif call.service == "sqs" and call.target == sample.inbox and call.action in ESM_ACTIONS:
+            if call.action != "ReceiveMessage" or call.messages:
+                kept.append(call)  # empty polls: a long-polling mapping under load makes few
+        else:
+            left[call.name] += 1
+    return kept, left
+
+
+@dataclass
+class Row:
+    figure: str
+    at_rate: float
+    unit: str
+    limit: float | None
+    quota: str
+
+    @property
+    def share(self) -> float | None:
+        return None if not self.limit else self.at_rate / self.limit
+
+    @property
+    def flag(self) -> str:
+        share = self.share
+        if share is None:
+            return ""
+        if share > 1:
+            return "OVER QUOTA"
+        return "above 50%" if share > FLAG_SHARE else "ok"
+
+
+@dataclass
+class Partition:
+    where: str
+    partition: str
+    wru: float = 0.0
+    rru: float = 0.0
+    item_bytes: int = 0
+    questions: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Report:
+    rate: float
+    sample: Sample
+    rows: list[Row]
+    partitions: list[Partition]
+    per_question: costs.PerQuestion
+    ours: list[costs.Line]
+    sfn: list[costs.Line]
+    transitions: int
+    calls_per_question: Counter[str]
+    notes: list[str]
+
+
+def _quota(key: str) -> tuple[float, str]:
+    quota: Quota = QUOTAS[key]
+    return quota.value, quota.name
+
+
+def partitions(calls: list[Call]) -> dict[tuple[str, str], Partition]:
+    found: dict[tuple[str, str], Partition] = {}
+    for call in calls:
+        for usage in call.usage:
+            part = found.setdefault((usage.where, usage.partition), Partition(usage.where, usage.partition))
+            part.wru += usage.wru
+            part.rru += usage.rru
+            part.item_bytes = max(part.item_bytes, usage.item_bytes)
+            if call.question:
+                part.questions.add(call.question)
+    return found
+
+
+def per_question_key(part: Partition, ids: dict[str, str]) -> bool:
+    """A key of one question (its id in the key, or touched by one question only): no hotter at any rate."""
+    if any(token in part.partition for token in ids):
+        return True
+    return len(part.questions) == 1
+
+
+def _row(figure: str, value: float, unit: str, quota: str) -> Row:
+    limit, name = _quota(quota)
+    return Row(figure, value, unit, limit, name)
+
+
+def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: float) -> list[Row]:
+    """The hottest partitions, and each table and index against its own on-demand limit."""
+    rows = []
+    # A shared key (a status, a shard) takes its share of every question; a question's own key
+    # sees that question's calls whatever the rate.
+    shared = [p for p in parts if not per_question_key(p, ids)]
+    own = [p for p in parts if per_question_key(p, ids)]
+    if shared:
+        w = max(shared, key=lambda p: p.wru)
+        r = max(shared, key=lambda p: p.rru)
+        figure = "hottest shared partition, {}: {} = {!r}"
+        rows.append(
+            _row(figure.format("writes", w.where, w.partition), w.wru * per_second, "WRU/s", "partition_wru")
+        )
+        rows.append(
+            _row(figure.format("reads", r.where, r.partition), r.rru * per_second, "RRU/s", "partition_rru")
+        )
+    if own:
+        w = max(own, key=lambda p: p.wru)
+        r = max(own, key=lambda p: p.rru)
+        figure = "hottest per-question partition, {} over its whole life (any rate): {}"
+        rows.append(_row(figure.format("writes", w.where), w.wru, "WRU", "partition_wru"))
+        rows.append(_row(figure.format("reads", r.where), r.rru, "RRU", "partition_rru"))
+    by_where: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for p in parts:
+        by_where[p.where][0] += p.wru
+        by_where[p.where][1] += p.rru
+    for where, (w_units, r_units) in sorted(by_where.items()):
+        kind = "index" if "/" in where else "table"
+        rows.append(_row(f"{kind} {where}, writes", w_units * per_second, "WRU/s", "table_wru"))
+        rows.append(_row(f"{kind} {where}, reads", r_units * per_second, "RRU/s", "table_rru"))
+    return rows
+
+
+def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_second: float) -> list[Row]:
+    """Each queue's actions (against the FIFO mode's limit) and SNS Publish."""
+    rows = []
+    for (queue, action), count in sorted(
+        Counter((c.target, c.action) for c in calls if c.service == "sqs").items()
+    ):
+        attributes = queues.get(queue, {})
+        high = (
+            attributes.get("DeduplicationScope") == "messageGroup"
+            and attributes.get("FifoThroughputLimit") == "perMessageGroupId"
+        )
+        quota = "sqs_fifo_ht_tps" if high else "sqs_fifo_tps"
+        rows.append(_row(f"SQS {queue} {action}", count * per_second, "calls/s", quota))
+    publishes = sum(1 for c in calls if c.service == "sns" and c.action == "Publish")
+    if publishes:
+        rows.append(_row("SNS Publish", publishes * per_second, "calls/s", "sns_publish_tps"))
+    return rows
+
+
+def _api_rows(invocations: list[Invocation], per_second: float) -> list[Row]:
+    """Each route against the stage's throttle (per method), all of them against the account's."""
+    routes = Counter(i.route for i in invocations if i.function == "api" and i.route)
+    stage_rate, stage_name = _stage_throttle()
+    rows = [
+        Row(f"API {route}", n * per_second, "requests/s", stage_rate, stage_name)
+        for route, n in sorted(routes.items())
+    ]
+    rows.append(
+        _row("API Gateway, all routes", sum(routes.values()) * per_second, "requests/s", "apigw_account_rps")
+    )
+    return rows
+
+
+def _scheduler_rows(
+    calls: list[Call], invocations: list[Invocation], per_second: float, answer_after: float | None
+) -> list[Row]:
+    """Schedules created and deleted a second, live at once, and fired a second."""
+    creates = [c for c in calls if c.service == "scheduler" and c.action == "CreateSchedule"]
+    deletes = sum(1 for c in calls if c.service == "scheduler" and c.action == "DeleteSchedule")
+    # A schedule lives until its time, or until the question is decided (``answer_after``) and it is deleted.
+    lifetimes = [c.schedule_lifetime or 0.0 for c in creates]
+    if answer_after is not None:
+        lifetimes = [min(life, answer_after) for life in lifetimes]
+    fired = sum(1 for i in invocations if i.scheduled)
+    live = (
+        "each until its time"
+        if answer_after is None
+        else f"each until its time or the answer at {answer_after:g} s"
+    )
+    return [
+        _row("Scheduler CreateSchedule", len(creates) * per_second, "calls/s", "scheduler_create_tps"),
+        _row("Scheduler DeleteSchedule", deletes * per_second, "calls/s", "scheduler_delete_tps"),
+        _row(
+            f"Scheduler schedules live ({live})", sum(lifetimes) * per_second, "schedules", "scheduler_live"
+        ),
+        _row("Scheduler invocations", fired * per_second, "invocations/s", "scheduler_invocations_tps"),
+    ]
+
+
+def _lambda_rows(busy: dict[str, float], per_second: float) -> list[Row]:
+    """Concurrency by Little's law: invocations a second times their duration, i.e. busy seconds a second."""
+    rows = [
+        _row(f"Lambda {function} concurrency", seconds * per_second, "executions", "lambda_concurrency")
+        for function, seconds in sorted(busy.items())
+    ]
+    rows.append(
+        _row(
+            "Lambda concurrency, all functions",
+            sum(busy.values()) * per_second,
+            "executions",
+            "lambda_concurrency",
+        )
+    )
+    if "runner" not in busy:
+        return rows
+    runner = busy["runner"] * per_second
+    reserved = getattr(_infra_config(), "runner_reserved_concurrency", None)
+    if reserved:
+        name = f"reserved concurrency (runner_reserved_concurrency, default {reserved})"
+        rows.append(
+            Row(
+                "Lambda runner concurrency against its reserved concurrency",
+                runner,
+                "executions",
+                float(reserved),
+                name,
+            )
+        )
+    mapping = _runner_max_concurrency()
+    name = f"event source mapping MaximumConcurrency (runner_max_concurrency, default {mapping})"
+    rows.append(
+        Row(
+            "Lambda runner concurrency against the inbox mapping's MaximumConcurrency",
+            runner,
+            "executions",
+            float(mapping),
+            name,
+        )
+    )
+    return rows
+
+
+def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Report:
+    """Every figure at ``rate`` questions a second, and the costs, from one sample's counts."""
+    n = sample.questions
+    calls, left = counted(sample)
+    per_second = rate / n
+    parts = list(partitions(calls).values())
+    busy: dict[str, float] = defaultdict(float)
+    for invocation in sample.invocations:
+        busy[invocation.function] += invocation.seconds
+    rows = [
+        *_dynamodb_rows(parts, sample.per_thread_ids, per_second),
+        *_messaging_rows(calls, sample.queues, per_second),
+        *_api_rows(sample.invocations, per_second),
+        *_scheduler_rows(calls, sample.invocations, per_second, answer_after),
+        *_lambda_rows(busy, per_second),
+    ]
+
+    per_q = _per_question(sample, calls)
+    questions_per_thread = max(1, round(sample.questions_raised / n))
+    fired = sum(1 for i in sample.invocations if i.scheduled)
+    transitions = stepfunctions.transitions(questions_per_thread, timers_fired=round(fired / n))
+    sfn = costs.step_functions(
+        per_q, transitions, questions_per_thread, _token_task(sample, calls), inbox=sample.inbox
+    )
+
+    notes = []
+    if left:
+        notes.append(
+            "not counted (the local stack's emulation: the clock's schedule reads, the event lines' "
+            "ledger reads, empty polls): " + ", ".join(f"{k} {v}" for k, v in sorted(left.items()))
+        )
+    streams = [t.name for t in sample.tables.values() if t.stream]
+    notes.append(f"streams: {', '.join(streams) if streams else 'none on the tables touched'}")
+    counts = Counter(i.function for i in sample.invocations)
+    notes.append(
+        "mean invocation, this machine (wall time less the recorder's own reads, with the machine's "
+        f"load average at {sample.load:.1f} on {os.cpu_count()} CPUs: shared, so slower than alone): "
+        + ", ".join(f"{f} {busy[f] / n_calls * 1000:.0f} ms" for f, n_calls in sorted(counts.items()))
+    )
+    notes.append(
+        "the event source mapping's receives and deletes are counted one batch per message as the "
+        "local poller made them; Lambda's pollers batch up to 10 messages under load, so fewer"
+    )
+    notes.append(
+        "not priced: API Gateway access logs, X-Ray traces (sampled), data transfer, the outbox's "
+        "and the topic's subscribers"
+    )
+    return Report(
+        rate=rate,
+        sample=sample,
+        rows=rows,
+        partitions=sorted(parts, key=lambda p: (-p.wru, -p.rru)),
+        per_question=per_q,
+        ours=costs.itemised(per_q),
+        sfn=sfn,
+        transitions=transitions,
+        calls_per_question=Counter(c.name for c in calls),
+        notes=notes,
+    )
+
+
+def _infra_config() -> Any:
+    """The deployment's settings at their defaults (what ``cdk deploy`` gives without context)."""
+    from infra.config import StackConfig as InfraConfig
+
+    return InfraConfig()
+
+
+def _runner_max_concurrency() -> int:
+    return int(_infra_config().runner_max_concurrency)
+
+
+def _stage_throttle() -> tuple[float, str]:
+    """The stage's default throttle per method: the ``api_rate`` setting's default, else the constant."""
+    from infra import constants
+
+    setting = getattr(_infra_config(), "api_rate", None)
+    if setting is not None:
+        return float(setting), f"stage throttle per method (context api_rate, default {setting} rps)"
+    rate = getattr(constants, "API_THROTTLE_RATE", 0)
+    return float(rate), f"stage throttle per method (API_THROTTLE_RATE {rate} rps)"
+
+
+def _billed_gb_seconds(invocation: Invocation) -> float:
+    memory = MEMORY_MB.get(invocation.function, API_MEMORY_MB)
+    return math.ceil(invocation.seconds * 1000) / 1000 * memory / 1024
+
+
+def _per_question(sample: Sample, calls: list[Call]) -> costs.PerQuestion:
+    n = sample.questions
+    requests: Counter[str] = Counter(i.function for i in sample.invocations)
+    gb: dict[str, float] = defaultdict(float)
+    for invocation in sample.invocations:
+        gb[invocation.function] += _billed_gb_seconds(invocation)
+    wru_tables = sum(u.wru for c in calls for u in c.usage if "/" not in u.where)
+    wru_indexes = sum(u.wru for c in calls for u in c.usage if "/" in u.where)
+    rru = sum(u.rru for c in calls for u in c.usage)
+    sqs: dict[str, float] = defaultdict(float)
+    for call in calls:
+        if call.service == "sqs":
+            sqs[call.target] += call.billable / n
+    logs = sum(sample.log_bytes.values()) + sum(
+        platform_log_bytes(i.function, MEMORY_MB.get(i.function, API_MEMORY_MB)) for i in sample.invocations
+    )
+    return costs.PerQuestion(
+        lambda_requests={f: c / n for f, c in requests.items()},
+        lambda_gb_seconds={f: s / n for f, s in gb.items()},
+        dynamodb_wru_tables=wru_tables / n,
+        dynamodb_wru_indexes=wru_indexes / n,
+        dynamodb_rru=rru / n,
+        stream_tables=tuple(sorted(t.name for t in sample.tables.values() if t.stream)),
+        sqs_requests=dict(sqs),
+        sns_publishes=sum(c.billable for c in calls if c.service == "sns" and c.action == "Publish") / n,
+        api_requests=sum(1 for i in sample.invocations if i.function == "api") / n,
+        scheduler_invocations=sum(1 for i in sample.invocations if i.scheduled) / n,
+        log_bytes=logs / n,
+    )
+
+
+def _token_task(sample: Sample, calls: list[Call]) -> costs.TokenTask:
+    """The WaitForAnswer task, from the same counts: an api-sized invocation and one question update."""
+    api = [i for i in sample.invocations if i.function == "api"]
+    gb = sum(_billed_gb_seconds(i) for i in api) / len(api) if api else 0.0
+    updates = [c for c in calls if c.action == "UpdateItem" and c.target == sample.ledger_table and c.ok]
+    wru = sum(u.wru for c in updates for u in c.usage) / len(updates) if updates else 1.0
+    return costs.TokenTask(gb_seconds=gb, wru=wru)
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def _number(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 1:
+        return f"{value:,.1f}"
+    return f"{value:.3g}"
+
+
+def render(report: Report) -> list[str]:
+    """The report as Markdown lines (printed and written alike)."""
+    s = report.sample
+    rate = report.rate
+    q = report.per_question
+    lines = [
+        "## Capacity and cost",
+        "",
+        f"Written by `make capacity RATE={rate:g}` ({s.seconds:.0f} s). A sample of {s.questions} questions "
+        f"({s.timed} of them with a ttl of {s.ttl_seconds} s and {s.reminders} reminders) went through the "
+        "local stack "
+        "(start, park, the human reads and answers, resume); every AWS call the handlers and the inbox's "
+        f"event source mapping made was counted, then divided by the sample and multiplied by {rate:g} "
+        "questions a second. Request units are computed from the stored item sizes by DynamoDB's rules; "
+        "Lambda durations are this machine's (in-process, against moto), so GB-s and concurrency are "
+        f"indicative. Quotas are the default ones; prices are {REGION} list prices read {PRICES_DATE} "
+        "(`bench/prices.py`). Flag: above 50% of the limit.",
+        "",
+        f"### At {rate:g} questions a second",
+        "",
+        "| figure | at this rate | limit or default quota | use | flag |",
+        "|---|---|---|---|---|",
+    ]
+    for row in report.rows:
+        share = "—" if row.share is None else f"{row.share:.0%}"
+        limit = f"{_number(row.limit)} ({row.quota})" if row.limit else row.quota or "—"
+        flag = f"**{row.flag}**" if row.flag in ("above 50%", "OVER QUOTA") else (row.flag or "—")
+        lines.append(f"| {row.figure} | {_number(row.at_rate)} {row.unit} | {limit} | {share} | {flag} |")
+    lines += [
+        "",
+        f"AWS calls per question, and per second at {rate:g} questions a second (the handlers' and the "
+        "event source mapping's): "
+        + ", ".join(
+            f"{name} {count / s.questions:.2f} ({_number(count / s.questions * rate)}/s)"
+            for name, count in sorted(report.calls_per_question.items())
+        )
+        + ".",
+        "",
+        "Hottest partitions in the sample (WRU and RRU summed over the sample; "
+        "per-question keys carry one question's id):",
+        "",
+        "| table or index | partition key | WRU | RRU | largest item | questions |",
+        "|---|---|---|---|---|---|",
+    ]
+    for part in report.partitions[:8]:
+        kind = "one" if per_question_key(part, s.per_thread_ids) else f"{len(part.questions)} (shared)"
+        lines.append(
+            f"| {part.where} | `{part.partition[:60]}` | {part.wru:g} | {part.rru:g} | "
+            f"{part.item_bytes} B | {kind} |"
+        )
+    ours_total = costs.total(report.ours)
+    sfn_total = costs.total(report.sfn)
+    lines += [
+        "",
+        f"### Cost per million questions ({REGION} list prices)",
+        "",
+        f"Step Functions: the same flow as a Standard `.waitForTaskToken` workflow "
+        f"(`bench/stepfunctions_flow.asl.json`), {report.transitions} transitions per question, "
+        "walked in the ASL "
+        "for the sample's path; same Lambda work, tables, api requests, announcements and logs, "
+        "no inbox queue and no Scheduler, plus a WaitForAnswer task per question storing its token.",
+        "",
+        "| item | ours | Step Functions |",
+        "|---|---|---|",
+    ]
+    sfn_by_item = {line.item: line for line in report.sfn}
+    for line in report.ours:
+        other = sfn_by_item.pop(line.item, None)
+        lines.append(f"| {line.item} | ${line.usd:,.2f} | {'—' if other is None else f'${other.usd:,.2f}'} |")
+    for line in sfn_by_item.values():
+        lines.append(f"| {line.item} | — | ${line.usd:,.2f} |")
+    ratio = ours_total / sfn_total if sfn_total else float("nan")
+    lines += [
+        f"| **total** | **${ours_total:,.2f}** | **${sfn_total:,.2f}** |",
+        "",
+        f"Ours against the Step Functions design: {ratio:.2f}. Per question: "
+        f"{q.dynamodb_wru_tables:.1f} WRU on tables, {q.dynamodb_wru_indexes:.1f} WRU of index replication, "
+        f"{q.dynamodb_rru:.1f} RRU, {q.log_bytes / 1024:.1f} KiB of logs.",
+    ]
+    lines += [f"- {note}" for note in report.notes]
+    return lines
+
+
+_SECTION = re.compile(re.escape(SECTION_START) + r".*?" + re.escape(SECTION_END), re.S)
+
+
+def kept_section(path: Path) -> str:
+    """This run's section as ``path`` holds it ("" when none): kept by ``make bench``'s rewrite."""
+    match = _SECTION.search(path.read_text()) if path.exists() else None
+    return match.group(0) if match else ""
+
+
+def write_section(lines: list[str], path: Path) -> None:
+    """Replace this run's section of ``path`` (or append it), leaving the rest as it is."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    block = "\n".join([SECTION_START, *lines, SECTION_END])
+    if _SECTION.search(text):
+        text = _SECTION.sub(lambda _: block, text)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.write_text(text.rstrip("\n") + "\n")

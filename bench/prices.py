@@ -1,0 +1,105 @@
+"""List prices and default quotas the capacity run sets its counts against (us-east-1, one place).
+
+Prices: on-demand list prices for us-east-1 as the AWS pricing pages publish them, first paid tier,
+free tiers left out (at a million questions a day they are a rounding error). Read 2026-12-01 from
+the pages named in ``source``; check them again before quoting a figure to anyone.
+
+Quotas: the default (unraised) value of each quota as the service's quota page names it, for
+us-east-1. ``adjustable`` says whether a Service Quotas request can raise it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+PRICES_DATE: Final = "2026-12-01"
+REGION: Final = "us-east-1"
+
+
+@dataclass(frozen=True)
+class Price:
+    usd: float
+    per: float
+    unit: str
+    source: str
+
+    def cost(self, quantity: float) -> float:
+        """USD for ``quantity`` units.
+
+        Examples
+        --------
+        >>> round(Price(0.20, 1e6, "request", "").cost(2e6), 2)
+        0.4
+        """
+        return self.usd * quantity / self.per
+
+
+_LAMBDA = "https://aws.amazon.com/lambda/pricing/"
+_DYNAMODB = "https://aws.amazon.com/dynamodb/pricing/on-demand/"
+_SQS = "https://aws.amazon.com/sqs/pricing/"
+_SNS = "https://aws.amazon.com/sns/pricing/"
+_APIGW = "https://aws.amazon.com/api-gateway/pricing/"
+_SCHEDULER = "https://aws.amazon.com/eventbridge/pricing/"
+_LOGS = "https://aws.amazon.com/cloudwatch/pricing/"
+_SFN = "https://aws.amazon.com/step-functions/pricing/"
+
+PRICES: Final[dict[str, Price]] = {
+    # Arm64 (the deployment's architecture), first 6 billion GB-s a month.
+    "lambda_gb_second": Price(0.0000133334, 1, "GB-second (arm64)", _LAMBDA),
+    "lambda_request": Price(0.20, 1e6, "request", _LAMBDA),
+    # On-demand throughput since the 2024-11-01 price cut.
+    "dynamodb_wru": Price(0.625, 1e6, "write request unit", _DYNAMODB),
+    "dynamodb_rru": Price(0.125, 1e6, "read request unit", _DYNAMODB),
+    # GetRecords by a Lambda trigger are free; other consumers pay per streams read request unit.
+    "dynamodb_stream_read": Price(0.02, 1e5, "streams read request unit (non-Lambda consumers)", _DYNAMODB),
+    # Every 64 KiB chunk of a request's payload is one request.
+    "sqs_fifo_request": Price(0.50, 1e6, "FIFO request (64 KiB chunk)", _SQS),
+    "sns_publish": Price(0.50, 1e6, "standard topic publish (64 KiB chunk)", _SNS),
+    "apigw_rest_request": Price(3.50, 1e6, "REST API request (first 333 million)", _APIGW),
+    # Scheduler bills invocations; its create and delete calls are not billed.
+    "scheduler_invocation": Price(1.00, 1e6, "scheduled invocation (after 14 million free)", _SCHEDULER),
+    "logs_ingested_gb": Price(0.50, 1, "GB of logs ingested (standard class)", _LOGS),
+    "sfn_standard_transition": Price(0.025, 1e3, "Standard workflow state transition", _SFN),
+}
+
+
+@dataclass(frozen=True)
+class Quota:
+    value: float
+    name: str
+    adjustable: bool
+    source: str
+
+
+_DDB_Q = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html"
+_SQS_Q = "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html"
+_SNS_Q = "https://docs.aws.amazon.com/general/latest/gr/sns.html"
+_APIGW_Q = "https://docs.aws.amazon.com/apigateway/latest/developerguide/limits.html"
+_SCHED_Q = "https://docs.aws.amazon.com/scheduler/latest/UserGuide/scheduler-quotas.html"
+_LAMBDA_Q = "https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html"
+
+QUOTAS: Final[dict[str, Quota]] = {
+    "partition_wru": Quota(1000, "DynamoDB per-partition write throughput", False, _DDB_Q),
+    "partition_rru": Quota(3000, "DynamoDB per-partition read throughput", False, _DDB_Q),
+    "table_wru": Quota(40000, "DynamoDB on-demand throughput per table or index, writes", True, _DDB_Q),
+    "table_rru": Quota(40000, "DynamoDB on-demand throughput per table or index, reads", True, _DDB_Q),
+    # Per API action (SendMessage, ReceiveMessage, DeleteMessage...), per queue.
+    "sqs_fifo_tps": Quota(
+        300, "SQS FIFO transactions per second per API action (no high throughput)", False, _SQS_Q
+    ),
+    "sqs_fifo_ht_tps": Quota(
+        70000, "SQS FIFO high-throughput transactions per second per API action (us-east-1)", False, _SQS_Q
+    ),
+    "sns_publish_tps": Quota(30000, "SNS Publish API transactions per second (us-east-1)", True, _SNS_Q),
+    "apigw_account_rps": Quota(10000, "API Gateway throttle quota per account per Region", True, _APIGW_Q),
+    "scheduler_create_tps": Quota(5000, "EventBridge Scheduler CreateSchedule request rate", True, _SCHED_Q),
+    "scheduler_delete_tps": Quota(1000, "EventBridge Scheduler DeleteSchedule request rate", True, _SCHED_Q),
+    "scheduler_live": Quota(
+        10_000_000, "EventBridge Scheduler number of schedules per Region", True, _SCHED_Q
+    ),
+    "scheduler_invocations_tps": Quota(
+        1000, "EventBridge Scheduler invocations throttle limit", True, _SCHED_Q
+    ),
+    "lambda_concurrency": Quota(1000, "Lambda concurrent executions per Region (account)", True, _LAMBDA_Q),
+}

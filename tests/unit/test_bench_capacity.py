@@ -1,0 +1,330 @@
+"""``make capacity``'s arithmetic: DynamoDB's request units, the Step Functions walk, the costs, the rates."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from bench import capacity_report, costs, stepfunctions
+from bench.recorder import Call, CallRecorder, TableShape, Usage, current_function, item_size
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+REGION = "us-east-1"
+
+
+# -- request units, from the stored item sizes --------------------------------------------------
+
+
+@pytest.fixture
+def table() -> Any:
+    """A table with an ALL index on ``status`` and a KEYS_ONLY index on ``owner``, and a recorder."""
+    with mock_aws():
+        setup = boto3.client("dynamodb", region_name=REGION)
+        keys = [("pk", "S"), ("status", "S"), ("created", "S"), ("owner", "S")]
+        setup.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": n, "AttributeType": t} for n, t in keys],
+            BillingMode="PAY_PER_REQUEST",
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "by-status",
+                    "KeySchema": [
+                        {"AttributeName": "status", "KeyType": "HASH"},
+                        {"AttributeName": "created", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                },
+                {
+                    "IndexName": "by-owner",
+                    "KeySchema": [{"AttributeName": "owner", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                },
+            ],
+        )
+        recorder = CallRecorder(lambda: boto3.client("dynamodb", region_name=REGION))
+        with recorder.installed():
+            client = boto3.client("dynamodb", region_name=REGION)
+            token = current_function.set("api")
+            try:
+                yield recorder, client
+            finally:
+                current_function.reset(token)
+
+
+def _item(status: str, body_bytes: int) -> dict[str, Any]:
+    return {
+        "pk": {"S": "q-1"},
+        "status": {"S": status},
+        "created": {"S": "2026-12-01"},
+        "owner": {"S": "ann"},
+        "body": {"S": "x" * body_bytes},
+    }
+
+
+def _usage(recorder: CallRecorder) -> list[tuple[str, str, float, float]]:
+    return [(u.where, u.partition, u.wru, u.rru) for c in recorder.calls for u in c.usage]
+
+
+def test_a_put_costs_a_unit_per_started_kib_on_the_table_and_each_index_it_enters(table: Any) -> None:
+    recorder, client = table
+    item = _item("raised", 1500)
+    size = item_size(item)  # names + values: a little over 1.5 KiB
+    assert 1024 < size <= 2048
+
+    client.put_item(TableName="t", Item=item)
+
+    assert _usage(recorder) == [
+        ("t", "q-1", 2.0, 0.0),  # 2 KiB started
+        ("t/by-status", "raised", 2.0, 0.0),  # ALL: the whole item again
+        ("t/by-owner", "ann", 1.0, 0.0),  # KEYS_ONLY: the keys, under 1 KiB
+    ]
+    assert recorder.calls[0].function == "api"
+
+
+def test_changing_an_index_key_deletes_and_puts_the_entry_and_a_keys_only_index_is_untouched(
+    table: Any,
+) -> None:
+    recorder, client = table
+    client.put_item(TableName="t", Item=_item("raised", 100))
+    recorder.clear()
+
+    client.update_item(
+        TableName="t",
+        Key={"pk": {"S": "q-1"}},
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": "answered"}},
+    )
+
+    assert _usage(recorder) == [
+        ("t", "q-1", 1.0, 0.0),
+        ("t/by-status", "raised", 1.0, 0.0),  # the old entry deleted
+        ("t/by-status", "answered", 1.0, 0.0),  # the new entry put
+        # by-owner projects keys only and its key did not change: no write
+    ]
+
+
+def test_a_failed_condition_costs_the_stored_item_and_writes_no_index(table: Any) -> None:
+    recorder, client = table
+    client.put_item(TableName="t", Item=_item("raised", 3000))
+    recorder.clear()
+
+    with pytest.raises(client.exceptions.ConditionalCheckFailedException):
+        client.put_item(
+            TableName="t", Item=_item("answered", 10), ConditionExpression="attribute_not_exists(pk)"
+        )
+
+    assert _usage(recorder) == [("t", "q-1", 3.0, 0.0)]
+    assert recorder.calls[0].ok is False
+
+
+def test_a_transaction_doubles_the_table_writes(table: Any) -> None:
+    recorder, client = table
+    client.transact_write_items(TransactItems=[{"Put": {"TableName": "t", "Item": _item("raised", 100)}}])
+
+    assert _usage(recorder)[0] == ("t", "q-1", 2.0, 0.0)
+
+
+def test_reads_cost_a_unit_per_4_kib_halved_when_eventually_consistent_and_a_query_sums_first(
+    table: Any,
+) -> None:
+    recorder, client = table
+    for n in range(3):
+        item = _item("raised", 1500) | {"pk": {"S": f"q-{n}"}}
+        client.put_item(TableName="t", Item=item)
+    recorder.clear()
+
+    client.get_item(TableName="t", Key={"pk": {"S": "q-0"}}, ConsistentRead=True)
+    client.get_item(TableName="t", Key={"pk": {"S": "q-0"}}, ProjectionExpression="pk")
+    client.query(
+        TableName="t",
+        IndexName="by-status",
+        KeyConditionExpression="#s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": "raised"}},
+    )
+
+    assert _usage(recorder) == [
+        ("t", "q-0", 0.0, 1.0),  # strongly consistent, under 4 KiB
+        ("t", "q-0", 0.0, 0.5),  # eventually consistent; the projection does not shrink the read
+        ("t/by-status", "raised", 0.0, 1.0),  # 3 × ~1.5 KiB summed = 2 units of 4 KiB, halved
+    ]
+
+
+# -- the Step Functions flow --------------------------------------------------------------------
+
+
+def test_the_sample_flow_walks_six_states_of_the_asl() -> None:
+    entered = stepfunctions.walk(stepfunctions.load_asl(), stepfunctions.sample_flow(questions=1))
+
+    # Run (parks) → Parked? → WaitForAnswer (the reply's SendTaskSuccess) → Run (ends) → Parked? → Done
+    assert entered == ["Run", "Parked?", "WaitForAnswer", "Run", "Parked?", "Done"]
+    assert stepfunctions.transitions() == 6
+
+
+def test_reminders_and_the_expiry_are_transitions_too() -> None:
+    # Two reminders time the wait out before the answer: WaitForAnswer → Timer → Expired? twice more.
+    assert stepfunctions.transitions(1, timers_fired=2) == 6 + 2 * 3
+    # The expiry's default answer resumes the run:
+    # Run, Parked?, WaitForAnswer, Timer, Expired?, Run, Parked?, Done
+    assert stepfunctions.transitions(1, timers_fired=1, expires=True) == 8
+
+
+def test_the_walker_refuses_what_it_does_not_understand() -> None:
+    asl = {"StartAt": "P", "States": {"P": {"Type": "Parallel", "Branches": [], "End": True}}}
+    with pytest.raises(ValueError, match="Parallel"):
+        stepfunctions.walk(asl, {})
+    with pytest.raises(ValueError, match="no outcome left"):
+        stepfunctions.walk(stepfunctions.load_asl(), {})
+
+
+# -- costs --------------------------------------------------------------------------------------
+
+TINY = costs.PerQuestion(
+    lambda_requests={"api": 2},
+    lambda_gb_seconds={"api": 0.5},
+    dynamodb_wru_tables=4,
+    dynamodb_wru_indexes=2,
+    dynamodb_rru=1,
+    sqs_requests={"inbox.fifo": 3},
+    sns_publishes=1,
+    api_requests=2,
+    scheduler_invocations=1,
+    log_bytes=1000,
+)
+
+
+def test_costs_per_million_questions_on_a_tiny_made_up_count() -> None:
+    usd = {line.item.split(" (")[0]: round(line.usd, 4) for line in costs.itemised(TINY)}
+
+    assert usd == {
+        "Lambda requests": 0.40,  # 2 M requests × $0.20/M
+        "Lambda GB-s": 6.6667,  # 0.5 M GB-s × $0.0000133334
+        "DynamoDB writes, tables": 2.50,  # 4 M WRU × $0.625/M
+        "DynamoDB writes, index replication": 1.25,  # 2 M WRU × $0.625/M
+        "DynamoDB reads": 0.125,  # 1 M RRU × $0.125/M
+        "DynamoDB Streams": 0.0,
+        "SQS inbox.fifo": 1.50,  # 3 M requests × $0.50/M
+        "SNS publishes": 0.50,  # 1 M × $0.50/M
+        "API Gateway REST requests": 7.00,  # 2 M × $3.50/M
+        "EventBridge Scheduler invocations": 1.00,  # 1 M × $1.00/M
+        "CloudWatch Logs ingested": 0.50,  # 1,000 B × 1 M = 1 GB × $0.50
+    }
+    assert costs.total(costs.itemised(TINY)) == pytest.approx(21.4417, abs=1e-4)
+
+
+def test_step_functions_drops_the_inbox_and_scheduler_adds_transitions_and_the_token_task() -> None:
+    token = costs.TokenTask(gb_seconds=0.1, wru=3)
+
+    lines = costs.step_functions(TINY, transitions=6, waits=1, token=token, inbox="inbox.fifo")
+
+    items = [line.item for line in lines]
+    assert "SQS inbox.fifo" not in items
+    assert not any(item.startswith("EventBridge Scheduler") for item in items)
+    # 21.4417 − 1.50 (inbox) − 1.00 (Scheduler) + 150 (6 M transitions × $0.025/1,000)
+    # + 0.20 (1 M requests) + 1.3333 (0.1 M GB-s) + 1.875 (3 M WRU)
+    assert costs.total(lines) == pytest.approx(21.4417 - 2.5 + 150 + 0.2 + 1.3333 + 1.875, abs=1e-3)
+
+
+# -- rates --------------------------------------------------------------------------------------
+
+
+def _sample(calls: list[Call], questions: int) -> capacity_report.Sample:
+    return capacity_report.Sample(
+        questions=questions,
+        timed=0,
+        calls=calls,
+        invocations=[capacity_report.Invocation("api", 0.1, f"t{n}") for n in range(questions)],
+        log_bytes=Counter(),
+        tables={"t": TableShape("t", "pk", None)},
+        queues={"inbox.fifo": {}},
+        ledger_table="t",
+        inbox="inbox.fifo",
+        per_thread_ids={f"t{n}": f"t{n}" for n in range(questions)},
+        questions_raised=questions,
+        seconds=1.0,
+    )
+
+
+def test_a_shared_key_heats_up_with_the_rate_and_a_per_question_key_does_not() -> None:
+    # Four questions: each writes 3 WRU to the shared "raised" partition and 5 WRU to its own key.
+    calls = []
+    for n in range(4):
+        call = Call("dynamodb", "PutItem", "api", f"t{n}", target="t")
+        call.usage = [Usage("t/by-status", "raised", wru=3), Usage("t", f"q:t{n}", wru=5)]
+        calls.append(call)
+
+    report = capacity_report.analyse(_sample(calls, 4), rate=200, answer_after=None)
+    rows = {row.figure.split(":")[0]: row for row in report.rows}
+
+    shared = rows["hottest shared partition, writes"]
+    assert shared.at_rate == 3 * 200  # 3 WRU a question × 200 questions a second
+    assert shared.share == pytest.approx(0.6)
+    assert shared.flag == "above 50%"
+    own = rows["hottest per-question partition, writes over its whole life (any rate)"]
+    assert own.at_rate == 5  # one question's key: the same at any rate
+    assert own.flag == "ok"
+    api = rows["Lambda api concurrency"]
+    assert api.at_rate == pytest.approx(0.1 * 200)  # 0.1 s per question × 200 a second
+
+
+def test_the_section_is_replaced_in_place_and_make_bench_keeps_it(tmp_path: Path) -> None:
+    from bench import figures
+
+    results = tmp_path / "results.md"
+    results.write_text("# Benchmark results\n\nmake bench's table\n")
+
+    capacity_report.write_section(["## Capacity and cost", "first"], results)
+    capacity_report.write_section(["## Capacity and cost", "second"], results)
+    figures.write_results([], results, "header")
+
+    text = results.read_text()
+    assert text.count("## Capacity and cost") == 1
+    assert "second" in text and "first" not in text
+    assert text.startswith("# Benchmark results\n\nheader")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "0"], "'0' is not a number above 0"),
+        (["--questions", "many"], "'many' is not a number above 0"),
+        (["--timed-share", "1.5"], "'1.5' is not a share from 0 to 1"),
+    ],
+)
+def test_a_bad_setting_is_a_one_line_usage_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import capacity
+
+    with pytest.raises(SystemExit) as exited:
+        capacity.main(args)
+
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_live_schedules_are_creations_a_second_times_how_long_each_lives() -> None:
+    # Two questions, each creating a timer due in an hour and one due in ten minutes.
+    calls = []
+    for n in range(2):
+        for lifetime in (3600.0, 600.0):
+            call = Call("scheduler", "CreateSchedule", "runner", f"t{n}", target="timers")
+            call.schedule_lifetime = lifetime
+            calls.append(call)
+
+    def live(answer_after: float | None) -> float:
+        report = capacity_report.analyse(_sample(calls, 2), rate=10, answer_after=answer_after)
+        return next(r.at_rate for r in report.rows if r.figure.startswith("Scheduler schedules live"))
+
+    # Little's law: 10 questions a second × (3,600 + 600) s of timer per question.
+    assert live(None) == 10 * (3600 + 600)
+    # Answered after five minutes: both timers are deleted then.
+    assert live(300) == 10 * (300 + 300)

@@ -188,8 +188,8 @@ LEDGER = TableSpec(
     logical_id="Ledger",
     partition_key="dedupe_key",
     indexes=(
-        # Keyed on `status_shard` (`<listing>#<n>`), not `status`: its writes spread over eight
-        # partitions per status (wait_service.ledger.shards says why eight).
+        # Keyed on `status_shard` (`<listing>#<n>`), not `status`: its writes spread over sixteen
+        # partitions per status (wait_service.ledger.shards says why sixteen).
         Index("by-status", "status_shard", "created_at", include=LISTED_ATTRIBUTES),
         Index("by-thread", "thread_id", "created_at", include=LISTED_ATTRIBUTES),
     ),

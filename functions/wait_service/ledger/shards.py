@@ -10,15 +10,17 @@ Why one ``open`` listing: the moves a question makes while open (delivered, remi
 keep its key, so DynamoDB updates the index entry in place instead of deleting it and putting it
 in another partition, and ``status=pending`` reads one listing instead of three.
 
-Why eight shards: a DynamoDB partition takes at most 1,000 write units a second, and an index
-entry written, updated or deleted costs one write unit per KB of what the index projects. At
-1,000 questions a second, each started and answered with a ttl and two reminders, the ``open``
-listing takes about 5 index writes per question (put, delivered, two reminders, delete at the
-answer) of under 1 KB each (the projection leaves out the envelope): about 5,000 WRU/s, or
-625 WRU/s per partition over eight shards, about 375 WRU/s per partition without reminders;
-``answered`` takes a put and a delete (about 250 WRU/s per partition) and ``resumed`` a put
-(about 125). The README's "Scale" section has the measured sizes. More shards spread writes
-further but cost a page one more Query each (:mod:`wait_service.ledger.paging` runs them at once).
+Why sixteen shards: a DynamoDB partition takes at most 1,000 write units a second, and an index
+entry put, updated or deleted costs one write unit per KB of what the index projects (the envelope
+is left out: ``python -m bench.item_sizes`` measures the entries). Per question started and
+answered with a ttl and two reminders, the ``open`` listing takes a put (1 WRU: about 0.8 KB), the
+delivered update (1), two reminder updates (2 each: the lifecycle passes 1 KB) and the delete at the
+answer (2): 8 WRU. At 1,000 questions a second that is 8,000 WRU/s, 500 per shard over sixteen
+(about 250 when the answer comes before the reminders); ``answered`` takes a put and a delete of
+about 1.4 KB (4 WRU: 250 WRU/s per shard) and ``resumed`` a put (2 WRU: 125 per shard). Unsharded,
+the ``open`` partition would take 8,000 WRU/s against its 1,000. More shards spread writes further
+but cost a page one more Query each (:mod:`wait_service.ledger.paging` sends them at once, and
+reads about ``2 * limit / shards`` items from each).
 """
 
 from __future__ import annotations

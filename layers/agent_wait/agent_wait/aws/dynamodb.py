@@ -82,9 +82,9 @@ def _plain_attribute(value: Any) -> dict[str, Any]:
 
 
 # The ledger lists questions by status through an index keyed on `status_shard`, whose writes
-# are spread over this many partitions per status (the deployment's ledger documents why 8).
+# are spread over this many partitions per status (the deployment's ledger documents why 16).
 # Changing it re-keys every listed item: it is fixed for the life of a table.
-STATUS_SHARDS = 8
+STATUS_SHARDS = 16
 
 
 def status_shard(listing: str, question_id: str, shards: int = STATUS_SHARDS) -> str:
@@ -97,7 +97,7 @@ def status_shard(listing: str, question_id: str, shards: int = STATUS_SHARDS) ->
     Examples
     --------
     >>> status_shard("open", "q-1")
-    'open#2'
+    'open#10'
     """
     number = int.from_bytes(hashlib.sha256(question_id.encode()).digest()[:4], "big") % shards
     return f"{listing}#{number}"

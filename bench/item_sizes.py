@@ -30,7 +30,7 @@ def value_size(value: dict[str, Any]) -> int:
     >>> value_size({"S": "abc"}), value_size({"N": "40"}), value_size({"L": [{"S": "a"}, {"NULL": True}]})
     (3, 2, 7)
     """
-    (kind, member), = value.items()
+    ((kind, member),) = value.items()
     if kind == "S":
         return len(member.encode())
     if kind == "N":

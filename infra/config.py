@@ -213,8 +213,8 @@ class StackConfig:
         low, high = RUNNER_MAX_CONCURRENCY_RANGE
         if not concurrency_text.isdigit() or not low <= int(concurrency_text) <= high:
             raise ConfigError(
-                f"context runner_max_concurrency={concurrency_text!r}: expected a number from {low} to {high} "
-                "(the limits of an SQS event source mapping's maximum concurrency)"
+                f"context runner_max_concurrency={concurrency_text!r}: expected a number from {low} to "
+                f"{high} (the limits of an SQS event source mapping's maximum concurrency)"
             )
         reserved_text = text("runner_reserved_concurrency")
         reserved: int | None = None
@@ -225,7 +225,8 @@ class StackConfig:
             if reserved < int(concurrency_text):
                 raise ConfigError(
                     f"context runner_reserved_concurrency={reserved}: expected at least "
-                    f"runner_max_concurrency ({concurrency_text}), or the inbox invokes the runner into a throttle"
+                    f"runner_max_concurrency ({concurrency_text}): less would"
+                    " throttle the inbox's invocations"
                 )
         config = cls(
             stack_name=text("stack_name") or DEFAULT_STACK_NAME,
@@ -236,8 +237,12 @@ class StackConfig:
             checkpoint_bucket=checkpoint_bucket,
             runner_max_concurrency=int(concurrency_text),
             runner_reserved_concurrency=reserved,
-            api_rate=context_int("api_rate", get("api_rate"), API_THROTTLE_RATE, API_RATE_RANGE, "requests a second"),
-            api_burst=context_int("api_burst", get("api_burst"), API_THROTTLE_BURST, API_BURST_RANGE, "requests"),
+            api_rate=context_int(
+                "api_rate", get("api_rate"), API_THROTTLE_RATE, API_RATE_RANGE, "requests a second"
+            ),
+            api_burst=context_int(
+                "api_burst", get("api_burst"), API_THROTTLE_BURST, API_BURST_RANGE, "requests"
+            ),
             cognito_user_pool_arn=text("cognito_user_pool_arn"),
             jwt_issuer=text("jwt_issuer"),
             jwt_audience=text("jwt_audience"),

@@ -299,7 +299,9 @@ class LifecycleService(Decisions):
 
             # The next timer first: a send that fails below is retried by this timer, and the
             # question keeps a timer whatever happens to this one.
-            self._arm_next(question, fired=TimerEvent(question_id=question.question_id, timer="remind", n=number))
+            self._arm_next(
+                question, fired=TimerEvent(question_id=question.question_id, timer="remind", n=number)
+            )
         if self.ledger.record_reminder(question.question_id, number):
             metrics.add_metric(name=REMINDERS_SENT, unit=MetricUnit.Count, value=1)
         elif number not in question.reminders_sent:

@@ -30,8 +30,12 @@ def test_defaults() -> None:
 
 def test_throughput_settings_from_context() -> None:
     config = StackConfig.from_context(
-        {"api_rate": "1200", "api_burst": "2400", "runner_max_concurrency": "300",
-         "runner_reserved_concurrency": "300"}.get
+        {
+            "api_rate": "1200",
+            "api_burst": "2400",
+            "runner_max_concurrency": "300",
+            "runner_reserved_concurrency": "300",
+        }.get
     )
     assert (config.api_rate, config.api_burst) == (1200, 2400)
     assert (config.runner_max_concurrency, config.runner_reserved_concurrency) == (300, 300)
@@ -68,7 +72,10 @@ def test_empty_strings_from_cdk_json_mean_unset() -> None:
         ({"api_burst": "-1"}, "api_burst"),
         ({"runner_reserved_concurrency": "0"}, "runner_reserved_concurrency"),
         ({"runner_reserved_concurrency": "5"}, "runner_reserved_concurrency"),
-        ({"runner_reserved_concurrency": "20", "runner_max_concurrency": "50"}, "runner_reserved_concurrency"),
+        (
+            {"runner_reserved_concurrency": "20", "runner_max_concurrency": "50"},
+            "runner_reserved_concurrency",
+        ),
     ],
 )
 def test_bad_context_names_the_key(context: dict[str, str], key: str) -> None:

@@ -19,7 +19,7 @@ import pytest
 from agent_wait import Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import InvalidRequestError
-from wait_service.ledger import Ledger, QuestionRecord
+from wait_service.ledger import Ledger, Page, QuestionRecord
 from wait_service.ledger.shards import STATUS_SHARDS
 from wait_service.page_tokens import list_page
 
@@ -57,6 +57,47 @@ def seed(resources: LocalResources, aws_client: Callable[[str], Any]) -> list[st
     return names
 
 
+def one_round(
+    resources: LocalResources,
+    aws_client: Callable[[str], Any],
+    status: str,
+    token: str | None,
+    round_: int,
+    to_answer: list[str],
+) -> tuple[Page, list[str]]:
+    """Read one page while, at the same moment, two questions are inserted and ``to_answer`` answered."""
+    barrier = threading.Barrier(3)
+    got: dict[str, Any] = {}
+    inserted: list[str] = []
+
+    def read() -> None:
+        ledger = Ledger(resources.ledger_table, aws_client("dynamodb"), clock=lambda: NOW)
+        barrier.wait()
+        got["page"] = list_page(ledger, status=status, thread_id=None, limit=LIMIT, next_token=token)
+
+    def insert() -> None:
+        dynamodb = aws_client("dynamodb")
+        barrier.wait()
+        for k in range(2):
+            name = f"new-{round_:02d}-{k}"
+            raise_question(dynamodb, resources.ledger_table, name, NOW + timedelta(seconds=round_))
+            inserted.append(name)
+
+    def answer() -> None:
+        ledger = Ledger(resources.ledger_table, aws_client("dynamodb"), clock=lambda: NOW)
+        barrier.wait()
+        for name in to_answer:
+            assert ledger.record_answer(name, {"action": "approve"}, answered_by="ann") is None
+
+    threads = [threading.Thread(target=act) for act in (read, insert, answer)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert "page" in got, "the page read did not finish"
+    return got["page"], inserted
+
+
 def page_through_while_writing(
     resources: LocalResources, aws_client: Callable[[str], Any], status: str, names: list[str]
 ) -> tuple[list[list[QuestionRecord]], dict[str, int], list[str]]:
@@ -70,37 +111,12 @@ def page_through_while_writing(
     pages: list[list[QuestionRecord]] = []
     token: str | None = None
     for round_ in range(100):
-        barrier = threading.Barrier(3)
-        got: dict[str, Any] = {}
-
-        def read(token: str | None = token) -> None:
-            ledger = Ledger(resources.ledger_table, aws_client("dynamodb"), clock=lambda: NOW)
-            barrier.wait()
-            got["page"] = list_page(ledger, status=status, thread_id=None, limit=LIMIT, next_token=token)
-
-        def insert(round_: int = round_) -> None:
-            dynamodb = aws_client("dynamodb")
-            barrier.wait()
-            for k in range(2):
-                name = f"new-{round_:02d}-{k}"
-                raise_question(dynamodb, resources.ledger_table, name, NOW + timedelta(seconds=round_))
-                inserted.append(name)
-
-        def answer(round_: int = round_) -> None:
-            ledger = Ledger(resources.ledger_table, aws_client("dynamodb"), clock=lambda: NOW)
-            barrier.wait()
-            for name in order[2 * round_ : 2 * round_ + 2]:
-                assert ledger.record_answer(name, {"action": "approve"}, answered_by="ann") is None
-                answered[name] = round_
-
-        threads = [threading.Thread(target=act) for act in (read, insert, answer)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-        assert "page" in got, "the page read did not finish"
-        pages.append(got["page"].items)
-        token = got["page"].next
+        to_answer = order[2 * round_ : 2 * round_ + 2]
+        page, new = one_round(resources, aws_client, status, token, round_, to_answer)
+        answered |= dict.fromkeys(to_answer, round_)
+        inserted += new
+        pages.append(page.items)
+        token = page.next
         if token is None:
             return pages, answered, inserted
     raise AssertionError("the listing never ended")

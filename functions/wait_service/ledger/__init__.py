@@ -2,7 +2,8 @@
 
 Split by what it stores: :mod:`.questions` (question items and their status moves, driven by the
 status table in :mod:`wait_service.statuses`), :mod:`.threads` (thread items) and :mod:`.paging`
-(listing questions, over the write-sharded index of :mod:`.shards`). :class:`Ledger` is all three over one table.
+(listing questions, over the write-sharded index of :mod:`.shards`). :class:`Ledger` is all three
+over one table.
 """
 
 from __future__ import annotations

@@ -477,7 +477,9 @@ def test_on_a_ladder_each_rung_arms_the_next_and_there_is_never_more_than_one_sc
     from wait_service.timers import build_timers
 
     # Given a question with a 60 s ttl per rung, two rungs, and reminders at 20 s and 40 s
-    envelope = aws.raise_question(policy=approval(ttl=60, reminders=[20, 40], on_expiry=LADDER), now=clock.now)
+    envelope = aws.raise_question(
+        policy=approval(ttl=60, reminders=[20, 40], on_expiry=LADDER), now=clock.now
+    )
     timers = build_timers(aws.settings, aws.scheduler, clock=clock)
     assert timers is not None
     timers.set(timers.for_envelope(envelope))
@@ -520,9 +522,7 @@ def test_a_reminder_whose_send_fails_keeps_the_next_timer_armed(
     assert live(aws) == [("expire-0", "11:00:00")]
 
 
-def test_a_decided_question_costs_one_schedule_delete(
-    aws: Aws, ledger: Ledger, clock: FakeClock
-) -> None:
+def test_a_decided_question_costs_one_schedule_delete(aws: Aws, ledger: Ledger, clock: FakeClock) -> None:
     from wait_service.timers import build_timers
 
     # Given a question with a ttl and two reminders, its one timer armed
@@ -530,9 +530,7 @@ def test_a_decided_question_costs_one_schedule_delete(
     timers = build_timers(aws.settings, aws.scheduler, clock=clock)
     assert timers is not None
     calls: list[str] = []
-    aws.scheduler.meta.events.register(
-        "before-call.scheduler.*", lambda model, **_: calls.append(model.name)
-    )
+    aws.scheduler.meta.events.register("before-call.scheduler.*", lambda model, **_: calls.append(model.name))
     timers.set(timers.for_envelope(envelope))
 
     # When it is answered before any timer fires, and its timers are cancelled

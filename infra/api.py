@@ -102,8 +102,9 @@ class RestApi(Construct):
             ),
             deploy_options=apigw.StageOptions(
                 stage_name=constants.API_STAGE,
-                throttling_rate_limit=constants.API_THROTTLE_RATE,
-                throttling_burst_limit=constants.API_THROTTLE_BURST,
+                # Per method (context api_rate / api_burst; the README's Scale section sizes them).
+                throttling_rate_limit=config.api_rate,
+                throttling_burst_limit=config.api_burst,
                 tracing_enabled=True,
                 logging_level=apigw.MethodLoggingLevel.ERROR,
                 data_trace_enabled=False,

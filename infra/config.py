@@ -14,7 +14,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from infra.constants import DEFAULT_STACK_NAME, RUNNER_MEMORY_MB
+from infra.constants import (
+    API_THROTTLE_BURST,
+    API_THROTTLE_RATE,
+    DEFAULT_STACK_NAME,
+    RUNNER_MAX_CONCURRENCY,
+    RUNNER_MEMORY_MB,
+)
 from infra.options import (
     context_accounts,
     context_arn,
@@ -51,6 +57,14 @@ _GRAPH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _COGNITO_ISSUER = re.compile(r"^https://cognito-idp\.([a-z0-9-]+)\.amazonaws\.com/([\w-]+_[0-9A-Za-z]+)/?$")
 _SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# Requests a second and burst per method: at least 1; the account quota (10,000 a second, burst
+# 5,000, both adjustable) caps a stage whatever it sets, so the bounds leave room for raised quotas.
+API_RATE_RANGE = (1, 100_000)
+API_BURST_RANGE = (1, 100_000)
+# An SQS event source mapping's maximum concurrency.
+RUNNER_MAX_CONCURRENCY_RANGE = (2, 1000)
+# Reserved concurrency of one function: Lambda keeps 100 of the account's unreserved.
+RUNNER_RESERVED_RANGE = (1, 100_000)
 
 __all__ = ["ConfigError", "StackConfig"]
 
@@ -98,9 +112,17 @@ class StackConfig:
         An S3 bucket ``DynamoDBSaver`` offloads checkpoints over 350 KB to: on by default with
         ``checkpointer=aws``, impossible with ``dynamodb`` (no offload there). Without it the api
         accepts smaller answers (``wait_service.answer_limits``).
+    api_rate, api_burst
+        The api stage's throttle per method: steady requests a second (default 50) and burst
+        (default 100). Above 10,000 a second (burst 5,000) raise API Gateway's account quota too.
     runner_max_concurrency
         At most this many runner invocations at once (the inbox event source mapping's maximum
-        concurrency, 2-1000): a burst of runs cannot take the account's concurrency or model budget.
+        concurrency, 2-1000, default 10): a burst of runs cannot take the account's concurrency or
+        model budget.
+    runner_reserved_concurrency
+        Concurrency reserved for the runner (default none: it shares the account's unreserved
+        pool). At least ``runner_max_concurrency``, so the inbox never invokes it into a throttle;
+        it also caps the runner.
     signing_keys
         ``{"key id": "<secret ARN>"}``: the keys the ``/signed`` routes accept (none: every signed
         request is refused with ``unknown_key``).
@@ -158,7 +180,10 @@ class StackConfig:
     default_ttl: int | None = None
     checkpointer: Checkpointer = "aws"
     checkpoint_bucket: bool = True
-    runner_max_concurrency: int = 10
+    runner_max_concurrency: int = RUNNER_MAX_CONCURRENCY
+    runner_reserved_concurrency: int | None = None
+    api_rate: int = API_THROTTLE_RATE
+    api_burst: int = API_THROTTLE_BURST
     cognito_user_pool_arn: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
@@ -219,12 +244,25 @@ class StackConfig:
         checkpoint_bucket = context_bool(
             "checkpoint_bucket", get("checkpoint_bucket"), default=checkpointer == "aws"
         )
-        concurrency_text = text("runner_max_concurrency") or "10"
-        if not concurrency_text.isdigit() or not 2 <= int(concurrency_text) <= 1000:
+        concurrency_text = text("runner_max_concurrency") or str(RUNNER_MAX_CONCURRENCY)
+        low, high = RUNNER_MAX_CONCURRENCY_RANGE
+        if not concurrency_text.isdigit() or not low <= int(concurrency_text) <= high:
             raise ConfigError(
-                f"context runner_max_concurrency={concurrency_text!r}: expected a number from 2 to 1000 "
-                "(the limits of an SQS event source mapping's maximum concurrency)"
+                f"context runner_max_concurrency={concurrency_text!r}: expected a number from {low} to "
+                f"{high} (the limits of an SQS event source mapping's maximum concurrency)"
             )
+        reserved_text = text("runner_reserved_concurrency")
+        reserved: int | None = None
+        if reserved_text is not None:
+            reserved = context_int(
+                "runner_reserved_concurrency", reserved_text, 0, RUNNER_RESERVED_RANGE, "executions"
+            )
+            if reserved < int(concurrency_text):
+                raise ConfigError(
+                    f"context runner_reserved_concurrency={reserved}: expected at least "
+                    f"runner_max_concurrency ({concurrency_text}): less would"
+                    " throttle the inbox's invocations"
+                )
         config = cls(
             stack_name=context_stack_name(get("stack_name"), DEFAULT_STACK_NAME),
             graph=graph,
@@ -233,6 +271,13 @@ class StackConfig:
             checkpointer=checkpointer,  # type: ignore[arg-type]
             checkpoint_bucket=checkpoint_bucket,
             runner_max_concurrency=int(concurrency_text),
+            runner_reserved_concurrency=reserved,
+            api_rate=context_int(
+                "api_rate", get("api_rate"), API_THROTTLE_RATE, API_RATE_RANGE, "requests a second"
+            ),
+            api_burst=context_int(
+                "api_burst", get("api_burst"), API_THROTTLE_BURST, API_BURST_RANGE, "requests"
+            ),
             cognito_user_pool_arn=text("cognito_user_pool_arn"),
             jwt_issuer=text("jwt_issuer"),
             jwt_audience=text("jwt_audience"),

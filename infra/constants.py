@@ -31,8 +31,13 @@ LOG_RETENTION: Final = "ONE_MONTH"  # a member of aws_logs.RetentionDays
 LEDGER_TTL_DAYS: Final = TTL_DAYS
 
 API_STAGE: Final = "prod"
+# The stage's throttle per method (context api_rate / api_burst): requests a second, and the bucket
+# a burst may take. API Gateway's account quota (10,000 a second, burst 5,000) caps every API.
 API_THROTTLE_RATE: Final = 50
 API_THROTTLE_BURST: Final = 100
+# At most this many runner invocations at once (context runner_max_concurrency): an SQS event source
+# mapping takes 2 to 1,000.
+RUNNER_MAX_CONCURRENCY: Final = 10
 # 256 KiB is SQS's message limit; the api refuses larger bodies with 413 before enqueuing.
 
 # Alarms. Each compares a metric with a threshold over a window of 5-minute periods, not one reading:

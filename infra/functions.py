@@ -180,6 +180,7 @@ class ServiceFunction(Construct):
         service: str,
         description: str,
         function_name: str | None = None,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -208,6 +209,7 @@ class ServiceFunction(Construct):
             role=self.role,
             memory_size=memory_mb,
             timeout=cdk.Duration.seconds(timeout_seconds),
+            reserved_concurrent_executions=reserved_concurrency,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
@@ -378,6 +380,8 @@ class RunnerFunction(ServiceFunction):
             environment=environment,
             memory_mb=config.runner_memory,
             timeout_seconds=config.runner_timeout,
+            # Context runner_reserved_concurrency (none by default: the account's unreserved pool).
+            reserved_concurrency=config.runner_reserved_concurrency,
             service=config.stack_name,
             description="agent-wait runner: runs and resumes graphs from the inbox",
         )

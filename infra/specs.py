@@ -27,7 +27,7 @@ def _string(name: str) -> dynamodb.Attribute:
 def table_from_spec(
     scope: Construct, spec: TableSpec, *, removal_policy: cdk.RemovalPolicy
 ) -> dynamodb.Table:
-    """An on-demand table with ``spec``'s keys, GSIs (projection ALL) and TTL attribute; PITR on.
+    """An on-demand table with ``spec``'s keys, GSIs (each with its projection) and TTL attribute; PITR on.
 
     Examples
     --------
@@ -52,13 +52,17 @@ def table_from_spec(
             index_name=index.name,
             partition_key=_string(index.partition_key),
             sort_key=_string(index.sort_key),
-            projection_type=dynamodb.ProjectionType.ALL,
+            projection_type=(
+                dynamodb.ProjectionType.ALL if index.include is None else dynamodb.ProjectionType.INCLUDE
+            ),
+            non_key_attributes=None if index.include is None else list(index.include),
         )
     return table
 
 
 def fifo_queue_from_spec(scope: Construct, spec: QueueSpec, *, prefix: str) -> tuple[sqs.Queue, sqs.Queue]:
-    """``spec``'s FIFO queue and its FIFO DLQ (content-based deduplication off, SSE, TLS only).
+    """``spec``'s FIFO queue (high-throughput mode) and its FIFO DLQ (content-based deduplication
+    off, SSE, TLS only).
 
     Both are named ``<prefix><spec name>`` as the local stack names them.
 
@@ -98,6 +102,9 @@ def fifo_queue_from_spec(scope: Construct, spec: QueueSpec, *, prefix: str) -> t
         enforce_ssl=True,
         retention_period=retention,
         visibility_timeout=cdk.Duration.seconds(spec.visibility_timeout),
+        # High-throughput FIFO (the spec's attributes say why).
+        deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP,
+        fifo_throughput_limit=sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
         dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=spec.max_receive_count),
     )
     return queue, dlq

@@ -187,7 +187,8 @@ class LifecycleService(Decisions):
         Where ``wait.escalated`` and ``wait.reminder`` events go (the topic and the outbox; the
         ledger records the step itself).
     timers:
-        Sets the next rung's expiry timer; ``None`` when the deployment has no scheduler.
+        Arms each question's next due timer as one fires (its next reminder, or its expiry on a
+        new rung); ``None`` when the deployment has no scheduler.
     default_ttl:
         Seconds, for a ladder whose policy sets no ttl of its own.
     chat:
@@ -268,9 +269,10 @@ class LifecycleService(Decisions):
         return "escalated"
 
     def _after_escalation(self, question: QuestionRecord) -> None:
-        """Announce the rung the question is on and arm its expiry timer (both idempotent)."""
+        """Arm the question's next timer on its new rung, and announce the rung (both idempotent)."""
         if not question.is_open or question.expires_at is None:
             return
+        self._arm_next(question)
         number = question.escalation
         routes = (question.policy.get("on_expiry") or {}).get("to") or []
         envelope = self._envelope(question).follow_up(
@@ -285,17 +287,6 @@ class LifecycleService(Decisions):
             f"Escalated to {envelope.route} (rung {number}): still waiting for an answer, "
             f"now until {question.expires_at}.",
         )
-        if self.timers is not None:
-            from wait_service.timers import Timer, TimerEvent
-
-            self.timers.set(
-                [
-                    Timer(
-                        TimerEvent(question_id=question.question_id, timer="expire", n=number),
-                        parse_time(question.expires_at),
-                    )
-                ]
-            )
 
     def remind(self, question: QuestionRecord, number: int) -> Outcome:
         """Send reminder ``number`` of an open question (again, if an earlier send failed)."""
@@ -303,6 +294,14 @@ class LifecycleService(Decisions):
             return "closed"
         if number < 1 or number > len(question.policy.get("reminders") or []):
             return "stale"
+        if self.timers is not None:
+            from wait_service.timers import TimerEvent
+
+            # The next timer first: a send that fails below is retried by this timer, and the
+            # question keeps a timer whatever happens to this one.
+            self._arm_next(
+                question, fired=TimerEvent(question_id=question.question_id, timer="remind", n=number)
+            )
         if self.ledger.record_reminder(question.question_id, number):
             metrics.add_metric(name=REMINDERS_SENT, unit=MetricUnit.Count, value=1)
         elif number not in question.reminders_sent:
@@ -310,6 +309,11 @@ class LifecycleService(Decisions):
         self._announce(self._envelope(question).follow_up("wait.reminder", number))
         self._tell(question.question_id, f"Reminder {number}: this question is still waiting for an answer.")
         return "reminded"
+
+    def _arm_next(self, question: QuestionRecord, *, fired: TimerEvent | None = None) -> None:
+        """Arm the open question's next due timer (one live schedule per question, see timers)."""
+        if self.timers is not None:
+            self.timers.set(self.timers.for_question(question, fired=fired))
 
     def _tell(self, question_id: str, text: str) -> None:
         if self.chat is None:

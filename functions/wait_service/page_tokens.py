@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError, ParamValidationError
 
 from agent_wait.errors import InvalidRequestError
-from wait_service.ledger import PENDING, decode_pending_token, decode_token
+from wait_service.ledger import decode_listing_token, decode_token
 
 if TYPE_CHECKING:
     from wait_service.ledger import Ledger, Page
 
-BY_STATUS_KEYS = frozenset({"dedupe_key", "status", "created_at"})
+BY_STATUS_KEYS = frozenset({"dedupe_key", "status_shard", "created_at"})
 BY_THREAD_KEYS = frozenset({"dedupe_key", "thread_id", "created_at"})
 
 
@@ -50,17 +50,17 @@ def check_token(token: str, *, status: str | None, thread_id: str | None) -> Non
     ...
     agent_wait.errors.InvalidRequestError: next is not a page token
     """
-    if status == PENDING and thread_id is None:
-        for partition, position in decode_pending_token(token).items():
+    if status is not None and thread_id is None:
+        # A status page reads every shard of the status's listing: one position per shard.
+        positions, _ = decode_listing_token(token, status)
+        for shard, position in positions.items():
             if position is None or position == "end":
                 continue
-            _check_key(position, BY_STATUS_KEYS, {"status": partition})
+            _check_key(position, BY_STATUS_KEYS, {"status_shard": shard})
         return
     key = decode_token(token)
     if thread_id is not None:
         _check_key(key, BY_THREAD_KEYS, {"thread_id": thread_id})
-    elif status is not None:
-        _check_key(key, BY_STATUS_KEYS, {"status": status})
     else:
         _check_key(key, BY_STATUS_KEYS, {})
 

@@ -1,15 +1,27 @@
-"""One-shot timers of a question: EventBridge Scheduler ``at()`` schedules into the lifecycle handler.
+"""Timers of a question: EventBridge Scheduler ``at()`` schedules into the lifecycle handler.
 
-A question with a ttl gets an expiry timer (one per escalation rung, each set when the rung is
-reached) and one timer per reminder, all created when the question is raised. Each fires once into
-the lifecycle function with a :class:`TimerEvent` and deletes itself (``ActionAfterCompletion:
-DELETE``); the runner deletes what is left once the question is decided. A timer that fires late,
-twice, or after an answer changes nothing: the lifecycle handler acts through conditional writes.
+A question has at most one live schedule: the one for its next due timer, among its expiry on the
+current escalation rung and the reminders not yet sent. The runner arms it when the question is
+raised; when it fires, the lifecycle handler arms the next one first (before it acts, so a step that
+fails and is retried never leaves the question without a timer), and arming stops once the question
+is decided. So a timer that cannot fire before the question is decided (a reminder due after the
+ttl, a later reminder of a question answered early) never costs a schedule, and a decided question
+costs one delete. Each schedule deletes itself after it fires (``ActionAfterCompletion: DELETE``).
 
-Schedule names are derived from the question id, so creating a timer twice is harmless (the second
-create is a ``ConflictException``) and deleting one needs no lookup. Every schedule carries the
-retry policy of ``wait_service.resources.TIMERS`` and names the timers' dead-letter queue, so an
-invocation Scheduler cannot make is retried for a day and then kept there, not dropped.
+At 1,000 questions a second with a ttl and two reminders, that is 1,000 creates and about 1,000
+deletes a second (plus one create per timer that fires), and one live schedule per open question:
+3.6 million at a one-hour ttl, instead of three per question.
+
+A timer that fires late, twice, or after an answer changes nothing: the lifecycle handler acts
+through conditional writes, and arms nothing for a decided question. Schedule names are derived from
+the question id and the timer, so arming a timer twice is harmless (the second create is a
+``ConflictException``) and deleting one needs no lookup. The one schedule a decision may leave
+behind (armed by a timer firing at the very moment of the decision) fires once, finds the question
+decided and deletes itself.
+
+Every schedule carries the retry policy of ``wait_service.resources.TIMERS`` and names the
+timers' dead-letter queue, so an invocation Scheduler cannot make is retried for a day and then kept
+there, not dropped.
 """
 
 from __future__ import annotations
@@ -23,10 +35,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from wait_service.ledger.attributes import parse_time
 from wait_service.resources import TIMERS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection, Iterable
 
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
 
@@ -147,15 +160,33 @@ class Timers:
 
     @staticmethod
     def for_envelope(envelope: Envelope) -> list[Timer]:
-        """The timers of a just-raised question: its first expiry and every reminder."""
-        timers: list[Timer] = []
-        if envelope.expires_at is not None:
-            expire = TimerEvent(question_id=envelope.question_id, timer="expire", n=0)
-            timers.append(Timer(expire, envelope.expires_at))
-        for number, offset in enumerate(envelope.policy.reminders, start=1):
-            remind = TimerEvent(question_id=envelope.question_id, timer="remind", n=number)
-            timers.append(Timer(remind, envelope.created_at + timedelta(seconds=offset)))
-        return timers
+        """The timer to arm for a just-raised question: its next due one (none without a ttl or reminders)."""
+        due = next_due(
+            envelope.question_id,
+            created_at=envelope.created_at,
+            expires_at=envelope.expires_at,
+            rung=0,
+            reminders=envelope.policy.reminders,
+        )
+        return [due] if due is not None else []
+
+    @staticmethod
+    def for_question(question: QuestionRecord, *, fired: TimerEvent | None = None) -> list[Timer]:
+        """The timer to arm next for an open question; ``fired`` (a reminder) counts as sent."""
+        if not question.is_open or question.created_at is None:
+            return []
+        sent = set(question.reminders_sent)
+        if fired is not None and fired.timer == "remind":
+            sent.add(fired.n)
+        due = next_due(
+            question.question_id,
+            created_at=parse_time(question.created_at),
+            expires_at=None if question.expires_at is None else parse_time(question.expires_at),
+            rung=question.escalation,
+            reminders=question.policy.get("reminders") or [],
+            sent=sent,
+        )
+        return [due] if due is not None else []
 
     def set(self, timers: list[Timer]) -> None:
         """Create each timer's schedule; one that exists already is left as it is."""
@@ -181,22 +212,64 @@ class Timers:
                     raise
 
     def cancel(self, question: QuestionRecord) -> None:
-        """Delete the timers a decided question may still have; missing ones are fine."""
-        names = []
-        if question.expires_at is not None:  # a question without a ttl never had an expiry timer
-            names.append(schedule_name(question.question_id, "expire", question.escalation))
-        reminders = question.policy.get("reminders") or []
-        names += [
-            schedule_name(question.question_id, "remind", number)
-            for number in range(1, len(reminders) + 1)
-            if number not in question.reminders_sent
-        ]
+        """Delete the one schedule a decided question may still have (its next due timer); a
+        missing one is fine."""
+        if question.created_at is None:
+            return
+        due = next_due(
+            question.question_id,
+            created_at=parse_time(question.created_at),
+            expires_at=None if question.expires_at is None else parse_time(question.expires_at),
+            rung=question.escalation,
+            reminders=question.policy.get("reminders") or [],
+            sent=set(question.reminders_sent),
+        )
+        names = [] if due is None else [schedule_name(question.question_id, due.event.timer, due.event.n)]
         for name in names:
             try:
                 self._client.delete_schedule(Name=name, GroupName=self.group)
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
                     raise
+
+
+def next_due(
+    question_id: str,
+    *,
+    created_at: datetime,
+    expires_at: datetime | None,
+    rung: int,
+    reminders: Iterable[Any],
+    sent: Collection[int] = (),
+) -> Timer | None:
+    """The question's next due timer: its expiry on ``rung`` or the first reminder not ``sent``.
+
+    Reminders are offsets in seconds from ``created_at``; at the same moment a reminder comes
+    before the expiry, and reminders in their order.
+
+    Examples
+    --------
+    >>> start = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    >>> due = next_due("q", created_at=start, expires_at=start + timedelta(hours=1), rung=0,
+    ...                reminders=[600, 1800], sent={1})
+    >>> (due.event.timer, due.event.n, due.at.minute)
+    ('remind', 2, 30)
+    >>> next_due("q", created_at=start, expires_at=None, rung=0, reminders=[]) is None
+    True
+    """
+    candidates: list[tuple[datetime, int, Timer]] = []
+    if expires_at is not None:
+        expire = TimerEvent(question_id=question_id, timer="expire", n=rung)
+        candidates.append((expires_at, 1, Timer(expire, expires_at)))
+    for number, offset in enumerate(reminders, start=1):
+        if number in sent:
+            continue
+        at = created_at + timedelta(seconds=float(offset))
+        remind = TimerEvent(question_id=question_id, timer="remind", n=number)
+        candidates.append((at, 0, Timer(remind, at)))
+    if not candidates:
+        return None
+    return min(candidates, key=lambda c: (c[0], c[1], c[2].event.n))[2]
 
 
 def build_timers(

@@ -39,6 +39,10 @@ BUCKET_CONTEXT = {
     "checkpoint_bucket": "true",
     "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:on-call",
     "runner_max_concurrency": "25",
+    # Throughput settings: the stage's throttle per method and the runner's reserved concurrency.
+    "api_rate": "1200",
+    "api_burst": "2400",
+    "runner_reserved_concurrency": "40",
 }
 
 # Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret.

@@ -25,6 +25,20 @@ def test_defaults() -> None:
     assert config.graph == "examples.refund_agent:build_graph"
     assert config.default_ttl is None
     assert (config.checkpoint_bucket, config.runner_max_concurrency) == (True, 10)
+    assert (config.api_rate, config.api_burst, config.runner_reserved_concurrency) == (50, 100, None)
+
+
+def test_throughput_settings_from_context() -> None:
+    config = StackConfig.from_context(
+        {
+            "api_rate": "1200",
+            "api_burst": "2400",
+            "runner_max_concurrency": "300",
+            "runner_reserved_concurrency": "300",
+        }.get
+    )
+    assert (config.api_rate, config.api_burst) == (1200, 2400)
+    assert (config.runner_max_concurrency, config.runner_reserved_concurrency) == (300, 300)
 
 
 def test_checkpoint_bucket_defaults_to_on_where_the_checkpointer_can_offload() -> None:
@@ -53,6 +67,15 @@ def test_empty_strings_from_cdk_json_mean_unset() -> None:
         ({"runner_max_concurrency": "1"}, "runner_max_concurrency"),
         ({"runner_max_concurrency": "1001"}, "runner_max_concurrency"),
         ({"runner_max_concurrency": "ten"}, "runner_max_concurrency"),
+        ({"api_rate": "0"}, "api_rate"),
+        ({"api_rate": "fast"}, "api_rate"),
+        ({"api_burst": "-1"}, "api_burst"),
+        ({"runner_reserved_concurrency": "0"}, "runner_reserved_concurrency"),
+        ({"runner_reserved_concurrency": "5"}, "runner_reserved_concurrency"),
+        (
+            {"runner_reserved_concurrency": "20", "runner_max_concurrency": "50"},
+            "runner_reserved_concurrency",
+        ),
     ],
 )
 def test_bad_context_names_the_key(context: dict[str, str], key: str) -> None:

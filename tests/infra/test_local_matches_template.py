@@ -32,6 +32,7 @@ def _table_shape(
                 g["IndexName"],
                 tuple((k["AttributeName"], k["KeyType"]) for k in g["KeySchema"]),
                 g["Projection"]["ProjectionType"],
+                tuple(sorted(g["Projection"].get("NonKeyAttributes", []))),
             )
             for g in gsis
         ),
@@ -70,6 +71,8 @@ def _template_queue(synth: Synth, construct: Any) -> dict[str, Any]:
     return {
         "FifoQueue": str(props["FifoQueue"]).lower(),
         "ContentBasedDeduplication": str(props["ContentBasedDeduplication"]).lower(),
+        "DeduplicationScope": props.get("DeduplicationScope", "queue"),
+        "FifoThroughputLimit": props.get("FifoThroughputLimit", "perQueue"),
         "VisibilityTimeout": str(props.get("VisibilityTimeout", 30)),
         "MessageRetentionPeriod": str(props["MessageRetentionPeriod"]),
         "maxReceiveCount": props.get("RedrivePolicy", {}).get("maxReceiveCount"),
@@ -82,6 +85,8 @@ def _local_queue(sqs: Any, url: str) -> dict[str, Any]:
     return {
         "FifoQueue": attributes["FifoQueue"],
         "ContentBasedDeduplication": attributes["ContentBasedDeduplication"],
+        "DeduplicationScope": attributes.get("DeduplicationScope", "queue"),
+        "FifoThroughputLimit": attributes.get("FifoThroughputLimit", "perQueue"),
         "VisibilityTimeout": attributes["VisibilityTimeout"],
         "MessageRetentionPeriod": attributes["MessageRetentionPeriod"],
         "maxReceiveCount": int(redrive["maxReceiveCount"]) if redrive else None,
@@ -134,6 +139,11 @@ def test_queues_match(default_synth: Synth, resources: LocalResources, aws_clien
         assert local == deployed, name
         assert deployed["FifoQueue"] == "true" and deployed["ContentBasedDeduplication"] == "false"
         assert deployed["maxReceiveCount"] is not None
+        # High-throughput FIFO: the limits apply per message group (per thread), not per queue.
+        assert (deployed["DeduplicationScope"], deployed["FifoThroughputLimit"]) == (
+            "messageGroup",
+            "perMessageGroupId",
+        ), name
     for name, url in (("inbox-dlq", resources.inbox_dlq_url), ("outbox-dlq", resources.outbox_dlq_url)):
         local_dlq = _local_queue(sqs, url)
         assert (local_dlq["FifoQueue"], local_dlq["ContentBasedDeduplication"]) == ("true", "false"), name

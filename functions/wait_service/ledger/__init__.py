@@ -2,7 +2,8 @@
 
 Split by what it stores: :mod:`.questions` (question items and their status moves, driven by the
 status table in :mod:`wait_service.statuses`), :mod:`.threads` (thread items) and :mod:`.paging`
-(listing questions). :class:`Ledger` is all three over one table.
+(listing questions, over the write-sharded index of :mod:`.shards`). :class:`Ledger` is all three
+over one table.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from wait_service.ledger.paging import (
     PENDING,
     Page,
     QuestionPaging,
-    decode_pending_token,
+    decode_listing_token,
     decode_token,
     encode_token,
 )
@@ -60,7 +61,7 @@ __all__ = [
     "QuestionRecord",
     "RunStatus",
     "ThreadRecord",
-    "decode_pending_token",
+    "decode_listing_token",
     "decode_token",
     "encode_token",
     "from_attribute",

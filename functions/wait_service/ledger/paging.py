@@ -1,15 +1,22 @@
-"""Pages of questions, newest first, by status and/or thread (the ``by-status``/``by-thread`` indexes)."""
+"""Pages of questions, newest first, by status and/or thread (the ``by-status``/``by-thread`` indexes).
+
+A status filter reads the write-sharded ``by-status`` index (:mod:`wait_service.ledger.shards`):
+one Query per shard, merged newest first; ``next`` is an opaque token as for every other page.
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_wait.errors import InvalidRequestError
 from wait_service.ledger.questions import QuestionRecord
+from wait_service.ledger.shards import OPEN_LISTING, listing_of, shards_of
 from wait_service.ledger.table import LedgerTable
 from wait_service.statuses import OPEN
 
@@ -19,6 +26,8 @@ if TYPE_CHECKING:
 # The `status` filter that lists every question still waiting for an answer.
 PENDING = "pending"
 MAX_PAGE = 100
+# The key of a `by-status` entry: the table's key and the index's.
+INDEX_KEYS = ("dedupe_key", "status_shard", "created_at")
 
 
 def encode_token(last_key: Mapping[str, Any]) -> str:
@@ -26,16 +35,41 @@ def encode_token(last_key: Mapping[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(last_key, sort_keys=True).encode()).decode()
 
 
-def decode_pending_token(token: str) -> dict[str, Any]:
-    """The per-status positions of a ``status=pending`` page token."""
+def listing_query(status: str) -> tuple[str, str | None]:
+    """The listing a ``status`` filter reads, and the status it keeps (``None``: all of them).
+
+    Examples
+    --------
+    >>> listing_query("pending"), listing_query("raised"), listing_query("answered")
+    (('open', None), ('open', 'raised'), ('answered', None))
+    """
+    if status == PENDING:
+        return OPEN_LISTING, None
+    listing = listing_of(status)
+    return listing, (status if listing == OPEN_LISTING else None)
+
+
+def decode_listing_token(token: str, status: str) -> tuple[dict[str, Any], str | None]:
+    """The per-shard positions of a page token of ``status=<status>`` (keys not yet checked), and
+    the ``created_at`` no later item may pass.
+
+    A position is ``None`` (nothing taken from the shard yet: read it from ``before`` down),
+    ``"end"`` (read to the end) or the index key (``dedupe_key``, ``status_shard``, ``created_at``)
+    to read on after.
+    """
     try:
         decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
     except (ValueError, binascii.Error) as exc:
         raise InvalidRequestError("next is not a page token", field="next") from exc
-    positions = decoded.get(PENDING) if isinstance(decoded, dict) else None
-    if not isinstance(positions, dict) or set(positions) != set(OPEN):
-        raise InvalidRequestError("next is not a page token of status=pending", field="next")
-    return positions
+    wrong = InvalidRequestError(f"next is not a page token of status={status}", field="next")
+    if not isinstance(decoded, dict) or decoded.get("status") != status:
+        raise wrong
+    positions, before = decoded.get("shards"), decoded.get("before")
+    if not isinstance(positions, dict) or set(positions) != set(shards_of(listing_query(status)[0])):
+        raise wrong
+    if not isinstance(before, str) or not before:
+        raise wrong
+    return positions, before
 
 
 def decode_token(token: str) -> dict[str, Any]:
@@ -76,8 +110,8 @@ class QuestionPaging(LedgerTable):
         is scanned, which holds questions only.
         """
         limit = max(1, min(limit, MAX_PAGE))
-        if status == PENDING and thread_id is None:
-            return self._list_pending(limit, next_token)
+        if status is not None and thread_id is None:
+            return self._list_sharded(status, limit, next_token)
         kwargs: dict[str, Any] = {"TableName": self.table_name, "Limit": limit}
         if next_token:
             kwargs["ExclusiveStartKey"] = decode_token(next_token)
@@ -97,15 +131,6 @@ class QuestionPaging(LedgerTable):
                     n: {"S": w} for n, w in zip(names, wanted, strict=True)
                 }
             response = self._client.query(**kwargs)
-        elif status is not None:
-            kwargs |= {
-                "IndexName": "by-status",
-                "KeyConditionExpression": "#s = :s",
-                "ExpressionAttributeNames": {"#s": "status"},
-                "ExpressionAttributeValues": {":s": {"S": status}},
-                "ScanIndexForward": False,
-            }
-            response = self._client.query(**kwargs)
         else:
             response = self._client.scan(IndexName="by-status", **kwargs)
         last = response.get("LastEvaluatedKey")
@@ -114,54 +139,95 @@ class QuestionPaging(LedgerTable):
             next=encode_token(last) if last else None,
         )
 
-    def _list_pending(self, limit: int, next_token: str | None) -> Page:
-        """Newest first across the ``by-status`` partitions of every answerable status.
+    def _list_sharded(self, status: str, limit: int, next_token: str | None) -> Page:
+        """Newest first across the shards of ``status``'s listing: a merge of one Query per shard.
 
-        Each partition is read newest first from where the last page left it; the newest
-        ``limit`` of what comes back form the page, and the token remembers, per partition, the
-        last item taken (``None``: nothing taken yet; ``"end"``: read to the end).
+        Every shard is read newest first from where the last page left it, ``per`` items at a
+        time, all shards at once; the page takes the newest head of all shards one at a time, and
+        a shard whose read items are all taken (or filtered out) is read on before the next is
+        taken, so no shard's newer item is ever passed over. The token remembers, per shard,
+        where to read on (``"end"``: read to the end), and the token's ``before`` the ``created_at``
+        of the last item listed: a shard nothing was taken from yet is read from there down, so an
+        item added since (newer) is not listed out of order. An item moved out of the listing
+        meanwhile is not listed again, and an item is never listed twice.
         """
-        starts = decode_pending_token(next_token) if next_token else dict.fromkeys(OPEN)
-        fetched: dict[str, list[dict[str, Any]]] = {}
-        more: dict[str, bool] = {}
-        for status, start in starts.items():
-            if start == "end":
+        listing, keep = listing_query(status)
+        shards = shards_of(listing)
+        positions: dict[str, Any] = dict.fromkeys(shards)
+        before: str | None = None
+        if next_token:
+            positions, before = decode_listing_token(next_token, status)
+        live = [shard for shard in shards if positions[shard] != "end"]
+        # Enough for a page from each shard when the newest items are spread evenly, with room
+        # for the unevenness of a hash: most pages need one round of Queries.
+        per = min(limit, 2 * -(-limit // len(shards)))
+        read: dict[str, deque[dict[str, Any]]] = {shard: deque() for shard in live}
+        more: dict[str, Any] = {shard: positions[shard] or True for shard in live}
+
+        def fetch(batch: list[tuple[str, int]]) -> None:
+            responses = self._query_all(
+                [self._shard_query(shard, more[shard], keep, size, before) for shard, size in batch]
+            )
+            for (shard, _), response in zip(batch, responses, strict=True):
+                read[shard].extend(response.get("Items", []))
+                more[shard] = response.get("LastEvaluatedKey")
+
+        fetch([(shard, per) for shard in live])
+        page: list[dict[str, Any]] = []
+        while len(page) < limit:
+            dry = [shard for shard in live if not read[shard] and more[shard]]
+            if dry:
+                fetch([(shard, max(per, limit - len(page))) for shard in dry])
                 continue
-            kwargs: dict[str, Any] = {
-                "TableName": self.table_name,
-                "IndexName": "by-status",
-                "KeyConditionExpression": "#s = :s",
-                "ExpressionAttributeNames": {"#s": "status"},
-                "ExpressionAttributeValues": {":s": {"S": status}},
-                "ScanIndexForward": False,
-                "Limit": limit,
-            }
-            if start is not None:
-                kwargs["ExclusiveStartKey"] = start
-            response = self._client.query(**kwargs)
-            fetched[status] = response.get("Items", [])
-            more[status] = "LastEvaluatedKey" in response
-
-        def newest_first(entry: tuple[str, dict[str, Any]]) -> tuple[str, str]:
-            item = entry[1]
-            return (item["created_at"]["S"], item["dedupe_key"]["S"])
-
-        merged = sorted(
-            ((status, item) for status, items in fetched.items() for item in items),
-            key=newest_first,
-            reverse=True,
-        )
-        page = merged[:limit]
-        positions: dict[str, Any] = dict(starts)
-        for status, items in fetched.items():
-            taken = [item for s, item in page if s == status]
-            if taken:
-                last = taken[-1]
-                positions[status] = {k: last[k] for k in ("dedupe_key", "status", "created_at")}
-            if len(taken) == len(items) and not more[status]:
-                positions[status] = "end"
+            heads = [shard for shard in live if read[shard]]
+            if not heads:
+                break
+            shard = max(heads, key=lambda s: _newest_first(read[s][0]))
+            item = read[shard].popleft()
+            page.append(item)
+            positions[shard] = {name: item[name] for name in INDEX_KEYS}
+        for shard in live:
+            if not read[shard]:
+                # Everything read from this shard was taken or filtered out: read on after it.
+                positions[shard] = more[shard] if more[shard] else "end"
         done = all(position == "end" for position in positions.values())
+        if page:
+            before = page[-1]["created_at"]["S"]
+        token = {"status": status, "shards": positions, "before": before}
         return Page(
-            items=[QuestionRecord.from_item(item) for _, item in page],
-            next=None if done else encode_token({PENDING: positions}),
+            items=[QuestionRecord.from_item(item) for item in page],
+            next=None if done else encode_token(token),
         )
+
+    def _shard_query(
+        self, shard: str, start: Any, keep: str | None, limit: int, before: str | None
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": "by-status",
+            "KeyConditionExpression": "status_shard = :p",
+            "ExpressionAttributeValues": {":p": {"S": shard}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if isinstance(start, dict):
+            kwargs["ExclusiveStartKey"] = start
+        elif before is not None:
+            kwargs["KeyConditionExpression"] += " AND created_at <= :b"
+            kwargs["ExpressionAttributeValues"][":b"] = {"S": before}
+        if keep is not None:
+            kwargs["FilterExpression"] = "#s = :s"
+            kwargs["ExpressionAttributeNames"] = {"#s": "status"}
+            kwargs["ExpressionAttributeValues"][":s"] = {"S": keep}
+        return kwargs
+
+    def _query_all(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The Queries' responses in order, sent at once (a boto3 client is thread-safe)."""
+        if len(requests) == 1:
+            return [dict(self._client.query(**requests[0]))]
+        with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+            return [dict(r) for r in pool.map(lambda request: self._client.query(**request), requests)]
+
+
+def _newest_first(item: Mapping[str, Any]) -> tuple[str, str]:
+    return (item["created_at"]["S"], item["dedupe_key"]["S"])

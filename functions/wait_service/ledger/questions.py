@@ -24,6 +24,7 @@ from wait_service.ledger.attributes import (
     parse_time,
     question_key,
 )
+from wait_service.ledger.shards import shard_of
 from wait_service.ledger.table import LedgerTable
 from wait_service.statuses import CLOSED, OPEN, allowed_from
 
@@ -453,12 +454,15 @@ class QuestionStore(LedgerTable):
         names = {"#s": "status"}
         values: dict[str, Any] = {
             ":to": {"S": to},
+            # The question moves to its own shard of the new status's listing (ledger.paging).
+            ":shard": {"S": shard_of(to, question_id)},
             ":now": {"S": stamp},
             ":empty": {"L": []},
             ":stage": to_attribute([stage(d) for d in (details if details is not None else [detail])]),
         }
         sets = [
             "#s = :to",
+            "status_shard = :shard",
             "updated_at = :now",
             "lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage)",
         ]

@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from agent_wait import Envelope, Question, approval, build_envelope, canonical_json
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
+from agent_wait.aws.dynamodb import status_shard
 from agent_wait.errors import QuestionCollisionError
 from agent_wait.testing import AnnounceConformance, sample_envelope
 
@@ -187,6 +188,8 @@ def test_ledger_item_matches_internals_and_floats_become_numbers() -> None:
         "thread_id": "thread-1",
         "digest": envelope.digest,
         "status": "raised",
+        # The status listing's shard: open while a person may answer, numbered from the id.
+        "status_shard": status_shard("open", "q-1"),
         "created_at": created,
         "updated_at": created,
         "expires_at": envelope.expires_at.isoformat().replace("+00:00", "Z"),  # type: ignore[union-attr]

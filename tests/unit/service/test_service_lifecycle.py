@@ -426,6 +426,122 @@ def test_the_runner_arms_a_questions_timers_and_disarms_them_once_it_is_decided(
     assert aws.schedules() == {}
 
 
+# -- one live schedule per question ------------------------------------------------------------
+
+
+def fire_the_live_schedule(aws: Aws, lifecycle: LifecycleService, clock: FakeClock) -> tuple[str, str]:
+    """Fire the question's one schedule as Scheduler does: at its time, then it deletes itself."""
+    [(name, schedule)] = aws.schedules().items()
+    aws.scheduler.delete_schedule(Name=name, GroupName=aws.resources.schedule_group or "")
+    at = schedule["at"].removeprefix("at(").removesuffix(")")
+    clock.now = clock.now.fromisoformat(at + "+00:00")
+    event = TimerEvent.model_validate(schedule["input"])
+    return f"{event.timer}-{event.n}", lifecycle.handle(event)
+
+
+def live(aws: Aws) -> list[tuple[str, str]]:
+    return [
+        (f"{s['input']['timer']}-{s['input']['n']}", s["at"].removeprefix("at(2026-11-30T").removesuffix(")"))
+        for s in aws.schedules().values()
+    ]
+
+
+def test_a_question_has_one_live_schedule_its_next_timer_re_armed_as_each_fires(
+    aws: Aws, lifecycle: LifecycleService, clock: FakeClock
+) -> None:
+    from wait_service.timers import build_timers
+
+    assert lifecycle.timers is not None
+    # Given a question with a ttl of an hour and reminders at 10 and 20 minutes
+    envelope = aws.raise_question(policy=approval(ttl=3600, reminders=[600, 1200]), now=clock.now)
+
+    # When the runner arms its timers
+    timers = build_timers(aws.settings, aws.scheduler, clock=clock)
+    assert timers is not None
+    timers.set(timers.for_envelope(envelope))
+
+    # Then only the first reminder has a schedule; as each fires, the next takes its place
+    assert live(aws) == [("remind-1", "10:10:00")]
+    assert fire_the_live_schedule(aws, lifecycle, clock) == ("remind-1", "reminded")
+    assert live(aws) == [("remind-2", "10:20:00")]
+    assert fire_the_live_schedule(aws, lifecycle, clock) == ("remind-2", "reminded")
+    assert live(aws) == [("expire-0", "11:00:00")]
+    # and once the expiry decides the question, nothing is armed
+    assert fire_the_live_schedule(aws, lifecycle, clock) == ("expire-0", "expired")
+    assert live(aws) == []
+
+
+def test_on_a_ladder_each_rung_arms_the_next_and_there_is_never_more_than_one_schedule(
+    aws: Aws, lifecycle: LifecycleService, ledger: Ledger, clock: FakeClock
+) -> None:
+    from wait_service.timers import build_timers
+
+    # Given a question with a 60 s ttl per rung, two rungs, and reminders at 20 s and 40 s
+    envelope = aws.raise_question(
+        policy=approval(ttl=60, reminders=[20, 40], on_expiry=LADDER), now=clock.now
+    )
+    timers = build_timers(aws.settings, aws.scheduler, clock=clock)
+    assert timers is not None
+    timers.set(timers.for_envelope(envelope))
+
+    # When each live schedule fires in turn, there is always exactly one, the next due
+    fired = []
+    while aws.schedules():
+        fired.append(fire_the_live_schedule(aws, lifecycle, clock))
+        assert len(aws.schedules()) <= 1
+    # Then the reminders, then one rung per ttl, and the ladder's end decides the question
+    assert fired == [
+        ("remind-1", "reminded"),
+        ("remind-2", "reminded"),
+        ("expire-0", "escalated"),  # at 60 s: the first rung runs to 120 s
+        ("expire-1", "escalated"),  # at 120 s: the second rung runs to 180 s
+        ("expire-2", "expired"),
+    ]
+    assert ledger.get_question("q-1").status == "expired"
+
+
+def test_a_reminder_whose_send_fails_keeps_the_next_timer_armed(
+    aws: Aws, lifecycle: LifecycleService, clock: FakeClock
+) -> None:
+    from agent_wait.errors import AnnounceError
+
+    # Given a question whose first reminder is due, with the outbox refusing every send
+    aws.raise_question(policy=approval(ttl=3600, reminders=[600]), now=clock.now)
+    clock.advance(600)
+
+    def outbox_down(**_: Any) -> None:
+        raise RuntimeError("outbox down")
+
+    aws.sqs.meta.events.register("before-call.sqs.SendMessage", outbox_down)
+
+    # When the reminder fires and its send fails
+    with pytest.raises(AnnounceError):
+        fire(lifecycle, "remind", 1)
+
+    # Then the question still has its next timer (the expiry), armed before the send
+    assert live(aws) == [("expire-0", "11:00:00")]
+
+
+def test_a_decided_question_costs_one_schedule_delete(aws: Aws, ledger: Ledger, clock: FakeClock) -> None:
+    from wait_service.timers import build_timers
+
+    # Given a question with a ttl and two reminders, its one timer armed
+    envelope = aws.raise_question(policy=approval(ttl=3600, reminders=[600, 1200]), now=clock.now)
+    timers = build_timers(aws.settings, aws.scheduler, clock=clock)
+    assert timers is not None
+    calls: list[str] = []
+    aws.scheduler.meta.events.register("before-call.scheduler.*", lambda model, **_: calls.append(model.name))
+    timers.set(timers.for_envelope(envelope))
+
+    # When it is answered before any timer fires, and its timers are cancelled
+    assert ledger.record_answer("q-1", APPROVE, answered_by="ann") is None
+    timers.cancel(ledger.get_question("q-1"))
+
+    # Then one schedule was created and one deleted: nothing is left
+    assert calls == ["CreateSchedule", "DeleteSchedule"]
+    assert aws.schedules() == {}
+
+
 def test_the_lifecycle_handler_parses_the_schedule_input(
     aws: Aws, lifecycle: LifecycleService, context: LambdaContext, clock: FakeClock
 ) -> None:

@@ -18,7 +18,7 @@ from agent_wait.errors import QuestionCollisionError
 if TYPE_CHECKING:
     from agent_wait.envelope import Envelope
 
-__all__ = ["DynamoDbAnnounce", "ledger_put"]
+__all__ = ["STATUS_SHARDS", "DynamoDbAnnounce", "ledger_put", "status_shard"]
 
 _serializer = TypeSerializer()
 
@@ -81,6 +81,28 @@ def _plain_attribute(value: Any) -> dict[str, Any]:
     raise _NotPlain
 
 
+# The ledger lists questions by status through an index keyed on `status_shard`, whose writes
+# are spread over this many partitions per status (the deployment's ledger documents why 16).
+# Changing it re-keys every listed item: it is fixed for the life of a table.
+STATUS_SHARDS = 16
+
+
+def status_shard(listing: str, question_id: str, shards: int = STATUS_SHARDS) -> str:
+    """``<listing>#<n>``: the partition of the status index a question is listed in.
+
+    ``n`` comes from the question id alone, so every move of a question stays in its own shard
+    number and the shards fill evenly. ``listing`` is ``open`` while a person may answer (a
+    raised question is open), else the status.
+
+    Examples
+    --------
+    >>> status_shard("open", "q-1")
+    'open#10'
+    """
+    number = int.from_bytes(hashlib.sha256(question_id.encode()).digest()[:4], "big") % shards
+    return f"{listing}#{number}"
+
+
 def ledger_put(table_name: str, envelope: Envelope) -> dict[str, Any]:
     """The conditional ``PutItem`` request that records ``envelope`` in the ledger.
 
@@ -107,6 +129,7 @@ def ledger_put(table_name: str, envelope: Envelope) -> dict[str, Any]:
         "policy": envelope.policy.model_dump(mode="json"),
         "source": envelope.source,
         "status": "raised",
+        "status_shard": status_shard("open", envelope.question_id),
         "created_at": created_at,
         "updated_at": created_at,
         "expires_at": None if envelope.expires_at is None else isoformat_z(envelope.expires_at),

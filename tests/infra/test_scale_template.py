@@ -1,0 +1,100 @@
+"""What lets the stack run at 1,000 questions a second, as synthesized.
+
+FIFO queues in high-throughput mode (limits per thread, not per queue), indexes that project only
+what their queries read and are keyed so that their writes spread, and every throughput limit a
+context setting (infra.config) with the defaults the README documents.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from aws_cdk.assertions import Match
+from test_template import logical_id
+
+from infra import constants
+from wait_service.resources import LEDGER, LISTED_ATTRIBUTES
+
+if TYPE_CHECKING:
+    from tests.infra.conftest import Synth
+
+pytestmark = pytest.mark.infra
+
+
+def test_inbox_and_outbox_are_high_throughput_fifo_queues(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    queues = default_synth.resources("AWS::SQS::Queue")
+    for queue in (stack.inbox.queue, stack.fanout.outbox):
+        props = queues[logical_id(default_synth, queue)]["Properties"]
+        assert (props["FifoQueue"], props["DeduplicationScope"], props["FifoThroughputLimit"]) == (
+            True,
+            "messageGroup",
+            "perMessageGroupId",
+        )
+
+
+def test_ledger_indexes_project_only_what_a_page_shows(default_synth: Synth) -> None:
+    props = default_synth.resources("AWS::DynamoDB::Table")[
+        logical_id(default_synth, default_synth.stack.ledger.table)
+    ]["Properties"]
+    indexes = {index["IndexName"]: index for index in props["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {"by-status", "by-thread"}
+    for index in indexes.values():
+        assert index["Projection"]["ProjectionType"] == "INCLUDE"
+        assert sorted(index["Projection"]["NonKeyAttributes"]) == sorted(LISTED_ATTRIBUTES)
+        # The envelope (the largest attribute) and the bookkeeping stay in the table only.
+        assert not {"envelope", "kind", "reminders_sent", "resume_enqueued_at", "expires_ttl"} & set(
+            index["Projection"]["NonKeyAttributes"]
+        )
+    # The status listing is keyed on the write-sharded attribute, never on `status` (a handful of
+    # values): every index key is high-cardinality.
+    assert [k["AttributeName"] for k in indexes["by-status"]["KeySchema"]] == ["status_shard", "created_at"]
+    assert [k["AttributeName"] for k in indexes["by-thread"]["KeySchema"]] == ["thread_id", "created_at"]
+    assert all(index.partition_key != "status" for index in LEDGER.indexes)
+
+
+def test_throughput_settings_default_to_the_documented_values(default_synth: Synth) -> None:
+    default_synth.template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "MethodSettings": Match.array_with(
+                [
+                    Match.object_like(
+                        {
+                            "HttpMethod": "*",
+                            "ResourcePath": "/*",
+                            "ThrottlingRateLimit": constants.API_THROTTLE_RATE,
+                            "ThrottlingBurstLimit": constants.API_THROTTLE_BURST,
+                        }
+                    )
+                ]
+            )
+        },
+    )
+    default_synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"ScalingConfig": {"MaximumConcurrency": constants.RUNNER_MAX_CONCURRENCY}},
+    )
+    runner = default_synth.resources("AWS::Lambda::Function")[
+        logical_id(default_synth, default_synth.stack.runner.function)
+    ]["Properties"]
+    assert "ReservedConcurrentExecutions" not in runner
+
+
+def test_throughput_settings_come_from_context(bucket_synth: Synth) -> None:
+    bucket_synth.template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "MethodSettings": Match.array_with(
+                [Match.object_like({"ThrottlingRateLimit": 1200, "ThrottlingBurstLimit": 2400})]
+            )
+        },
+    )
+    bucket_synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping", {"ScalingConfig": {"MaximumConcurrency": 25}}
+    )
+    runner = bucket_synth.resources("AWS::Lambda::Function")[
+        logical_id(bucket_synth, bucket_synth.stack.runner.function)
+    ]["Properties"]
+    assert runner["ReservedConcurrentExecutions"] == 40

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, JsonValue
 
-from wait_service.limits import STORABLE_JSON_SCHEMA
+from wait_service.limits import EXACT_JSON_SCHEMA_KEY, STORABLE_JSON_SCHEMA
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.models import OpenAPI
@@ -92,6 +92,17 @@ def _as_component(input_schema: dict[str, Any], schemas: dict[str, Any]) -> dict
     return dict(rewrite({k: v for k, v in input_schema.items() if k != "$defs"}))
 
 
+def _exact_as_json_value(value: Any) -> Any:
+    """``value`` with each exact-number JSON schema (``limits.ExactJson``) as a JsonValue ``$ref``."""
+    if isinstance(value, dict):
+        if value.pop(EXACT_JSON_SCHEMA_KEY, None):
+            return {k: v for k, v in value.items() if k != "$ref"} | {"$ref": JSON_VALUE_REF}
+        return {k: _exact_as_json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_exact_as_json_value(v) for v in value]
+    return value
+
+
 def responses(ok: dict[int, OpenAPIResponse], errors: dict[int, str | None]) -> dict[int, OpenAPIResponse]:
     """A route's ``responses``: its successes as given, each error status with the error shape.
 
@@ -122,7 +133,8 @@ def finish(schema: OpenAPI, *, input_schema: dict[str, Any] | None = None) -> st
     A route that declares 422 itself keeps it (as an :class:`ErrorBody`); on every other route the
     generated ``HTTPValidationError`` 422 is dropped, and so are its schemas.
     """
-    doc: dict[str, Any] = schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+    doc: dict[str, Any] = _exact_as_json_value(schema.model_dump(mode="json", by_alias=True, exclude_none=True))
+    doc.setdefault("components", {}).setdefault("schemas", {}).setdefault("JsonValue", {})
     for operations in doc.get("paths", {}).values():
         for operation in operations.values():
             if not isinstance(operation, dict) or "responses" not in operation:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from decimal import Decimal
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agent_wait import Policy, signing
+from agent_wait import Policy, exact_json, signing
 from agent_wait.errors import (
     AgentWaitError,
     AnswerConflictError,
@@ -488,7 +489,7 @@ def answer_modal(record: QuestionRecord, digest: str, response_url: str | None) 
             }
         )
         if policy.kind == "approval" and isinstance(question, Mapping) and "args" in question:
-            initial = json.dumps(question.get("args"), indent=2, ensure_ascii=False)
+            initial = exact_json.dumps(question.get("args"), indent=2, ensure_ascii=False)
             blocks.append(
                 _text_input(
                     "args",
@@ -499,7 +500,7 @@ def answer_modal(record: QuestionRecord, digest: str, response_url: str | None) 
                 )
             )
         if policy.kind == "edit":
-            initial = json.dumps(question, indent=2, ensure_ascii=False)
+            initial = exact_json.dumps(question, indent=2, ensure_ascii=False)
             blocks.append(
                 _text_input("value", "Value (JSON)", initial=initial, optional=True, multiline=True)
             )
@@ -567,7 +568,7 @@ def answer_from_modal(
             {},
         )
     try:
-        edited = json.loads(text)
+        edited = json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError as exc:
         return None, reason, {block: f"This is not JSON: {exc.msg} (line {exc.lineno})."}
     if policy.kind == "edit":

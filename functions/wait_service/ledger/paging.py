@@ -30,7 +30,8 @@ def decode_pending_token(token: str) -> dict[str, Any]:
     """The per-status positions of a ``status=pending`` page token."""
     try:
         decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except (ValueError, binascii.Error) as exc:
+    except (ValueError, binascii.Error, RecursionError) as exc:
+        # RecursionError: a token nesting thousands of levels is as malformed as any other.
         raise InvalidRequestError("next is not a page token", field="next") from exc
     positions = decoded.get(PENDING) if isinstance(decoded, dict) else None
     if not isinstance(positions, dict) or set(positions) != set(OPEN):
@@ -42,7 +43,8 @@ def decode_token(token: str) -> dict[str, Any]:
     """Invert :func:`encode_token`; anything else is an :class:`InvalidRequestError` on ``next``."""
     try:
         decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except (ValueError, binascii.Error) as exc:
+    except (ValueError, binascii.Error, RecursionError) as exc:
+        # RecursionError: a token nesting thousands of levels is as malformed as any other.
         raise InvalidRequestError("next is not a page token", field="next") from exc
     valid = isinstance(decoded, dict) and all(
         isinstance(v, dict) and len(v) == 1 and all(isinstance(x, str) for x in v.values())

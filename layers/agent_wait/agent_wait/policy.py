@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from agent_wait import exact_json
 from agent_wait.errors import AnswerInvalidError
 
 __all__ = [
@@ -157,7 +158,8 @@ class Policy(BaseModel):
 
         Examples
         --------
-        >>> from agent_wait.errors import AnswerInvalidError
+        >>> from agent_wait import exact_json
+from agent_wait.errors import AnswerInvalidError
         >>> try:
         ...     Policy(kind="approval").check_answer({"action": "maybe"})
         ... except AnswerInvalidError as exc:
@@ -227,7 +229,8 @@ def check_arg_edits(edits: Any, published: Mapping[str, Any], function: str) -> 
     Examples
     --------
     >>> check_arg_edits({"amount": 25}, {"customer": "c-17", "amount": 40}, "issue_refund")
-    >>> from agent_wait.errors import AnswerInvalidError
+    >>> from agent_wait import exact_json
+from agent_wait.errors import AnswerInvalidError
     >>> try:
     ...     check_arg_edits({"ctx": 1}, {"amount": 40}, "issue_refund")
     ... except AnswerInvalidError as exc:
@@ -259,14 +262,15 @@ def check_args_against_schema(args: Mapping[str, Any], schema: Mapping[str, Any]
     --------
     >>> schema = {"type": "object", "properties": {"amount": {"type": "number", "exclusiveMinimum": 0}}}
     >>> check_args_against_schema({"amount": 25}, schema, "issue_refund")
-    >>> from agent_wait.errors import AnswerInvalidError
+    >>> from agent_wait import exact_json
+from agent_wait.errors import AnswerInvalidError
     >>> try:
     ...     check_args_against_schema({"amount": -1000}, schema, "issue_refund")
     ... except AnswerInvalidError as exc:
     ...     print(exc.field)
     answer.args.amount
     """
-    validate = _compiled_schema(json.dumps(schema, sort_keys=True, separators=(",", ":")))
+    validate = _compiled_schema(exact_json.dumps(schema, sort_keys=True, separators=(",", ":")))
     import fastjsonschema  # importable: _compiled_schema raised otherwise
 
     try:

@@ -427,6 +427,7 @@ class WaitApi:
                     415: None,
                     422: "invalid_input: the input does not fit the graph's input schema (`field` names "
                     "where); idempotency_conflict: this Idempotency-Key was used with a different body",
+                    503: None,
                 },
             ),
         )
@@ -457,7 +458,7 @@ class WaitApi:
             summary="The status of a thread's last run",
             responses=responses(
                 {200: {"description": "the thread", "content": {JSON: {"model": ThreadView}}}},
-                {400: None, 404: "thread_not_found: unknown thread"},
+                {400: None, 404: "thread_not_found: unknown thread", 503: None},
             ),
         )
         def get_thread(thread_id: ThreadIdPath) -> ThreadView:
@@ -468,7 +469,7 @@ class WaitApi:
             summary="List questions by status and/or thread, newest first",
             responses=responses(
                 {200: {"description": "one page", "content": {JSON: {"model": QuestionPage}}}},
-                {400: None},
+                {400: None, 503: None},
             ),
         )
         def list_questions(
@@ -500,7 +501,7 @@ class WaitApi:
                         "content": {JSON: {"model": QuestionView}},
                     }
                 },
-                {404: "question_not_found: unknown question"},
+                {404: "question_not_found: unknown question", 503: None},
             ),
         )
         def get_question(question_id: Annotated[str, Path(min_length=1)]) -> Response[QuestionView]:
@@ -538,6 +539,7 @@ class WaitApi:
                     422: "invalid_answer: the answer does not fit the policy, or holds a number "
                     "DynamoDB cannot store; `field` names it",
                     428: None,
+                    503: None,
                 },
             ),
         )
@@ -584,6 +586,7 @@ class WaitApi:
                     410: "question_closed: already revoked (`standing_answer`)",
                     413: None,
                     415: None,
+                    503: None,
                 },
             ),
         )

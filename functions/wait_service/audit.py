@@ -74,7 +74,8 @@ def audit_of(record: QuestionRecord) -> dict[str, Any]:
         import jsonpatch  # only a question whose arguments were edited needs it
 
         # Compared as exact JSON: an edit of 0.1 to Decimal("0.10000000000000000001") is a change.
-        diff = list(jsonpatch.JsonPatch.from_diff(proposed["args"], authorized["args"], dumps=exact_json.dumps).patch)
+        patch = jsonpatch.JsonPatch.from_diff(proposed["args"], authorized["args"], dumps=exact_json.dumps)
+        diff = list(patch.patch)
     return {
         "proposed": proposed,
         "authorized": authorized,

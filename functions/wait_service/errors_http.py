@@ -21,7 +21,6 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as AwsConnectionError
 
-from agent_wait.exact_json import dumps
 from agent_wait.errors import (
     AgentWaitError,
     AnswerConflictError,
@@ -41,6 +40,7 @@ from agent_wait.errors import (
     ThreadNotFoundError,
     UnsupportedMediaTypeError,
 )
+from agent_wait.exact_json import dumps
 from wait_service.observability import logger
 from wait_service.signing import SignatureRejectedError
 
@@ -98,7 +98,9 @@ def unavailable(error: BaseException) -> ServiceUnavailableError | None:
                 f"{error.operation_name} was refused for now ({code}); retry after {RETRY_AFTER_SECONDS} s"
             )
     elif isinstance(error, AwsConnectionError | HTTPClientError):
-        return ServiceUnavailableError(f"an AWS service could not be reached; retry after {RETRY_AFTER_SECONDS} s")
+        return ServiceUnavailableError(
+            f"an AWS service could not be reached; retry after {RETRY_AFTER_SECONDS} s"
+        )
     return None
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from ulid import ULID
 
 from agent_wait import exact_json
-from wait_service.limits import ExactJson
+from wait_service.limits import ExactJson  # noqa: TC001 - pydantic reads it at runtime
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import PlainSerializer, WithJsonSchema
 
 from agent_wait.aws.dynamodb import to_attribute
-from agent_wait.exact_json import exact_marker
 from agent_wait.errors import InvalidRequestError, UnsupportedMediaTypeError
+from agent_wait.exact_json import exact_marker
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -167,7 +167,8 @@ def surrogate_problem(value: Any, path: str) -> str | None:
                     return field
                 stack.append((child, field))
         elif isinstance(item, list):
-            stack.extend((child, f"{where}.{i}" if where else str(i)) for i, child in reversed(list(enumerate(item))))
+            indexed = reversed(list(enumerate(item)))
+            stack.extend((child, f"{where}.{i}" if where else str(i)) for i, child in indexed)
     return None
 
 

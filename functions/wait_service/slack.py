@@ -21,10 +21,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from decimal import Decimal
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from agent_wait import Policy, exact_json, signing

@@ -26,7 +26,6 @@ Examples
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 

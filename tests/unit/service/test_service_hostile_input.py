@@ -66,7 +66,7 @@ def test_an_edit_past_the_schema_maximum_by_a_digit_float_would_lose_is_422(
             "args_schema": {"type": "object", "properties": {"amount": {"type": "number", "maximum": 10000}}},
         }
     )
-    text = '{"answer": {"action": "approve", "args": {"amount": %s}}}' % LONG
+    text = '{"answer": {"action": "approve", "args": {"amount": %s}}}' % LONG  # noqa: UP031
 
     refused(call(reply_text("q-1", text, envelope.digest)), 422, "invalid_answer", "answer.args.amount")
     assert ledger.get_question("q-1").is_open
@@ -76,7 +76,7 @@ def test_an_accepted_number_is_stored_and_shown_with_the_digits_sent(
     aws: Aws, call: Call, ledger: Ledger
 ) -> None:
     envelope = aws.raise_question()
-    text = '{"answer": {"action": "approve", "args": {"amount": %s}}}' % LONG
+    text = '{"answer": {"action": "approve", "args": {"amount": %s}}}' % LONG  # noqa: UP031
 
     assert call(reply_text("q-1", text, envelope.digest))["statusCode"] == 202
 
@@ -95,18 +95,20 @@ def test_past_38_significant_digits_an_answer_is_422_and_an_input_400(
 ) -> None:
     envelope = aws.raise_question()
     forty = "1." + "1" * 39
-    text = '{"answer": {"action": "approve", "args": {"amount": %s}}}' % forty
+    text = '{"answer": {"action": "approve", "args": {"amount": %s}}}' % forty  # noqa: UP031
 
-    body = refused(call(reply_text("q-1", text, envelope.digest)), 422, "invalid_answer", "answer.args.amount")
+    body = refused(
+        call(reply_text("q-1", text, envelope.digest)), 422, "invalid_answer", "answer.args.amount"
+    )
     assert "40 significant digits" in body["message"]
     assert ledger.get_question("q-1").is_open
-    start = start_event("t-9", body='{"input": {"customer": "c-1", "amount": %s}}' % forty)
+    start = start_event("t-9", body='{"input": {"customer": "c-1", "amount": %s}}' % forty)  # noqa: UP031
     refused(call(start), 400, "invalid_request", "input.amount")
     assert aws.inbox_messages() == []
 
 
 def test_a_run_input_reaches_the_inbox_and_the_runner_with_the_digits_sent(aws: Aws, call: Call) -> None:
-    start = start_event("t-9", body='{"input": {"customer": "c-1", "amount": %s}}' % LONG)
+    start = start_event("t-9", body='{"input": {"customer": "c-1", "amount": %s}}' % LONG)  # noqa: UP031
 
     assert call(start)["statusCode"] == 202
 
@@ -174,7 +176,11 @@ def test_a_key_named_twice_in_a_run_input_is_400(aws: Aws, call: Call) -> None:
     [
         (Policy(kind="text"), "\ud800", "answer"),
         (Policy(kind="text"), {"text": "fine \udfff"}, "answer.text"),
-        (Policy(kind="approval"), {"action": "approve", "args": {"customer": "c\ud800"}}, "answer.args.customer"),
+        (
+            Policy(kind="approval"),
+            {"action": "approve", "args": {"customer": "c\ud800"}},
+            "answer.args.customer",
+        ),
         (Policy(kind="approval"), {"action": "reject", "reason": "\ud83d"}, "answer.reason"),
         (Policy(kind="approval"), {"action": "approve", "args": {"\ud800": 1}}, "answer.args.\ud800"),
     ],
@@ -281,9 +287,7 @@ def test_a_throttled_answer_write_is_503_with_retry_after_and_the_retry_is_recor
         aws.dynamodb.meta.events.unregister("provide-client-params.dynamodb.UpdateItem", fail_once)
 
 
-def test_an_answer_write_refused_for_another_reason_is_not_a_missing_question(
-    aws: Aws, call: Call
-) -> None:
+def test_an_answer_write_refused_for_another_reason_is_not_a_missing_question(aws: Aws, call: Call) -> None:
     envelope = aws.raise_question()
 
     def fail(params: dict[str, Any], **_: Any) -> None:

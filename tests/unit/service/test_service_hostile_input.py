@@ -235,16 +235,18 @@ def _token(text: str) -> str:
 @pytest.mark.parametrize(
     "token",
     [
-        _token("[" * 3000 + "]" * 3000),
-        _token('{"a":' * 1500 + "1" + "}" * 1500),
+        # Deep enough for Python's parser to give up, short enough for the 4096-character limit.
+        _token("[" * 1500 + "]" * 1500),
+        _token('{"a":' * 500 + "1" + "}" * 500),
         _token('{"dedupe_key": {"S": "x"}, "dedupe_key": {"S": "y"}}'),
-        _token('{"pending": ' + "[" * 2000 + "]" * 2000 + "}"),
+        _token('{"pending": ' + "[" * 1400 + "]" * 1400 + "}"),
         _token(json.dumps({"pending": {"raised": None, "delivered": None, "escalated": None, "x": 1}})),
         _token(json.dumps(KEY | {"dedupe_key": {"S": "\ud800"}})),
         _token(json.dumps({"pending": {"raised": KEY | {"dedupe_key": {"S": "\udc00"}}}})),
     ],
 )
 def test_any_malformed_page_token_is_400_naming_next(call: Call, status: str | None, token: str) -> None:
+    assert len(token) <= 4096
     query = {"next": token} | ({"status": status} if status else {})
 
     refused(call(get_event("/questions", "/questions", query=query)), 400, "invalid_request", "next")
@@ -324,3 +326,18 @@ def test_a_missing_question_is_still_404(call: Call) -> None:
     response = call(reply_event("nope", {"action": "approve"}))
 
     refused(response, 404, "question_not_found", None)
+
+
+def test_an_idempotent_start_keeps_the_digits_and_tells_them_apart(aws: Aws, call: Call) -> None:
+    def start(amount: str) -> dict[str, Any]:
+        event = start_event("t-9", body='{"input": {"customer": "c-1", "amount": %s}}' % amount)  # noqa: UP031
+        event["headers"]["Idempotency-Key"] = "k-1"
+        event["multiValueHeaders"]["Idempotency-Key"] = ["k-1"]
+        return call(event)
+
+    assert start(LONG)["statusCode"] == 202
+    assert start(LONG)["statusCode"] == 202
+    # 10000 is another body than 10000.00000000000000001, though a float cannot tell them apart.
+    refused(start("10000"), 422, "idempotency_conflict", None)
+    [message] = aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url)["Messages"]
+    assert f'"amount":{LONG}' in message["Body"]

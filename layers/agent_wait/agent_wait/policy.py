@@ -136,41 +136,40 @@ class Policy(BaseModel):
     def check_answer(self, answer: JsonValue, question: JsonValue = None) -> None:
         """Raise :class:`~agent_wait.errors.AnswerInvalidError` unless ``answer`` fits this kind.
 
-                Shapes by kind:
+        Shapes by kind:
 
-                - ``approval``: ``{"action": "approve"}``, ``{"action": "approve", "args": {...}}``,
-                  ``{"action": "reject", "reason"?: str}``
-                - ``decision``: ``{"choice": <one of options>}``
-                - ``edit``: ``{"action": "approve"}``, ``{"action": "reject", "reason"?: str}``,
-                  ``{"action": "edit", "value": <json>}``
-                - ``text``: ``{"text": str}`` or a bare string
+        - ``approval``: ``{"action": "approve"}``, ``{"action": "approve", "args": {...}}``,
+          ``{"action": "reject", "reason"?: str}``
+        - ``decision``: ``{"choice": <one of options>}``
+        - ``edit``: ``{"action": "approve"}``, ``{"action": "reject", "reason"?: str}``,
+          ``{"action": "edit", "value": <json>}``
+        - ``text``: ``{"text": str}`` or a bare string
 
-                When ``question`` is the ``@wait`` question (``{"function": ..., "args": {...}}``), an
-                approval's ``args`` may only name keys of ``question["args"]``: a typo is refused here, at
-                reply time, instead of being recorded and failing every resume. When the question also
-                carries ``args_schema`` (the JSON Schema of the function's published parameters), the
-                edited call (``question["args"] | answer["args"]``) must validate against it, see
-                :func:`check_args_against_schema`. (An ``edit`` answer's ``value`` replaces a proposed
-                value, not the call's arguments, so it is not checked.)
+        When ``question`` is the ``@wait`` question (``{"function": ..., "args": {...}}``), an
+        approval's ``args`` may only name keys of ``question["args"]``: a typo is refused here, at
+        reply time, instead of being recorded and failing every resume. When the question also
+        carries ``args_schema`` (the JSON Schema of the function's published parameters), the
+        edited call (``question["args"] | answer["args"]``) must validate against it, see
+        :func:`check_args_against_schema`. (An ``edit`` answer's ``value`` replaces a proposed
+        value, not the call's arguments, so it is not checked.)
 
-                The error's ``field`` names the offending path (``answer``, ``answer.action``,
-                ``answer.args.<key>``, ...).
+        The error's ``field`` names the offending path (``answer``, ``answer.action``,
+        ``answer.args.<key>``, ...).
 
-                Examples
-                --------
-                >>> from agent_wait import exact_json
-        from agent_wait.errors import AnswerInvalidError
-                >>> try:
-                ...     Policy(kind="approval").check_answer({"action": "maybe"})
-                ... except AnswerInvalidError as exc:
-                ...     print(exc.field)
-                answer.action
-                >>> question = {"function": "issue_refund", "args": {"amount": 40}}
-                >>> try:
-                ...     Policy().check_answer({"action": "approve", "args": {"amonut": 25}}, question)
-                ... except AnswerInvalidError as exc:
-                ...     print(exc.field)
-                answer.args.amonut
+        Examples
+        --------
+        >>> from agent_wait.errors import AnswerInvalidError
+        >>> try:
+        ...     Policy(kind="approval").check_answer({"action": "maybe"})
+        ... except AnswerInvalidError as exc:
+        ...     print(exc.field)
+        answer.action
+        >>> question = {"function": "issue_refund", "args": {"amount": 40}}
+        >>> try:
+        ...     Policy().check_answer({"action": "approve", "args": {"amonut": 25}}, question)
+        ... except AnswerInvalidError as exc:
+        ...     print(exc.field)
+        answer.args.amonut
         """
         if self.kind == "text":
             _check_text(answer)
@@ -223,19 +222,18 @@ def _check_approval(answer: Mapping[str, Any]) -> None:
 def check_arg_edits(edits: Any, published: Mapping[str, Any], function: str) -> None:
     """Raise :class:`~agent_wait.errors.AnswerInvalidError` unless ``edits`` only names ``published`` args.
 
-        Shared by :meth:`Policy.check_answer` (reply time, given the question) and ``@wait`` (resume
-        time, the last line of defence), so both refuse an edit with the same field and message.
+    Shared by :meth:`Policy.check_answer` (reply time, given the question) and ``@wait`` (resume
+    time, the last line of defence), so both refuse an edit with the same field and message.
 
-        Examples
-        --------
-        >>> check_arg_edits({"amount": 25}, {"customer": "c-17", "amount": 40}, "issue_refund")
-        >>> from agent_wait import exact_json
-    from agent_wait.errors import AnswerInvalidError
-        >>> try:
-        ...     check_arg_edits({"ctx": 1}, {"amount": 40}, "issue_refund")
-        ... except AnswerInvalidError as exc:
-        ...     print(exc.field, "|", exc.message)
-        answer.args.ctx | issue_refund() has no published argument 'ctx' to edit
+    Examples
+    --------
+    >>> check_arg_edits({"amount": 25}, {"customer": "c-17", "amount": 40}, "issue_refund")
+    >>> from agent_wait.errors import AnswerInvalidError
+    >>> try:
+    ...     check_arg_edits({"ctx": 1}, {"amount": 40}, "issue_refund")
+    ... except AnswerInvalidError as exc:
+    ...     print(exc.field, "|", exc.message)
+    answer.args.ctx | issue_refund() has no published argument 'ctx' to edit
     """
     if not isinstance(edits, Mapping):
         raise AnswerInvalidError("args must be an object of argument names to values", field="answer.args")
@@ -249,26 +247,25 @@ def check_arg_edits(edits: Any, published: Mapping[str, Any], function: str) -> 
 def check_args_against_schema(args: Mapping[str, Any], schema: Mapping[str, Any], function: str) -> None:
     """Raise :class:`~agent_wait.errors.AnswerInvalidError` unless ``args`` validate against ``schema``.
 
-        ``schema`` is a question's ``args_schema``: a self-contained JSON Schema object (local
-        ``$defs`` references only). Validation uses ``fastjsonschema`` (installed with the ``service``
-        extra, through ``aws-lambda-powertools[validation]``), imported on first use. Without it this raises
-        :class:`~agent_wait.errors.MissingExtraError`: a typed edit that cannot be checked is refused,
-        never let through. The error's ``field`` is ``answer.args.<path>`` (``answer.args`` when the
-        problem is the object itself, e.g. a missing key). ``format`` keywords are not checked (pydantic
-        emits formats no JSON Schema validator knows, and accepts more than the standard ones); the
-        resumed call's pydantic validation covers them.
+    ``schema`` is a question's ``args_schema``: a self-contained JSON Schema object (local
+    ``$defs`` references only). Validation uses ``fastjsonschema`` (installed with the ``service``
+    extra, through ``aws-lambda-powertools[validation]``), imported on first use. Without it this raises
+    :class:`~agent_wait.errors.MissingExtraError`: a typed edit that cannot be checked is refused,
+    never let through. The error's ``field`` is ``answer.args.<path>`` (``answer.args`` when the
+    problem is the object itself, e.g. a missing key). ``format`` keywords are not checked (pydantic
+    emits formats no JSON Schema validator knows, and accepts more than the standard ones); the
+    resumed call's pydantic validation covers them.
 
-        Examples
-        --------
-        >>> schema = {"type": "object", "properties": {"amount": {"type": "number", "exclusiveMinimum": 0}}}
-        >>> check_args_against_schema({"amount": 25}, schema, "issue_refund")
-        >>> from agent_wait import exact_json
-    from agent_wait.errors import AnswerInvalidError
-        >>> try:
-        ...     check_args_against_schema({"amount": -1000}, schema, "issue_refund")
-        ... except AnswerInvalidError as exc:
-        ...     print(exc.field)
-        answer.args.amount
+    Examples
+    --------
+    >>> schema = {"type": "object", "properties": {"amount": {"type": "number", "exclusiveMinimum": 0}}}
+    >>> check_args_against_schema({"amount": 25}, schema, "issue_refund")
+    >>> from agent_wait.errors import AnswerInvalidError
+    >>> try:
+    ...     check_args_against_schema({"amount": -1000}, schema, "issue_refund")
+    ... except AnswerInvalidError as exc:
+    ...     print(exc.field)
+    answer.args.amount
     """
     validate = _compiled_schema(exact_json.dumps(schema, sort_keys=True, separators=(",", ":")))
     import fastjsonschema  # importable: _compiled_schema raised otherwise

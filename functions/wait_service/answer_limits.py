@@ -22,6 +22,7 @@ import json
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
+from agent_wait import exact_json
 from agent_wait.aws.dynamodb import to_attribute
 from agent_wait.errors import PayloadTooLargeError
 from wait_service.limits import MAX_BODY_BYTES
@@ -66,10 +67,14 @@ def answer_bytes(answer: JsonValue) -> int:
     --------
     >>> answer_bytes({"action": "approve"})
     20
-    >>> answer_bytes("é")
-    4
+    >>> answer_bytes("é"), answer_bytes({"n": Decimal("10000.00000000000000001")})
+    (4, 29)
     """
-    return len(_COMPACT.encode(answer).encode())
+    try:
+        return len(_COMPACT.encode(answer).encode())
+    except TypeError:
+        # A Decimal (an exact number, as the api reads them): written with all its digits.
+        return len(exact_json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def attribute_bytes(value: Mapping[str, Any]) -> int:

@@ -12,14 +12,15 @@ Routes: ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``, ``GET 
 from __future__ import annotations
 
 import ipaddress
-import json
 import threading
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from agent_wait import exact_json
 from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
 from wait_service import errors_http, openapi_doc
 from wait_service.answer_limits import (
@@ -37,7 +38,9 @@ from wait_service.limits import (
     MAX_BODY_BYTES,
     THREAD_ID_MAX,
     THREAD_ID_PATTERN,
+    ExactJson,
     check_numbers,
+    loads,
     number_problem,
 )
 from wait_service.observability import logger
@@ -102,7 +105,7 @@ ThreadIdPath = Annotated[
 class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    input: JsonValue = Field(default_factory=dict, description="the graph's input")
+    input: ExactJson = Field(default_factory=dict, description="the graph's input")
 
 
 class RunAccepted(BaseModel):
@@ -155,12 +158,12 @@ class LifecycleStage(BaseModel):
 
 class CallView(BaseModel):
     function: str
-    args: dict[str, JsonValue] = Field(default_factory=dict)
+    args: dict[str, ExactJson] = Field(default_factory=dict)
 
 
 class ReceiptView(BaseModel):
     ran: bool = Field(description="whether the function's body ran")
-    args: dict[str, JsonValue] | None = Field(default=None, description="the arguments it ran with")
+    args: dict[str, ExactJson] | None = Field(default=None, description="the arguments it ran with")
     outcome: Literal["returned", "raised"] | None = None
     error: str | None = None
     at: str
@@ -171,7 +174,7 @@ class AuditView(BaseModel):
 
     proposed: CallView | None = None
     authorized: CallView | None = None
-    diff: list[dict[str, JsonValue]] = Field(
+    diff: list[dict[str, ExactJson]] = Field(
         default_factory=list, description="RFC 6902 JSON Patch from proposed to authorized args"
     )
     answered_by: str | None = None
@@ -185,14 +188,14 @@ class QuestionView(BaseModel):
     thread_id: str
     status: str
     digest: str
-    question: JsonValue = None
+    question: ExactJson = None
     policy: dict[str, JsonValue] = Field(default_factory=dict)
     source: dict[str, JsonValue] | None = None
     created_at: str | None = None
     expires_at: str | None = None
     updated_at: str | None = None
     lifecycle: list[LifecycleStage] = Field(default_factory=list)
-    answer: JsonValue = None
+    answer: ExactJson = None
     answered_by: str | None = None
     answered_at: str | None = None
     reason: str | None = None
@@ -217,7 +220,7 @@ class QuestionPage(BaseModel):
 class ReplyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    answer: JsonValue = Field(description="the answer; its shape depends on the policy's kind")
+    answer: ExactJson = Field(description="the answer; its shape depends on the policy's kind")
     reason: str | None = Field(default=None, max_length=4096)
 
 
@@ -331,7 +334,12 @@ class WaitApi:
         # The body the gate read for the request being resolved: the resolver takes it from here
         # rather than parsing the same text again.
         self._gated: Gated | None = None
-        self.app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=self._read_body)
+        # Bodies are read with exact numbers (Decimal) and written back with every digit.
+        self.app = APIGatewayRestResolver(
+            enable_validation=True,
+            json_body_deserializer=self._read_body,
+            serializer=partial(exact_json.dumps, separators=(",", ":")),
+        )
         errors_http.register(self.app)
         self._routes()
         self._shapes = route_shapes(self.app)
@@ -363,7 +371,7 @@ class WaitApi:
         gated = self._gated
         if gated is not None and gated.text is not None and (text is gated.text or text == gated.text):
             return gated.body
-        return json.loads(text)
+        return loads(text)
 
     def _resolve_signed(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         if self.signed is None:
@@ -419,6 +427,7 @@ class WaitApi:
                     415: None,
                     422: "invalid_input: the input does not fit the graph's input schema (`field` names "
                     "where); idempotency_conflict: this Idempotency-Key was used with a different body",
+                    503: None,
                 },
             ),
         )
@@ -449,7 +458,7 @@ class WaitApi:
             summary="The status of a thread's last run",
             responses=responses(
                 {200: {"description": "the thread", "content": {JSON: {"model": ThreadView}}}},
-                {400: None, 404: "thread_not_found: unknown thread"},
+                {400: None, 404: "thread_not_found: unknown thread", 503: None},
             ),
         )
         def get_thread(thread_id: ThreadIdPath) -> ThreadView:
@@ -460,7 +469,7 @@ class WaitApi:
             summary="List questions by status and/or thread, newest first",
             responses=responses(
                 {200: {"description": "one page", "content": {JSON: {"model": QuestionPage}}}},
-                {400: None},
+                {400: None, 503: None},
             ),
         )
         def list_questions(
@@ -492,7 +501,7 @@ class WaitApi:
                         "content": {JSON: {"model": QuestionView}},
                     }
                 },
-                {404: "question_not_found: unknown question"},
+                {404: "question_not_found: unknown question", 503: None},
             ),
         )
         def get_question(question_id: Annotated[str, Path(min_length=1)]) -> Response[QuestionView]:
@@ -530,6 +539,7 @@ class WaitApi:
                     422: "invalid_answer: the answer does not fit the policy, or holds a number "
                     "DynamoDB cannot store; `field` names it",
                     428: None,
+                    503: None,
                 },
             ),
         )
@@ -576,6 +586,7 @@ class WaitApi:
                     410: "question_closed: already revoked (`standing_answer`)",
                     413: None,
                     415: None,
+                    503: None,
                 },
             ),
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agent_wait import exact_json
 from wait_service.statuses import DECIDED
 
 if TYPE_CHECKING:
@@ -72,7 +73,9 @@ def audit_of(record: QuestionRecord) -> dict[str, Any]:
     if proposed is not None and authorized is not None:
         import jsonpatch  # only a question whose arguments were edited needs it
 
-        diff = list(jsonpatch.make_patch(proposed["args"], authorized["args"]).patch)
+        # Compared as exact JSON: an edit of 0.1 to Decimal("0.10000000000000000001") is a change.
+        patch = jsonpatch.JsonPatch.from_diff(proposed["args"], authorized["args"], dumps=exact_json.dumps)
+        diff = list(patch.patch)
     return {
         "proposed": proposed,
         "authorized": authorized,

@@ -3,11 +3,14 @@
 Every refusal the receive path makes is an ``agent_wait.errors`` error; this module gives each
 its status code and the api's single error shape ``{"error", "message", "question_id"?, ...}``.
 Request validation failures from the resolver map to ``invalid_request`` (400) naming the field.
+An AWS call that is throttled or fails on AWS's side (DynamoDB's
+``ProvisionedThroughputExceededException``, ``ThrottlingException``, ``InternalServerError``,
+after botocore's own retries) is ``service_unavailable`` (503) with ``Retry-After``: the request
+changed nothing that a retry would not find, and it is never mistaken for a missing question.
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -15,6 +18,8 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
 )
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as AwsConnectionError
 
 from agent_wait.errors import (
     AgentWaitError,
@@ -35,6 +40,7 @@ from agent_wait.errors import (
     ThreadNotFoundError,
     UnsupportedMediaTypeError,
 )
+from agent_wait.exact_json import dumps
 from wait_service.observability import logger
 from wait_service.signing import SignatureRejectedError
 
@@ -44,6 +50,59 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 JSON = "application/json"
+# Seconds a client waits before retrying a 503: DynamoDB's throttling clears within a second or two.
+RETRY_AFTER_SECONDS = 1
+# AWS error codes that mean "not now" rather than "not so": throttling and AWS's own failures.
+UNAVAILABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "TransactionConflictException",
+        "TransactionInProgressException",
+        "RequestThrottled",
+    }
+)
+
+
+class ServiceUnavailableError(AgentWaitError):
+    """A store the request needs is throttled or failing: 503 with ``Retry-After``."""
+
+    code = "service_unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = RETRY_AFTER_SECONDS) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def unavailable(error: BaseException) -> ServiceUnavailableError | None:
+    """The 503 an AWS failure is answered with, or ``None`` when it is not a transient one.
+
+    Examples
+    --------
+    >>> throttled = ClientError({"Error": {"Code": "ThrottlingException"}}, "UpdateItem")
+    >>> unavailable(throttled).message
+    'UpdateItem was refused for now (ThrottlingException); retry after 1 s'
+    >>> unavailable(ClientError({"Error": {"Code": "ValidationException"}}, "UpdateItem")) is None
+    True
+    """
+    if isinstance(error, ClientError):
+        code = str(error.response.get("Error", {}).get("Code") or "")
+        if code in UNAVAILABLE_CODES:
+            return ServiceUnavailableError(
+                f"{error.operation_name} was refused for now ({code}); retry after {RETRY_AFTER_SECONDS} s"
+            )
+    elif isinstance(error, AwsConnectionError | HTTPClientError):
+        return ServiceUnavailableError(
+            f"an AWS service could not be reached; retry after {RETRY_AFTER_SECONDS} s"
+        )
+    return None
+
 
 STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     QuestionNotFoundError: 404,
@@ -63,6 +122,7 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     IdempotencyConflictError: 422,
     IdempotencyInProgressError: 409,
     InputInvalidError: 422,
+    ServiceUnavailableError: 503,
 }
 
 
@@ -116,6 +176,8 @@ def error_headers(error: AgentWaitError) -> dict[str, str]:
     """
     if isinstance(error, MethodNotAllowedError):
         return {"Allow": ", ".join(error.allow)}
+    if isinstance(error, ServiceUnavailableError):
+        return {"Retry-After": str(error.retry_after)}
     return {}
 
 
@@ -124,7 +186,7 @@ def error_response(error: AgentWaitError) -> Response[str]:
     return Response(
         status_code=status_for(error),
         content_type=JSON,
-        body=json.dumps(error_body(error)),
+        body=dumps(error_body(error)),
         headers=error_headers(error),
     )
 
@@ -135,7 +197,7 @@ def proxy_error(error: AgentWaitError) -> dict[str, Any]:
         "statusCode": status_for(error),
         "headers": {"Content-Type": JSON} | error_headers(error),
         "multiValueHeaders": {},
-        "body": json.dumps(error_body(error)),
+        "body": dumps(error_body(error)),
         "isBase64Encoded": False,
     }
 
@@ -146,7 +208,7 @@ def not_found_proxy() -> dict[str, Any]:
         "statusCode": 404,
         "headers": {"Content-Type": JSON},
         "multiValueHeaders": {},
-        "body": json.dumps({"error": "not_found", "message": "no such route"}),
+        "body": dumps({"error": "not_found", "message": "no such route"}),
         "isBase64Encoded": False,
     }
 
@@ -192,10 +254,18 @@ def register(app: APIGatewayRestResolver) -> None:
     @app.not_found
     def _not_found(_: Exception) -> Response[str]:
         body = {"error": "not_found", "message": "no such route"}
-        return Response(status_code=404, content_type=JSON, body=json.dumps(body))
+        return Response(status_code=404, content_type=JSON, body=dumps(body))
+
+    @app.exception_handler([ClientError, BotoCoreError])
+    def _aws_error(error: Exception) -> Response[str]:
+        refusal = unavailable(error)
+        if refusal is None:
+            return _unexpected(error)
+        logger.warning("aws call failed", extra={"error": str(error)})
+        return error_response(refusal)
 
     @app.exception_handler(Exception)
     def _unexpected(error: Exception) -> Response[str]:
         logger.exception("unhandled error")
         body = {"error": "internal_error", "message": "internal error"}
-        return Response(status_code=500, content_type=JSON, body=json.dumps(body))
+        return Response(status_code=500, content_type=JSON, body=dumps(body))

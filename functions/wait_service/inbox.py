@@ -7,10 +7,14 @@ once; the deduplication id makes a resend of the same resume harmless (docs/inte
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from ulid import ULID
+
+from agent_wait import exact_json
+from wait_service.limits import ExactJson  # noqa: TC001 - pydantic reads it at runtime
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -22,7 +26,8 @@ class StartMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     thread_id: str = Field(min_length=1)
-    input: JsonValue = None
+    # Numbers with a fraction are Decimals: the graph runs with the digits the caller sent.
+    input: ExactJson = None
     # Names this run so that a redelivery of the message is recognised by the runner; messages
     # written by hand may leave it out and lose only that protection.
     run_id: str | None = None
@@ -57,7 +62,7 @@ def parse_message(body: str) -> StartMessage | ResumeMessage:
     than the parser goes); the runner consumes it as poison.
     """
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_float=Decimal)
     except RecursionError as exc:
         # A body nested deeper than the parser's stack: not a message, and never one to retry.
         raise ValueError("the body is nested too deeply to be a message") from exc
@@ -117,7 +122,9 @@ class Inbox:
         # SQS caps both ids at 128 characters; thread and question ids are well below it.
         return self._client.send_message(
             QueueUrl=self.queue_url,
-            MessageBody=message.model_dump_json(),
+            MessageBody=exact_json.dumps(
+                message.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
+            ),
             MessageGroupId=group,
             MessageDeduplicationId=dedup_id,
         )

@@ -13,14 +13,13 @@ adds the announcers and timers the lifecycle function needs.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_wait import Envelope
+from agent_wait import Envelope, exact_json
 from agent_wait.errors import AnnounceError
 from wait_service.async_answers import answer_run_id, is_async_question
 from wait_service.constants import API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS
@@ -173,7 +172,7 @@ class Decisions:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+    return exact_json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
 
 
 class LifecycleService(Decisions):

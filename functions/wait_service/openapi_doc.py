@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, JsonValue
 
-from wait_service.limits import STORABLE_JSON_SCHEMA
+from wait_service.limits import EXACT_JSON_SCHEMA_KEY, STORABLE_JSON_SCHEMA
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.models import OpenAPI
@@ -46,7 +46,8 @@ class ErrorBody(BaseModel):
 
 
 ERROR_DESCRIPTIONS: dict[int, str] = {
-    400: "invalid_request: a malformed request (bad thread id, query, body, number); `field` names it",
+    400: "invalid_request: a malformed request (bad thread id, query, page token, body, number; a key "
+    "named twice in one object, a lone UTF-16 surrogate in a string); `field` names it",
     403: "responder_not_allowed: the principal may not answer",
     404: "not found",
     409: "conflict",
@@ -56,6 +57,12 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     415: "unsupported_media_type: the body is not application/json (UTF-8)",
     422: "the request is well formed but cannot be used",
     428: "precondition_required: the policy needs If-Match",
+    503: "service_unavailable: the ledger (or another AWS service) is throttled or failing; nothing was "
+    "recorded: retry after `Retry-After` seconds",
+}
+# Headers an error status carries besides its body.
+ERROR_HEADERS: dict[int, dict[str, Any]] = {
+    503: {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}},
 }
 
 # The deployed api's auth modes (infra/api.py): API Gateway checks them before the Lambda runs.
@@ -92,6 +99,17 @@ def _as_component(input_schema: dict[str, Any], schemas: dict[str, Any]) -> dict
     return dict(rewrite({k: v for k, v in input_schema.items() if k != "$defs"}))
 
 
+def _exact_as_json_value(value: Any) -> Any:
+    """``value`` with each exact-number JSON schema (``limits.ExactJson``) as a JsonValue ``$ref``."""
+    if isinstance(value, dict):
+        if value.pop(EXACT_JSON_SCHEMA_KEY, None):
+            return {k: v for k, v in value.items() if k != "$ref"} | {"$ref": JSON_VALUE_REF}
+        return {k: _exact_as_json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_exact_as_json_value(v) for v in value]
+    return value
+
+
 def responses(ok: dict[int, OpenAPIResponse], errors: dict[int, str | None]) -> dict[int, OpenAPIResponse]:
     """A route's ``responses``: its successes as given, each error status with the error shape.
 
@@ -109,6 +127,8 @@ def responses(ok: dict[int, OpenAPIResponse], errors: dict[int, str | None]) -> 
             "description": description or ERROR_DESCRIPTIONS[status],
             "content": {JSON: {"model": ErrorBody}},
         }
+        if status in ERROR_HEADERS:
+            documented[status]["headers"] = ERROR_HEADERS[status]
     return documented
 
 
@@ -122,7 +142,10 @@ def finish(schema: OpenAPI, *, input_schema: dict[str, Any] | None = None) -> st
     A route that declares 422 itself keeps it (as an :class:`ErrorBody`); on every other route the
     generated ``HTTPValidationError`` 422 is dropped, and so are its schemas.
     """
-    doc: dict[str, Any] = schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+    doc: dict[str, Any] = _exact_as_json_value(
+        schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+    )
+    doc.setdefault("components", {}).setdefault("schemas", {}).setdefault("JsonValue", {})
     for operations in doc.get("paths", {}).values():
         for operation in operations.values():
             if not isinstance(operation, dict) or "responses" not in operation:

@@ -34,10 +34,19 @@ def _check_key(key: Any, names: frozenset[str], equal: dict[str, str]) -> None:
     for name, value in key.items():
         if not isinstance(value, dict) or set(value) != {"S"} or not isinstance(value["S"], str):
             raise _forged()
-        if not value["S"]:
+        if not value["S"] or not value["S"].isprintable() and _not_text(value["S"]):
             raise _forged()
         if name in equal and value["S"] != equal[name]:
             raise _forged()
+
+
+def _not_text(value: str) -> bool:
+    """Whether ``value`` holds a lone surrogate: no key DynamoDB wrote does, and botocore cannot send it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def check_token(token: str, *, status: str | None, thread_id: str | None) -> None:

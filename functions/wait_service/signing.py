@@ -166,6 +166,29 @@ class ReplayGuard(Protocol):
     def first_use(self, key_id: str, signature: str, until: int) -> bool: ...
 
 
+def check_first_use(replays: ReplayGuard, key_id: str, signature: str, until: int) -> None:
+    """Remember ``signature`` as used until ``until`` (unix seconds); refuse it if it was used before.
+
+    The one replay check of every signed request, on the deployed ``/signed`` routes and behind
+    the local gateway's ``--hmac-key``.
+
+    Raises
+    ------
+    SignatureRejectedError
+        ``replayed``: the signature was used before, or cannot be recorded now (fail closed:
+        without the record a replay could not be told apart).
+    """
+    try:
+        first = replays.first_use(key_id, signature, until)
+    except Exception:
+        logger.exception("cannot record the signature", extra={"key_id": key_id})
+        raise SignatureRejectedError(
+            "replayed", "the signature could not be recorded as used; sign the request again"
+        ) from None
+    if not first:
+        raise SignatureRejectedError("replayed", "this signature was already used")
+
+
 class LedgerReplayGuard:
     """Remembers each signature on the ledger with a conditional write; the second use is refused.
 
@@ -313,16 +336,7 @@ class SignedRequests:
                 "signature_invalid",
                 "the signature does not match v0:{timestamp}:{METHOD}:{path}:{If-Match}:{body}",
             )
-        try:
-            first = self.replays.first_use(key_id, signature, sent_at + self.tolerance)
-        except Exception:
-            logger.exception("cannot record the signature", extra={"key_id": key_id})
-            # Fail closed: without the record a replay could not be told apart.
-            raise SignatureRejectedError(
-                "replayed", "the signature could not be recorded as used; sign the request again"
-            ) from None
-        if not first:
-            raise SignatureRejectedError("replayed", "this signature was already used")
+        check_first_use(self.replays, key_id, signature, sent_at + self.tolerance)
         return key_id
 
     def unsigned_event(self, event: Mapping[str, Any], key_id: str) -> dict[str, Any]:

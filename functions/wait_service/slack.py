@@ -26,7 +26,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agent_wait import Policy, signing
+from agent_wait import Policy, exact_json, signing
 from agent_wait.errors import (
     AgentWaitError,
     AnswerConflictError,
@@ -47,6 +47,7 @@ from agent_wait.slack import (
     SlackClient,
     question_blocks,
 )
+from wait_service.limits import DuplicateKeyError, loads, surrogate_problem
 from wait_service.observability import logger
 from wait_service.signing import SECRET_CACHE_SECONDS, SignatureRejectedError, raw_body
 
@@ -488,7 +489,7 @@ def answer_modal(record: QuestionRecord, digest: str, response_url: str | None) 
             }
         )
         if policy.kind == "approval" and isinstance(question, Mapping) and "args" in question:
-            initial = json.dumps(question.get("args"), indent=2, ensure_ascii=False)
+            initial = exact_json.dumps(question.get("args"), indent=2, ensure_ascii=False)
             blocks.append(
                 _text_input(
                     "args",
@@ -499,7 +500,7 @@ def answer_modal(record: QuestionRecord, digest: str, response_url: str | None) 
                 )
             )
         if policy.kind == "edit":
-            initial = json.dumps(question, indent=2, ensure_ascii=False)
+            initial = exact_json.dumps(question, indent=2, ensure_ascii=False)
             blocks.append(
                 _text_input("value", "Value (JSON)", initial=initial, optional=True, multiline=True)
             )
@@ -567,9 +568,20 @@ def answer_from_modal(
             {},
         )
     try:
-        edited = json.loads(text)
+        # Read as the api reads a body: exact numbers, each key once, no lone surrogates.
+        edited = loads(text)
+    except DuplicateKeyError as exc:
+        return None, reason, {block: f"The key {exc.key!r} appears twice: keep one."}
     except json.JSONDecodeError as exc:
         return None, reason, {block: f"This is not JSON: {exc.msg} (line {exc.lineno})."}
+    except (ValueError, RecursionError):
+        return None, reason, {block: "This is not JSON this form can take."}
+    if surrogate_problem(edited, "") is not None:
+        return (
+            None,
+            reason,
+            {block: "This holds a lone surrogate escape (\\ud800-\\udfff), which is not text."},
+        )
     if policy.kind == "edit":
         return {"action": "edit", "value": edited}, reason, {}
     question = record.question

@@ -130,6 +130,35 @@ def test_gateway_serves_a_handler_over_loopback_http() -> None:
     assert event["requestContext"]["identity"]["sourceIp"] == "127.0.0.1"
 
 
+@pytest.mark.parametrize("length", ["abc", "-1", "12, 13"])
+def test_a_malformed_content_length_is_400_not_a_closed_connection(length: str) -> None:
+    import socket
+
+    seen: list[dict[str, Any]] = []
+    gateway = Gateway(lambda event, context: seen.append(event) or {"statusCode": 200, "body": "{}"}, port=0)
+    gateway.start()
+    try:
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as conn:
+            conn.sendall(
+                f"POST /threads/t-1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {length}\r\n\r\n{{}}".encode()
+            )
+            received = b""
+            while chunk := conn.recv(65536):
+                received += chunk
+    finally:
+        gateway.stop()
+
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), received
+    assert json.loads(body) | {"message": ""} == {
+        "error": "invalid_request",
+        "message": "",
+        "field": "Content-Length",
+    }
+    assert seen == []
+
+
 def test_local_stack_gives_the_handlers_the_deployed_timeouts_and_graph() -> None:
     seen: dict[str, Any] = {}
     ran = threading.Event()

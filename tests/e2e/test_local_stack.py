@@ -278,5 +278,19 @@ def test_with_hmac_keys_only_signed_requests_pass_and_the_key_id_answers() -> No
         run_cli("reply", question_id, "--approve", *signed, check=True)
         question = json.loads(run_cli("questions", "show", question_id, "--json", *signed, check=True).stdout)
         assert question["answered_by"] == "hmac:ops-key"
+
+        # The same signed request twice: the second is refused as on the deployed /signed routes.
+        import time
+
+        from agent_wait.signing import signed_headers
+
+        body = json.dumps({"input": {"customer": "c-1", "amount": 5}}).encode()
+        target = f"/threads/{thread_id}-again/runs"
+        headers = signed_headers("ops-key", "s3cret", "POST", target, body, now=time.time())
+        first, again = (
+            http("POST", local.api + target, json.loads(body), headers=dict(headers)) for _ in range(2)
+        )
+        assert first[0] == 202
+        assert (again[0], again[2]["error"]) == (401, "replayed")
     finally:
         assert local.stop() == 0

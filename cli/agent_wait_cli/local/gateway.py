@@ -19,8 +19,13 @@ The responder principal lands in ``requestContext`` where the api reads it (``do
   within 5 minutes of the gateway's clock. A verified request carries
   ``requestContext.authorizer.principalId = hmac:ID`` (the principal the deployed api gives a
   signed request) and no ``userArn``. A missing or bad signature gets 401 without reaching the
-  handler. ``POST /slack/interactions`` is the exception: Slack cannot sign with our keys, so the
-  api verifies Slack's own signature on it.
+  handler, and so does a signature used before (401 ``replayed``): each one is remembered in the
+  same store, with the same check, as on the deployed ``/signed`` routes
+  (:func:`wait_service.signing.check_first_use`). ``POST /slack/interactions`` is the exception:
+  Slack cannot sign with our keys, so the api verifies Slack's own signature on it.
+
+A request whose ``Content-Length`` is not a number gets 400 (``field`` ``Content-Length``), and
+its connection is closed: where its body ends cannot be known.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -35,10 +41,13 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from agent_wait import signing
+
+if TYPE_CHECKING:
+    from wait_service.signing import ReplayGuard
 
 DEFAULT_PRINCIPAL = "local:anonymous"
 PRINCIPAL_HEADER = "X-Wait-Principal"
@@ -53,6 +62,8 @@ logger = logging.getLogger(__name__)
 SIGNATURE_TOLERANCE_SECONDS = 300
 # API Gateway REST refuses payloads over 10 MB before the Lambda sees them.
 MAX_BODY_BYTES = 10 * 1024 * 1024
+# RFC 9110: Content-Length = 1*DIGIT (ASCII digits only: no sign, space or other numerals).
+_CONTENT_LENGTH = re.compile(r"[0-9]+")
 
 Handler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 
@@ -255,9 +266,37 @@ def from_proxy_response(response: Mapping[str, Any]) -> HttpResponse:
     return HttpResponse(int(response["statusCode"]), headers, body)
 
 
-def error_response(status: int, code: str, message: str) -> HttpResponse:
-    body = json.dumps({"error": code, "message": message}).encode()
+def error_response(status: int, code: str, message: str, *, field: str | None = None) -> HttpResponse:
+    body = json.dumps({"error": code, "message": message} | ({"field": field} if field else {})).encode()
     return HttpResponse(status, [("Content-Type", "application/json")], body)
+
+
+def content_length(values: Sequence[str]) -> int:
+    """The body's length from the request's ``Content-Length`` values (0 without one).
+
+    Raises
+    ------
+    ValueError
+        A value is not ASCII digits, or two values differ.
+
+    Examples
+    --------
+    >>> content_length([]), content_length(["12"]), content_length(["12", "12"])
+    (0, 12, 12)
+    >>> content_length(["abc"])
+    Traceback (most recent call last):
+    ...
+    ValueError: Content-Length must be a number of bytes, not 'abc'
+    """
+    lengths = set()
+    for value in values:
+        text = value.strip()
+        if not _CONTENT_LENGTH.fullmatch(text):
+            raise ValueError(f"Content-Length must be a number of bytes, not {value!r}")
+        lengths.add(int(text))
+    if len(lengths) > 1:
+        raise ValueError("Content-Length is given twice with different values")
+    return lengths.pop() if lengths else 0
 
 
 @dataclass(frozen=True)
@@ -286,6 +325,9 @@ class Gateway:
         Called after each request with what was asked and answered (the stack's event lines).
     clock:
         Unix time, for signature freshness.
+    replays:
+        Where used signatures are remembered (the stack passes the ledger's, as the deployed api
+        uses); ``None`` keeps no record, so a signed request could be replayed.
 
     Examples
     --------
@@ -306,8 +348,10 @@ class Gateway:
         context_factory: Callable[[], Any] | None = None,
         on_exchange: Callable[[Exchange], None] | None = None,
         clock: Callable[[], float] = time.time,
+        replays: ReplayGuard | None = None,
     ) -> None:
         self._handler = handler
+        self.replays = replays
         self._host = host
         self._port = port
         self._keys = dict(hmac_keys or {})
@@ -328,9 +372,13 @@ class Gateway:
             principal = None
         elif self._keys:
             try:
-                authorizer = HMAC_PRINCIPAL_PREFIX + verify_signature(request, self._keys, self._clock())
+                key_id = verify_signature(request, self._keys, self._clock())
             except SignatureError as exc:
                 return error_response(401, "unauthorized", str(exc))
+            refused = self._replayed(request, key_id)
+            if refused is not None:
+                return refused
+            authorizer = HMAC_PRINCIPAL_PREFIX + key_id
             principal = None
         else:
             principal = header_value(request.headers, PRINCIPAL_HEADER) or DEFAULT_PRINCIPAL
@@ -353,6 +401,25 @@ class Gateway:
                 # A watcher never breaks a response.
                 logger.exception("exchange watcher raised")
         return response
+
+    def _replayed(self, request: HttpRequest, key_id: str) -> HttpResponse | None:
+        """401 ``replayed`` when the request's signature was used before; ``None`` on its first use.
+
+        ``/signed/...`` requests are left to the api, which records their signatures itself.
+        """
+        # Imported here, not with this module: wait_service builds its Powertools logger on import,
+        # and the stack sets the environment it reads only after the gateway is created.
+        from wait_service.signing import SignatureRejectedError, check_first_use, is_signed_path
+
+        if self.replays is None or is_signed_path(urlsplit(request.target).path):
+            return None
+        signature = header_value(request.headers, SIGNATURE_HEADER) or ""
+        sent_at = signing.parse_timestamp(header_value(request.headers, TIMESTAMP_HEADER)) or 0
+        try:
+            check_first_use(self.replays, key_id, signature, sent_at + SIGNATURE_TOLERANCE_SECONDS)
+        except SignatureRejectedError as exc:
+            return error_response(401, exc.code, exc.message)
+        return None
 
     def bind(self) -> int:
         """Bind the port (so its number is known) without serving yet; returns the port."""
@@ -378,7 +445,13 @@ class Gateway:
             server_version = "agent-wait-local"
 
             def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    length = content_length(self.headers.get_all("Content-Length") or [])
+                except ValueError as exc:
+                    response = error_response(400, "invalid_request", str(exc), field="Content-Length")
+                    self.close_connection = True
+                    self._send(response)
+                    return
                 if length > MAX_BODY_BYTES:
                     response = error_response(413, "payload_too_large", "Request body over 10 MB")
                     self.close_connection = True
@@ -392,6 +465,9 @@ class Gateway:
                         source_ip=self.client_address[0],
                     )
                     response = gateway.handle(request)
+                self._send(response)
+
+            def _send(self, response: HttpResponse) -> None:
                 self.send_response(response.status)
                 skip = {"content-length", "connection", "transfer-encoding"}
                 for key, value in response.headers:

@@ -56,6 +56,7 @@ from wait_service.settings import DEFAULT_GRAPH
 
 if TYPE_CHECKING:
     from wait_service.resources import LocalResources
+    from wait_service.signing import ReplayGuard
 
 DEFAULT_PORT = 8787
 REGION = "us-east-1"
@@ -244,6 +245,9 @@ class LocalStack:
         self._set_env(self._secrets_env())
         self._load_handlers()
         self._reroute_handler_logs()
+        if self.config.hmac_keys:
+            # Once the handlers' environment is set: wait_service reads it on import.
+            self.gateway.replays = self._replay_guard()
 
         self.poller = InboxPoller(
             self.client("sqs"),
@@ -270,6 +274,13 @@ class LocalStack:
         self.poller.start()
         self.clock.start()
         self.gateway.start()
+
+    def _replay_guard(self) -> ReplayGuard:
+        """The deployed api's replay store (signatures on the ledger), for the gateway's ``--hmac-key``."""
+        from wait_service.signing import LedgerReplayGuard
+
+        assert self._resources is not None
+        return LedgerReplayGuard(self._resources.ledger_table, self.client("dynamodb"))
 
     def _secrets_env(self) -> dict[str, str | None]:
         """Signing keys and Slack's secrets in moto's Secrets Manager, named as the Lambdas read them."""

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeDeserializer
+from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeDeserializer
 
 from agent_wait.aws.dynamodb import to_attribute
 
@@ -49,24 +49,37 @@ def thread_key(thread_id: str) -> str:
     return f"thread:{thread_id}"
 
 
-def _from_dynamo_native(value: Any) -> Any:
+def _from_dynamo_native(value: Any, exact: bool = False) -> Any:
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        if value == value.to_integral_value():
+            return int(value)
+        # DynamoDB drops trailing zeros (0.10 reads back 0.1); so does an exact read, everywhere.
+        return value.normalize(DYNAMODB_CONTEXT) if exact else float(value)
     if isinstance(value, Mapping):
-        return {k: _from_dynamo_native(v) for k, v in value.items()}
+        return {k: _from_dynamo_native(v, exact) for k, v in value.items()}
     if isinstance(value, list | set | tuple):
-        return [_from_dynamo_native(v) for v in value]
+        return [_from_dynamo_native(v, exact) for v in value]
     if isinstance(value, bytes | bytearray):
         return value.decode()
     return value
 
 
-def from_attribute(value: Any) -> Any:
-    """A DynamoDB attribute value (low-level format) as a JSON value (Decimals → int/float)."""
+def from_attribute(value: Any, *, exact: bool = False) -> Any:
+    """A DynamoDB attribute value (low-level format) as a JSON value.
+
+    Integral numbers become ``int``; the others ``float``, or with ``exact`` the ``Decimal``
+    DynamoDB holds, digit for digit. People's data (a question's proposal, its answer, the
+    receipt of what ran) is read exactly; the ledger's own fields need no more than a float.
+
+    Examples
+    --------
+    >>> from_attribute({"N": "10000.00000000000000001"}), from_attribute({"N": "2.5"}, exact=True)
+    (10000.0, Decimal('2.5'))
+    """
     try:
         return _from_plain(value)
     except _NotPlain:
-        return _from_dynamo_native(_deserializer.deserialize(value))
+        return _from_dynamo_native(_deserializer.deserialize(value), exact)
 
 
 class _NotPlain(Exception):
@@ -109,14 +122,14 @@ def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def normalize_json(value: Any) -> Any:
-    """The value as it reads back from the ledger, so that stored and new answers compare equal.
+    """The value as an answer reads back from the ledger, so that stored and new answers compare equal.
 
     Examples
     --------
-    >>> normalize_json({"amount": 25.0, "ok": True})
-    {'amount': 25, 'ok': True}
+    >>> normalize_json({"amount": 25.0, "ok": True, "exact": Decimal("0.10")})
+    {'amount': 25, 'ok': True, 'exact': Decimal('0.1')}
     """
-    return from_attribute(to_attribute(value))
+    return from_attribute(to_attribute(value), exact=True)
 
 
 def condition_failed(exc: ClientError) -> bool:

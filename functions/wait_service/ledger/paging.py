@@ -59,7 +59,8 @@ def decode_listing_token(token: str, status: str) -> tuple[dict[str, Any], str |
     """
     try:
         decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except (ValueError, binascii.Error) as exc:
+    except (ValueError, binascii.Error, RecursionError) as exc:
+        # RecursionError: a token nesting thousands of levels is as malformed as any other.
         raise InvalidRequestError("next is not a page token", field="next") from exc
     wrong = InvalidRequestError(f"next is not a page token of status={status}", field="next")
     if not isinstance(decoded, dict) or decoded.get("status") != status:
@@ -76,7 +77,8 @@ def decode_token(token: str) -> dict[str, Any]:
     """Invert :func:`encode_token`; anything else is an :class:`InvalidRequestError` on ``next``."""
     try:
         decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except (ValueError, binascii.Error) as exc:
+    except (ValueError, binascii.Error, RecursionError) as exc:
+        # RecursionError: a token nesting thousands of levels is as malformed as any other.
         raise InvalidRequestError("next is not a page token", field="next") from exc
     valid = isinstance(decoded, dict) and all(
         isinstance(v, dict) and len(v) == 1 and all(isinstance(x, str) for x in v.values())

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 EXPIRY_ACTOR = "system:expiry"
 # The answer a thread is resumed with when its question expires without a default.
 EXPIRED_ANSWER: dict[str, str] = {"action": "reject", "reason": "expired"}
+# A question item's attributes holding people's data, read with their numbers exact.
+EXACT_FIELDS = ("question", "answer", "receipt")
 
 
 def revoked_answer(reason: str) -> dict[str, str]:
@@ -87,6 +89,10 @@ class QuestionRecord:
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> QuestionRecord:
         data = from_item(item)
+        # What was proposed, answered and run keeps the digits sent (Decimal, never float).
+        for name in EXACT_FIELDS:
+            if name in item:
+                data[name] = from_attribute(item[name], exact=True)
         return cls(
             question_id=str(data["question_id"]),
             thread_id=str(data.get("thread_id", "")),
@@ -215,6 +221,9 @@ class QuestionStore(LedgerTable):
                 now=now,
             )
         except ClientError as exc:
+            if not condition_failed(exc):
+                # Throttled or failed: nothing was decided, and the question may well exist.
+                raise
             item = cast("Mapping[str, Any] | None", exc.response.get("Item"))
             if not item:
                 raise QuestionNotFoundError(f"no question {question_id}", question_id=question_id) from exc

@@ -26,13 +26,13 @@ Examples
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_serializer, field_validator
 from ulid import ULID
 
+from agent_wait import exact_json
 from agent_wait.policy import DEFAULT_BARE_POLICY, Policy
 
 __all__ = [
@@ -60,12 +60,14 @@ _FOLLOW_UP_FIELDS = ("route", "escalation", "reminder")
 def canonical_json(obj: Any) -> str:
     """JSON with sorted keys and no spaces: the form every hash in agent-wait is taken over.
 
+    A ``Decimal`` is written as the number it holds, with all its digits.
+
     Examples
     --------
     >>> canonical_json({"b": 1, "a": [1, "é"]})
     '{"a":[1,"é"],"b":1}'
     """
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return exact_json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def digest_of(question: Any, policy: Policy, *, question_id: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from agent_wait import exact_json
 from agent_wait.errors import AnswerInvalidError
 
 __all__ = [
@@ -270,7 +271,7 @@ def check_args_against_schema(args: Mapping[str, Any], schema: Mapping[str, Any]
     ...     print(exc.field)
     answer.args.amount
     """
-    validate = _compiled_schema(json.dumps(schema, sort_keys=True, separators=(",", ":")))
+    validate = _compiled_schema(exact_json.dumps(schema, sort_keys=True, separators=(",", ":")))
     import fastjsonschema  # importable: _compiled_schema raised otherwise
 
     try:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
+from agent_wait import exact_json
 from agent_wait.announce.base import announce_safely
 from agent_wait.envelope import Envelope, Question, build_envelope
 from agent_wait.policy import DEFAULT_BARE_POLICY, Policy
@@ -69,11 +70,11 @@ def unpack_interrupt(value: Any) -> tuple[Any, Policy, dict[str, Any] | None]:
         else:
             source = value.get(SOURCE_KEY)
             return (
-                to_jsonable_python(value["question"], fallback=str),
+                to_jsonable_python(exact_json.floats_where_exact(value["question"]), fallback=str),
                 policy,
                 dict(source) if isinstance(source, Mapping) else None,
             )
-    return to_jsonable_python(value, fallback=str), DEFAULT_BARE_POLICY, None
+    return to_jsonable_python(exact_json.floats_where_exact(value), fallback=str), DEFAULT_BARE_POLICY, None
 
 
 def make_publish_interrupts(framework: Framework) -> PublishInterrupts:

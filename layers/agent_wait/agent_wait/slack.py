@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent_wait import exact_json
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.envelope import EVENT_TYPE, Envelope
 from agent_wait.errors import SlackApiError
@@ -189,7 +190,7 @@ def _mrkdwn(text: str) -> dict[str, Any]:
 
 
 def _code(value: Any) -> str:
-    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    text = exact_json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
     return "```" + text.replace("```", "`\u200b``") + "```"
 
 

@@ -48,6 +48,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
+from agent_wait import exact_json
 from agent_wait.announce.base import announce_safely
 from agent_wait.envelope import Question, async_question_id, build_envelope
 from agent_wait.errors import AnswerInvalidError, MissingExtraError
@@ -306,7 +307,9 @@ def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    return to_jsonable_python(value, fallback=str)
+    # A Decimal (how the service reads numbers with a fraction) is published as the float with the
+    # same digits, or, when no float has them, as its digits in a string: never rounded.
+    return to_jsonable_python(exact_json.floats_where_exact(value), fallback=str)
 
 
 def _should_ask(when: Predicate | None, published: dict[str, Any], name: str) -> bool:

@@ -18,6 +18,7 @@ from agent_wait_cli.local.gateway import (
     HttpRequest,
     HttpResponse,
     SignatureError,
+    content_length,
     from_proxy_response,
     header_value,
     to_proxy_event,
@@ -260,3 +261,88 @@ def test_path_and_path_parameters_are_percent_decoded_like_api_gateway(target: s
 
     assert event["path"] == path
     assert event["pathParameters"] == {"proxy": path.lstrip("/")}
+
+
+# -- replays: the deployed api's replay store, behind --hmac-key ------------------------------
+
+
+@pytest.fixture
+def ledger_replays() -> Any:
+    import boto3
+    from moto import mock_aws
+
+    from wait_service.resources import create_resources
+    from wait_service.signing import LedgerReplayGuard
+
+    with mock_aws():
+        clients = {name: boto3.client(name, region_name="us-east-1") for name in ("dynamodb", "sqs", "sns")}
+        resources = create_resources(clients["dynamodb"], clients["sqs"], clients["sns"], prefix="g-")
+        yield LedgerReplayGuard(resources.ledger_table, clients["dynamodb"])
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "body"),
+    [
+        ("POST", "/threads/t-1/runs", b'{"input": {"amount": 5}}'),
+        ("POST", "/questions/q-1/reply", b'{"answer": {"action": "approve"}}'),
+        ("GET", "/questions/q-1", b""),
+        ("GET", "/questions?status=pending", b""),
+    ],
+)
+def test_a_replayed_signature_is_401_replayed_on_every_route(
+    ledger_replays: Any, method: str, target: str, body: bytes
+) -> None:
+    seen: list[dict[str, Any]] = []
+    gateway = Gateway(
+        _capture_handler(seen), hmac_keys={"k1": "s3cret"}, clock=lambda: NOW, replays=ledger_replays
+    )
+    request = _signed(method, target, body)
+
+    first = gateway.handle(request)
+    again = gateway.handle(request)
+
+    assert first.status == 200
+    assert again.status == 401
+    assert json.loads(again.body)["error"] == "replayed"
+    assert len(seen) == 1
+    # A new signature (a new timestamp) for the same request is a new request.
+    assert gateway.handle(_signed(method, target, body, at=NOW + 1)).status == 200
+
+
+def test_a_replay_store_that_fails_refuses_the_request(ledger_replays: Any) -> None:
+    class Failing:
+        def first_use(self, key_id: str, signature: str, until: int) -> bool:
+            raise RuntimeError("ledger down")
+
+    seen: list[dict[str, Any]] = []
+    gateway = Gateway(
+        _capture_handler(seen), hmac_keys={"k1": "s3cret"}, clock=lambda: NOW, replays=Failing()
+    )
+
+    refused = gateway.handle(_signed("GET", "/questions/q-1", b""))
+
+    assert (refused.status, json.loads(refused.body)["error"], seen) == (401, "replayed", [])
+
+
+def test_signed_routes_are_left_to_the_api_which_records_them_itself(ledger_replays: Any) -> None:
+    seen: list[dict[str, Any]] = []
+    gateway = Gateway(
+        _capture_handler(seen), hmac_keys={"k1": "s3cret"}, clock=lambda: NOW, replays=ledger_replays
+    )
+    request = _signed("GET", "/signed/questions/q-1", b"")
+
+    assert [gateway.handle(request).status for _ in range(2)] == [200, 200]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [([], 0), (["0"], 0), (["17"], 17), ([" 17 "], 17), (["17", "17"], 17)],
+)
+def test_content_length_reads_digits(values: list[str], expected: int) -> None:
+    assert content_length(values) == expected
+
+
+@pytest.mark.parametrize("values", [["abc"], ["-1"], ["1e3"], ["\u0661"], ["+5"], ["1", "2"], [""]])
+def test_a_malformed_content_length_is_refused(values: list[str]) -> None:
+    with pytest.raises(ValueError, match="Content-Length"):
+        content_length(values)

@@ -330,3 +330,47 @@ def test_messages_on_the_ledger_are_shared_by_every_runner_and_the_lifecycle(aws
             TableName=aws.resources.ledger_table, Key={"dedupe_key": {"S": "wait.created:q-1"}}
         )["Item"]
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('{"amount": 5, "amount": 20000}', "The key 'amount' appears twice"),
+        ('{"customer": "\\ud800"}', "lone surrogate"),
+        ("[" * 5000 + "]" * 5000, "not JSON"),
+    ],
+)
+def test_a_modal_edit_is_read_as_the_api_reads_a_body(
+    api: WaitApi, aws: Aws, call: Call, slack: FakeSlackClient, text: str, error: str
+) -> None:
+    aws.raise_question("t-1", "q-1")
+    record = api.ledger.get_question("q-1")
+    values = {
+        "decision": {"value": {"selected_option": {"value": "approve"}}},
+        "args": {"value": {"value": text}},
+    }
+
+    answer, _, errors = answer_from_modal(record, values)
+
+    assert answer is None and error in errors["args"]
+
+
+def test_a_modal_edit_keeps_the_digits_typed(
+    api: WaitApi, aws: Aws, call: Call, slack: FakeSlackClient
+) -> None:
+    from decimal import Decimal
+
+    aws.raise_question("t-1", "q-1")
+    record = api.ledger.get_question("q-1")
+    typed = '{"customer": "c-17", "amount": 25.00000000000000000001}'
+    values = {
+        "decision": {"value": {"selected_option": {"value": "approve"}}},
+        "args": {"value": {"value": typed}},
+    }
+
+    answer, _, _ = answer_from_modal(record, values)
+
+    assert answer == {
+        "action": "approve",
+        "args": {"customer": "c-17", "amount": Decimal("25.00000000000000000001")},
+    }

@@ -11,6 +11,7 @@ import boto3
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
+from agent_wait import exact_json
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.envelope import canonical_json, isoformat_z
 from agent_wait.errors import QuestionCollisionError
@@ -31,18 +32,19 @@ _CONDITION = "attribute_not_exists(dedupe_key)"
 def to_attribute(value: Any) -> dict[str, Any]:
     """A JSON value as a DynamoDB attribute value (low-level format).
 
-    DynamoDB has no float type: the value goes through JSON so every number becomes a Decimal.
+    DynamoDB has no float type: the value goes through JSON so every number becomes a Decimal. A
+    ``Decimal`` keeps its digits (boto3 refuses one DynamoDB would round: over 38 digits).
 
     Examples
     --------
-    >>> to_attribute({"amount": 2.5})
-    {'M': {'amount': {'N': '2.5'}}}
+    >>> to_attribute({"amount": 2.5, "exact": Decimal("10000.00000000000000001")})
+    {'M': {'amount': {'N': '2.5'}, 'exact': {'N': '10000.00000000000000001'}}}
     """
     try:
         return _plain_attribute(value)
     except _NotPlain:
         pass
-    plain = json.loads(json.dumps(value), parse_float=Decimal)
+    plain = json.loads(exact_json.dumps(value), parse_float=Decimal)
     return dict(_serializer.serialize(plain))
 
 
@@ -55,7 +57,7 @@ class _NotPlain(Exception):
 
 
 def _plain_attribute(value: Any) -> dict[str, Any]:
-    """The attribute of a value made of str, int, bool, None, str-keyed dicts and lists only.
+    """The attribute of a value made of str, int, Decimal, bool, None, str-keyed dicts and lists only.
 
     Gives what the JSON round trip gives for such values, without serializing them twice;
     anything else raises :class:`_NotPlain`.
@@ -69,6 +71,8 @@ def _plain_attribute(value: Any) -> dict[str, Any]:
         return {"NULL": True}
     if kind is int and -_MAX_EXACT_INT < value < _MAX_EXACT_INT:
         return {"N": str(value)}
+    if kind is Decimal:
+        return dict(_serializer.serialize(value))
     if kind is dict:
         members = {}
         for key, member in value.items():

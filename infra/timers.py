@@ -21,7 +21,7 @@ from constructs import Construct
 from infra import constants
 from infra.functions import SECRET_READ_ACTIONS, TOPIC_KEY_ACTIONS, ServiceFunction
 from infra.nag import acknowledge
-from wait_service.resources import LIFECYCLE_TIMEOUT_SECONDS, TIMERS
+from wait_service.resources import LIFECYCLE_DLQ, LIFECYCLE_FUNCTION, LIFECYCLE_TIMEOUT_SECONDS, TIMERS
 
 if TYPE_CHECKING:
     from infra.config import StackConfig
@@ -66,7 +66,7 @@ class Timers(Construct):
             service="scheduler", resource="schedule", resource_name=f"{self.group_name}/*"
         )
         # Named, so that its ARN can be in its own environment (it schedules the next rung itself).
-        function_name = f"{prefix}lifecycle"
+        function_name = prefix + LIFECYCLE_FUNCTION
         self.function_arn = stack.format_arn(
             service="lambda",
             resource="function",
@@ -125,7 +125,7 @@ class Timers(Construct):
         self.dlq = sqs.Queue(
             self,
             "Dlq",
-            queue_name=f"{prefix}lifecycle-dlq",
+            queue_name=prefix + LIFECYCLE_DLQ.queue_name,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             retention_period=cdk.Duration.days(14),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from wait_service.answer_limits import MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
 
@@ -88,6 +88,9 @@ class QueueSpec:
     visibility_timeout: int
     retention_seconds: int = 14 * 24 * 3600
 
+    # What a message in its DLQ is (``agent-wait dlq list`` and the runbook say it).
+    dlq_holds: str = "messages that failed every receive"
+
     def attributes(self) -> dict[str, str]:
         return {
             "FifoQueue": "true",
@@ -95,6 +98,37 @@ class QueueSpec:
             "VisibilityTimeout": str(self.visibility_timeout),
             "MessageRetentionPeriod": str(self.retention_seconds),
         }
+
+
+RedriveKind = Literal["queue", "lambda-destination"]
+
+
+@dataclass(frozen=True)
+class DeadLetterSpec:
+    """A dead-letter queue of the stack, and how a message in it goes back to work.
+
+    ``redrive``:
+
+    - ``queue``: the message is a message of the queue ``source`` (``<prefix><source>``) that failed
+      every receive; it is sent back there as it was (body, and on FIFO its group and
+      deduplication id).
+    - ``lambda-destination``: the message is a Lambda on-failure destination record of the
+      function ``source`` (``<prefix><source>``); its ``requestPayload`` is invoked again,
+      asynchronously, as the first invocation was.
+
+    Every DLQ of the stack is one of these; :func:`dead_letter_queues` lists them all, so
+    ``agent-wait dlq`` and the runbook need no list of their own.
+    """
+
+    name: str
+    queue_name: str
+    redrive: RedriveKind
+    source: str
+    holds: str
+
+    @property
+    def fifo(self) -> bool:
+        return self.queue_name.endswith(".fifo")
 
 
 @dataclass(frozen=True)
@@ -183,6 +217,7 @@ INBOX = QueueSpec(
     dlq_name="inbox-dlq.fifo",
     max_receive_count=MAX_RECEIVE_COUNT,
     visibility_timeout=INBOX_VISIBILITY_SECONDS,
+    dlq_holds="runs and resumes the runner failed on every attempt (their question is resume_failed)",
 )
 OUTBOX = QueueSpec(
     logical_id="Outbox",
@@ -190,9 +225,50 @@ OUTBOX = QueueSpec(
     dlq_name="outbox-dlq.fifo",
     max_receive_count=MAX_RECEIVE_COUNT,
     visibility_timeout=60,
+    dlq_holds="wait.created envelopes a subscriber of the outbox failed to take",
 )
 TOPIC = TopicSpec(logical_id="WaitCreated", name="wait-created")
 TIMERS = ScheduleGroupSpec(logical_id="Timers", name="timers")
+# The lifecycle function's on-failure destination: a timer whose invocation failed Lambda's retries.
+LIFECYCLE_FUNCTION = "lifecycle"
+LIFECYCLE_DLQ = DeadLetterSpec(
+    name="lifecycle",
+    queue_name="lifecycle-dlq",
+    redrive="lambda-destination",
+    source=LIFECYCLE_FUNCTION,
+    holds="timers (expiry, escalation, reminder) the lifecycle function failed on every attempt",
+)
+
+
+def dead_letter_queues() -> tuple[DeadLetterSpec, ...]:
+    """Every DLQ the stack has: each :class:`QueueSpec`'s and each :class:`DeadLetterSpec` here.
+
+    Read from this module's specs, so a queue or destination added here is listed (and redriven)
+    by ``agent-wait dlq`` without another edit.
+
+    Examples
+    --------
+    >>> [dlq.name for dlq in dead_letter_queues()][:3]
+    ['inbox', 'outbox', 'lifecycle']
+    """
+    found: dict[str, DeadLetterSpec] = {}
+    for value in list(globals().values()):
+        if isinstance(value, QueueSpec):
+            spec = DeadLetterSpec(
+                name=value.name.removesuffix(".fifo"),
+                queue_name=value.dlq_name,
+                redrive="queue",
+                source=value.name,
+                holds=value.dlq_holds,
+            )
+        elif isinstance(value, DeadLetterSpec):
+            spec = value
+        else:
+            continue
+        found.setdefault(spec.queue_name, spec)
+    return tuple(found.values())
+
+
 # The local stack's stand-ins for what the stack deploys: the lifecycle function the timers invoke
 # and the role they invoke it with (moto stores them; the local clock invokes the handler itself).
 LOCAL_ACCOUNT = "123456789012"
@@ -217,6 +293,8 @@ class LocalResources:
     checkpoint_bucket: str | None = None
     checkpointer: str = "aws"
     checkpoint_writes_table: str | None = None
+    # The lifecycle function's on-failure destination (the local clock sends its records there).
+    lifecycle_dlq_url: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -356,12 +434,13 @@ def create_resources(
         Endpoint=subscriber_arn,
         Attributes={"RawMessageDelivery": "true"},
     )
+    lifecycle_dlq_url = sqs.create_queue(QueueName=prefix + LIFECYCLE_DLQ.queue_name)["QueueUrl"]
     group = lifecycle_arn = scheduler_role_arn = None
     if scheduler is not None:
         group = prefix + TIMERS.name
         scheduler.create_schedule_group(Name=group)
         region = scheduler.meta.region_name
-        lifecycle_arn = f"arn:aws:lambda:{region}:{LOCAL_ACCOUNT}:function:{prefix}lifecycle"
+        lifecycle_arn = f"arn:aws:lambda:{region}:{LOCAL_ACCOUNT}:function:{prefix}{LIFECYCLE_FUNCTION}"
         scheduler_role_arn = f"arn:aws:iam::{LOCAL_ACCOUNT}:role/{prefix}scheduler"
     return LocalResources(
         schedule_group=group,
@@ -379,4 +458,5 @@ def create_resources(
         checkpoint_bucket=bucket,
         checkpointer=checkpointer,
         checkpoint_writes_table=writes,
+        lifecycle_dlq_url=lifecycle_dlq_url,
     )

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_wait_cli.local.clock import ScheduleClock
+from agent_wait_cli.local.clock import ScheduleClock, destination_record
 from agent_wait_cli.local.events import EventLog, ledger_readers
 from agent_wait_cli.local.gateway import Exchange, Gateway
 from agent_wait_cli.local.graph_source import check_graph, put_first, resolve_graph_source
@@ -266,6 +266,7 @@ class LocalStack:
                 "agent-wait-lifecycle", LIFECYCLE_TIMEOUT_SECONDS, self.config.region
             ),
             on_fire=events.timer if events else None,
+            on_failure=self._lifecycle_failed,
         )
         self.poller.start()
         self.clock.start()
@@ -349,6 +350,14 @@ class LocalStack:
         if self._lifecycle_handler is None:
             raise RuntimeError("the lifecycle handler is not loaded")
         return self._lifecycle_handler(event, context)
+
+    def _lifecycle_failed(self, payload: Any, error: BaseException, attempts: int) -> None:
+        """As the deployed function's on-failure destination: the record goes to the lifecycle DLQ."""
+        resources = self.resources
+        if resources.lifecycle_dlq_url is None or resources.lifecycle_arn is None:
+            return
+        record = destination_record(payload, error, resources.lifecycle_arn, attempts)
+        self.client("sqs").send_message(QueueUrl=resources.lifecycle_dlq_url, MessageBody=json.dumps(record))
 
     def stop(self) -> None:
         """Stop serving, let the batch in hand finish, stop moto and restore the environment."""

@@ -8,6 +8,7 @@ import aws_cdk as cdk
 
 from infra import constants
 from infra.api import RestApi
+from infra.archive import AuditArchive
 from infra.checkpoints import Checkpoints
 from infra.fanout import Fanout
 from infra.functions import ApiFunction, RunnerFunction
@@ -80,7 +81,17 @@ class AgentWaitStack(cdk.Stack):
             prefix=prefix,
         )
         self.timers.allow_scheduling(self.runner)
-        self.inbox.only_senders([self.api_function.role, self.runner.role, self.timers.lifecycle.role])
+        self.inbox.only_senders(
+            [self.api_function.role, self.runner.role, self.timers.lifecycle.role],
+            operators=config.operator_principals,
+        )
+        self.archive = AuditArchive(
+            self,
+            "Archive",
+            stack_name=config.stack_name,
+            retention_days=config.audit_retention_days,
+            object_lock=config.audit_object_lock,
+        )
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
         self.runner.set_reply_url(self.api.url)
 
@@ -113,4 +124,16 @@ class AgentWaitStack(cdk.Stack):
         )
         cdk.CfnOutput(
             self, "LedgerTableName", value=self.ledger.table.table_name, description="Question ledger table"
+        )
+        cdk.CfnOutput(
+            self,
+            "AuditBucketName",
+            value=self.archive.bucket.bucket_name,
+            description="Audit archive: decided questions as JSON Lines under audit/date=YYYY-MM-DD/",
+        )
+        cdk.CfnOutput(
+            self,
+            "AuditTable",
+            value=f"{self.archive.database_name}.audit",
+            description="Audit archive: the Glue table Athena queries",
         )

@@ -16,6 +16,9 @@ from wait_service.answer_limits import MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
 # Re-exported: the infrastructure reads them here, beside the specs.
 from wait_service.constants import (  # noqa: F401
     API_TIMEOUT_SECONDS,
+    DISPATCHER_BATCH_SIZE,
+    DISPATCHER_MAX_RETRY_ATTEMPTS,
+    DISPATCHER_TIMEOUT_SECONDS,
     INBOX_VISIBILITY_SECONDS,
     LIFECYCLE_TIMEOUT_SECONDS,
     MAX_RECEIVE_COUNT,
@@ -49,6 +52,8 @@ class TableSpec:
     sort_key: str | None = None
     indexes: tuple[Index, ...] = ()
     ttl_attribute: str | None = None
+    # A DynamoDB stream of the table's changes (``NEW_AND_OLD_IMAGES``, ...); ``None``: no stream.
+    stream_view_type: str | None = None
 
     def key_schema(self) -> list[dict[str, str]]:
         keys = [{"AttributeName": self.partition_key, "KeyType": "HASH"}]
@@ -144,6 +149,9 @@ LEDGER = TableSpec(
         Index("by-thread", "thread_id", "created_at"),
     ),
     ttl_attribute="expires_ttl",
+    # The ledger's stream drives everything that follows a recorded decision or start: the
+    # dispatcher (``wait_service.ledger_stream``) reads both images of every change.
+    stream_view_type="NEW_AND_OLD_IMAGES",
 )
 # The single-table layout langgraph-checkpoint-aws's DynamoDBSaver reads and writes.
 CHECKPOINTS = TableSpec(logical_id="Checkpoints", partition_key="PK", sort_key="SK", ttl_attribute="ttl")
@@ -192,6 +200,32 @@ OUTBOX = QueueSpec(
     visibility_timeout=60,
 )
 TOPIC = TopicSpec(logical_id="WaitCreated", name="wait-created")
+
+
+@dataclass(frozen=True)
+class StreamConsumerSpec:
+    """A function reading a table's stream as Lambda's event source mapping hands it over.
+
+    ``max_retry_attempts`` retries of a failing batch (split in two each time with
+    ``bisect_on_error``), then the record's metadata goes to the standard queue ``dlq_name``.
+    """
+
+    logical_id: str
+    dlq_name: str
+    batch_size: int
+    max_retry_attempts: int
+    bisect_on_error: bool = True
+    # Records are read as they arrive: no batching window.
+    max_batching_window_seconds: int = 0
+
+
+# The ledger stream's one reader: the outbox dispatcher (and whatever else plugs into its consumers).
+DISPATCHER = StreamConsumerSpec(
+    logical_id="Dispatcher",
+    dlq_name="ledger-stream-dlq",
+    batch_size=DISPATCHER_BATCH_SIZE,
+    max_retry_attempts=DISPATCHER_MAX_RETRY_ATTEMPTS,
+)
 TIMERS = ScheduleGroupSpec(logical_id="Timers", name="timers")
 # The local stack's stand-ins for what the stack deploys: the lifecycle function the timers invoke
 # and the role they invoke it with (moto stores them; the local clock invokes the handler itself).
@@ -217,6 +251,9 @@ class LocalResources:
     checkpoint_bucket: str | None = None
     checkpointer: str = "aws"
     checkpoint_writes_table: str | None = None
+    # The ledger's stream, and the standard queue that takes the records its reader gave up on.
+    ledger_stream_arn: str | None = None
+    stream_dlq_url: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -259,6 +296,8 @@ def create_table(client: DynamoDBClient, spec: TableSpec, name: str) -> str:
     }
     if spec.indexes:
         kwargs["GlobalSecondaryIndexes"] = spec.global_secondary_indexes()
+    if spec.stream_view_type:
+        kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream_view_type}
     client.create_table(**kwargs)
     # botocore sleeps a float; the stub's int would make moto's instant tables wait a whole second.
     client.get_waiter("table_exists").wait(
@@ -334,6 +373,8 @@ def create_resources(
     if checkpointer not in ("aws", "dynamodb"):
         raise ValueError(f"checkpointer must be 'aws' or 'dynamodb', not {checkpointer!r}")
     ledger = create_table(dynamodb, LEDGER, prefix + "ledger")
+    stream_arn = dynamodb.describe_table(TableName=ledger)["Table"].get("LatestStreamArn")
+    stream_dlq_url = sqs.create_queue(QueueName=prefix + DISPATCHER.dlq_name)["QueueUrl"]
     writes: str | None = None
     bucket: str | None = None
     if checkpointer == "dynamodb":
@@ -379,4 +420,6 @@ def create_resources(
         checkpoint_bucket=bucket,
         checkpointer=checkpointer,
         checkpoint_writes_table=writes,
+        ledger_stream_arn=stream_arn,
+        stream_dlq_url=stream_dlq_url,
     )

@@ -215,14 +215,30 @@ class ThreadStore(LedgerTable):
         return True
 
     def queue_answer_run(self, thread_id: str, run_id: str) -> bool:
-        """Mark the run carrying an async question's answer queued; ``False`` if the thread is parked.
+        """Mark the run carrying an async question's answer queued; ``False`` if it cannot be now.
 
-        Unlike :meth:`queue_thread` a parked thread is not an error: the answer was recorded, and
-        the runner keeps its run for after the thread's questions (deferred, like any run).
+        The dispatcher calls this when it reads the decision from the ledger's stream, which may be
+        after the api accepted a later run on the thread. That run stays the thread's latest: the
+        answer's run (enqueued first, in stream order) ends with the thread still ``queued`` for
+        it. ``False`` changes nothing: the thread is parked (the runner keeps the answer's run for
+        after its questions, deferred like any run) or a later run already waits.
         """
         try:
-            self.queue_thread(thread_id, run_id)
-        except ThreadBusyError:
+            self._update_thread(
+                thread_id,
+                "queued",
+                sets={"latest_run": ":latest"},
+                values={":latest": {"S": run_id}},
+                remove=("error", "expires_ttl"),
+                condition=(
+                    "(attribute_not_exists(#run_status) OR #run_status <> :interrupted) AND "
+                    f"({_LATEST_IS_CURRENT} OR latest_run = :latest)"
+                ),
+                condition_values={":interrupted": {"S": "interrupted"}},
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
             return False
         return True
 

@@ -119,9 +119,9 @@ LEDGER_API_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:UpdateItem"
 LEDGER_API_ACTIONS += ("dynamodb:PutItem", "dynamodb:DeleteItem")
 LEDGER_API_INDEX_ACTIONS = ("dynamodb:Query", "dynamodb:Scan")
 LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
-# The dispatcher queues an async answer's run on its thread item (reading the thread when it is
-# parked) and notes `resume_enqueued_at` on the question.
-LEDGER_DISPATCHER_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+# The dispatcher queues an async answer's run on its thread item and notes `resume_enqueued_at` on
+# the question; it reads nothing but the stream records it is handed.
+LEDGER_DISPATCHER_ACTIONS = ("dynamodb:UpdateItem",)
 # What langgraph-checkpoint-aws DynamoDBSaver calls (get_item, put_item, query, batch_get_item,
 # batch_write_item) and, for its S3 offload, put_object / get_object / delete_objects.
 CHECKPOINT_AWS_ACTIONS = (

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import boto3
-from botocore.config import Config
 import pytest
+from botocore.config import Config
 from moto import mock_aws
 from service_events import Aws, FakeClock, LambdaContext, load_handler
 

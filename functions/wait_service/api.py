@@ -515,7 +515,7 @@ class WaitApi:
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                     202: {
-                        "description": "recorded, resume enqueued",
+                        "description": "recorded; the resume follows from the ledger (certain, no retry needed)",
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                 },

@@ -146,9 +146,10 @@ class AuditArchive(Construct):
                 ],
             )
         )
+        bucket_id = stack.get_logical_id(self.bucket.node.default_child)  # type: ignore[arg-type]
         acknowledge(
             self.role,
-            "AwsSolutions-IAM5",
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]",
             "Firehose names each object it writes (date prefix, time and a random suffix): the grant is "
             "the archive bucket's objects, no other bucket's.",
         )
@@ -224,7 +225,7 @@ class AuditArchive(Construct):
                 ),
             ),
         )
-        self.table.add_dependency(self.database)
+        self.table.node.add_dependency(self.database)
 
     @property
     def stream_name(self) -> str:

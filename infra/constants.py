@@ -46,6 +46,9 @@ API_5XX_ALARM_THRESHOLD: Final = 1
 # A run waits in the inbox for seconds; its oldest message older than this (longer than a whole
 # visibility timeout plus a run) means the runner is not consuming it.
 INBOX_AGE_ALARM_SECONDS: Final = 900
+# What a committed reply or start promises: its message leaves the ledger's stream within this many
+# seconds. The dispatcher's iterator age (the age of the last record it read) past it alarms.
+STREAM_AGE_ALARM_SECONDS: Final = 60
 
 # Where the bundlers keep built layers between synths, keyed on what went into them.
 BUNDLE_CACHE_DIR: Final = REPO_ROOT / "cdk.out" / ".bundle-cache"

@@ -46,6 +46,7 @@ class Observability(Construct):
         api: apigw.RestApi,
         inbox: sqs.IQueue | None = None,
         inbox_age_alarm_seconds: int = constants.INBOX_AGE_ALARM_SECONDS,
+        stream_consumer: lambda_.IFunction | None = None,
         alarm_topic_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -115,6 +116,15 @@ class Observability(Construct):
                 "the runner is not consuming it (failing, throttled or stopped).",
                 inbox.metric_approximate_age_of_oldest_message(period=_PERIOD, statistic="Maximum"),
                 inbox_age_alarm_seconds,
+            )
+        self.stream_age_alarm: cloudwatch.Alarm | None = None
+        if stream_consumer is not None:
+            self.stream_age_alarm = self._alarm(
+                "LedgerStreamIteratorAge",
+                "The dispatcher is behind on the ledger's stream: recorded replies and starts are not "
+                "reaching the inbox within their bound (the dispatcher failing, throttled or retrying).",
+                stream_consumer.metric("IteratorAge", period=_PERIOD, statistic="Maximum"),
+                constants.STREAM_AGE_ALARM_SECONDS * 1000,
             )
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{service}-waits")
@@ -218,6 +228,7 @@ class Observability(Construct):
             *self.lambda_throttle_alarms.values(),
             self.api_5xx_alarm,
             *([self.inbox_age_alarm] if self.inbox_age_alarm is not None else []),
+            *([self.stream_age_alarm] if self.stream_age_alarm is not None else []),
         ]
 
     def _alarm(

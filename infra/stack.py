@@ -10,6 +10,7 @@ from infra import constants
 from infra.api import RestApi
 from infra.archive import AuditArchive
 from infra.checkpoints import Checkpoints
+from infra.dispatcher import Dispatcher
 from infra.fanout import Fanout
 from infra.functions import ApiFunction, RunnerFunction
 from infra.inbox import Inbox, inbox_visibility_seconds
@@ -58,7 +59,18 @@ class AgentWaitStack(cdk.Stack):
         )
 
         self.api_function = ApiFunction(
-            self, "ApiFunction", config=config, layers=self.layers, ledger=self.ledger, inbox=self.inbox
+            self, "ApiFunction", config=config, layers=self.layers, ledger=self.ledger
+        )
+        # The one reader of the ledger's stream: enqueues the start or resume every committed
+        # request needs (and whatever else follows a ledger change).
+        self.dispatcher = Dispatcher(
+            self,
+            "Dispatcher",
+            config=config,
+            layers=self.layers,
+            ledger=self.ledger,
+            inbox=self.inbox,
+            prefix=prefix,
         )
         self.runner = RunnerFunction(
             self,
@@ -76,15 +88,11 @@ class AgentWaitStack(cdk.Stack):
             config=config,
             layers=self.layers,
             ledger=self.ledger,
-            inbox=self.inbox,
             fanout=self.fanout,
             prefix=prefix,
         )
         self.timers.allow_scheduling(self.runner)
-        self.inbox.only_senders(
-            [self.api_function.role, self.runner.role, self.timers.lifecycle.role],
-            operators=config.operator_principals,
-        )
+        self.inbox.only_senders([self.dispatcher.role], operators=config.operator_principals)
         self.archive = AuditArchive(
             self,
             "Archive",
@@ -92,6 +100,7 @@ class AgentWaitStack(cdk.Stack):
             retention_days=config.audit_retention_days,
             object_lock=config.audit_object_lock,
         )
+        self.archive.allow_put(self.dispatcher.service)
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
         self.runner.set_reply_url(self.api.url)
 
@@ -103,8 +112,15 @@ class AgentWaitStack(cdk.Stack):
                 "api": self.api_function.function,
                 "runner": self.runner.function,
                 "lifecycle": self.timers.lifecycle.function,
+                "dispatcher": self.dispatcher.function,
             },
-            dlqs={"inbox": self.inbox.dlq, "outbox": self.fanout.outbox_dlq, "lifecycle": self.timers.dlq},
+            dlqs={
+                "inbox": self.inbox.dlq,
+                "outbox": self.fanout.outbox_dlq,
+                "lifecycle": self.timers.dlq,
+                "stream": self.dispatcher.dlq,
+            },
+            stream_consumer=self.dispatcher.function,
             api=self.api.api,
             inbox=self.inbox.queue,
             # Longer than a whole visibility timeout plus a run, whatever the runner's timeout.

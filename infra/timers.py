@@ -26,7 +26,6 @@ from wait_service.resources import LIFECYCLE_DLQ, LIFECYCLE_FUNCTION, LIFECYCLE_
 if TYPE_CHECKING:
     from infra.config import StackConfig
     from infra.fanout import Fanout
-    from infra.inbox import Inbox
     from infra.layers import Layers
     from infra.ledger import Ledger
 
@@ -41,8 +40,8 @@ class Timers(Construct):
 
     Examples
     --------
-    >>> timers = Timers(stack, "Timers", config=cfg, layers=layers, ledger=ledger, inbox=inbox,
-    ...                 fanout=fanout, prefix="agent-wait-")  # doctest: +SKIP
+    >>> timers = Timers(stack, "Timers", config=cfg, layers=layers, ledger=ledger, fanout=fanout,
+    ...                 prefix="agent-wait-")  # doctest: +SKIP
     >>> timers.allow_scheduling(runner)  # doctest: +SKIP
     """
 
@@ -54,7 +53,6 @@ class Timers(Construct):
         config: StackConfig,
         layers: Layers,
         ledger: Ledger,
-        inbox: Inbox,
         fanout: Fanout,
         prefix: str,
     ) -> None:
@@ -88,7 +86,6 @@ class Timers(Construct):
 
         environment = {
             "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
-            "AGENT_WAIT_INBOX_URL": inbox.queue.queue_url,
             "AGENT_WAIT_TOPIC_ARN": fanout.topic.topic_arn,
             "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
             "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
@@ -115,7 +112,8 @@ class Timers(Construct):
         )
         fn = self.lifecycle
         fn.allow(LEDGER_LIFECYCLE_ACTIONS, [ledger.table.table_arn])
-        fn.allow(["sqs:SendMessage"], [inbox.queue.queue_arn, fanout.outbox.queue_arn])
+        # A decision's resume is enqueued by the dispatcher, from the ledger's stream.
+        fn.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn])
         fn.allow(["sns:Publish"], [fanout.topic.topic_arn])
         fn.allow(TOPIC_KEY_ACTIONS, [fanout.key.key_arn])
         self.allow_scheduling(fn, creates_only=True)

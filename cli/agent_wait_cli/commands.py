@@ -200,6 +200,14 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         "printed at start)",
     )
 
+    local.add_argument(
+        "--archive-dir",
+        default=None,
+        metavar="DIR",
+        help="the audit archive's folder: every decided question as JSON Lines under "
+        "audit/date=YYYY-MM-DD/ (default: a new folder in the temp folder, printed at start)",
+    )
+
     questions = sub.add_parser("questions", help="list and show questions")
     qsub = questions.add_subparsers(dest="action", required=True, metavar="ACTION")
     qlist = qsub.add_parser("list", parents=[common], help="list questions")

@@ -280,6 +280,17 @@ class DeadLetters:
 
     def _send_back(self, letter: DeadLetter) -> None:
         spec = letter.dlq
+        if spec.redrive == "stream-batch":
+            info = (
+                letter.payload().get("DDBStreamBatchInfo", {})
+                if isinstance(letter.payload(), Mapping)
+                else {}
+            )
+            raise DlqError(
+                f"a ledger stream batch (sequence numbers {info.get('startSequenceNumber')} to "
+                f"{info.get('endSequenceNumber')}): the records are in the stream for 24 hours, not in "
+                "this message; see the README's runbook"
+            )
         if spec.redrive == "lambda-destination":
             self._reinvoke(letter)
             return
@@ -379,6 +390,13 @@ def summary(letter: DeadLetter) -> str:
     work = letter.work()
     if not isinstance(work, Mapping):
         return json.dumps(work, default=str)[:80]
+    if letter.dlq.redrive == "stream-batch":
+        info = work.get("DDBStreamBatchInfo") or {}
+        if isinstance(info, Mapping):
+            return (
+                f"stream records {info.get('startSequenceNumber')}..{info.get('endSequenceNumber')} "
+                f"({info.get('batchSize')})"
+            )
     if letter.dlq.redrive == "lambda-destination" and "timer" in work:
         return f"timer {work.get('timer')} n={work.get('n')} question={work.get('question_id')}"
     if "thread_id" in work and "question_id" in work:

@@ -21,3 +21,6 @@ QUESTIONS_REVOKED: Final = "QuestionsRevoked"
 RESUMES_REFUSED: Final = "ResumesRefused"
 # A question published under an id whose ledger item holds a different digest.
 QUESTION_COLLISIONS: Final = "QuestionCollisions"
+# Messages the ledger stream's dispatcher put on the inbox: resumes of decided questions, run starts.
+RESUMES_DISPATCHED: Final = "ResumesDispatched"
+STARTS_DISPATCHED: Final = "StartsDispatched"

@@ -16,6 +16,10 @@ from wait_service.answer_limits import MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
 # Re-exported: the infrastructure reads them here, beside the specs.
 from wait_service.constants import (  # noqa: F401
     API_TIMEOUT_SECONDS,
+    DISPATCHER_BATCH_SIZE,
+    DISPATCHER_MAX_RECORD_AGE_SECONDS,
+    DISPATCHER_MAX_RETRY_ATTEMPTS,
+    DISPATCHER_TIMEOUT_SECONDS,
     INBOX_VISIBILITY_SECONDS,
     LIFECYCLE_TIMEOUT_SECONDS,
     MAX_RECEIVE_COUNT,
@@ -49,6 +53,8 @@ class TableSpec:
     sort_key: str | None = None
     indexes: tuple[Index, ...] = ()
     ttl_attribute: str | None = None
+    # A DynamoDB stream of the table's changes (``NEW_AND_OLD_IMAGES``, ...); ``None``: no stream.
+    stream_view_type: str | None = None
 
     def key_schema(self) -> list[dict[str, str]]:
         keys = [{"AttributeName": self.partition_key, "KeyType": "HASH"}]
@@ -100,7 +106,7 @@ class QueueSpec:
         }
 
 
-RedriveKind = Literal["queue", "lambda-destination"]
+RedriveKind = Literal["queue", "lambda-destination", "stream-batch"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,8 @@ class DeadLetterSpec:
     - ``lambda-destination``: the message is a Lambda on-failure destination record of the
       function ``source`` (``<prefix><source>``); its ``requestPayload`` is invoked again,
       asynchronously, as the first invocation was.
+    - ``stream-batch``: the message is a stream event source mapping's on-failure record: where
+      the failed records are in the stream (``DDBStreamBatchInfo``), not the records.
 
     Every DLQ of the stack is one of these; :func:`dead_letter_queues` lists them all, so
     ``agent-wait dlq`` and the runbook need no list of their own.
@@ -178,6 +186,9 @@ LEDGER = TableSpec(
         Index("by-thread", "thread_id", "created_at"),
     ),
     ttl_attribute="expires_ttl",
+    # The ledger's stream drives everything that follows a recorded decision or start: the
+    # dispatcher (``wait_service.ledger_stream``) reads both images of every change.
+    stream_view_type="NEW_AND_OLD_IMAGES",
 )
 # The single-table layout langgraph-checkpoint-aws's DynamoDBSaver reads and writes.
 CHECKPOINTS = TableSpec(logical_id="Checkpoints", partition_key="PK", sort_key="SK", ttl_attribute="ttl")
@@ -228,6 +239,32 @@ OUTBOX = QueueSpec(
     dlq_holds="wait.created envelopes a subscriber of the outbox failed to take",
 )
 TOPIC = TopicSpec(logical_id="WaitCreated", name="wait-created")
+
+
+@dataclass(frozen=True)
+class StreamConsumerSpec:
+    """A function reading a table's stream as Lambda's event source mapping hands it over.
+
+    ``max_retry_attempts`` retries of a failing batch (split in two each time with
+    ``bisect_on_error``), then the record's metadata goes to the standard queue ``dlq_name``.
+    """
+
+    logical_id: str
+    dlq_name: str
+    batch_size: int
+    max_retry_attempts: int
+    bisect_on_error: bool = True
+    # Records are read as they arrive: no batching window.
+    max_batching_window_seconds: int = 0
+
+
+# The ledger stream's one reader: the outbox dispatcher (and whatever else plugs into its consumers).
+DISPATCHER = StreamConsumerSpec(
+    logical_id="Dispatcher",
+    dlq_name="ledger-stream-dlq",
+    batch_size=DISPATCHER_BATCH_SIZE,
+    max_retry_attempts=DISPATCHER_MAX_RETRY_ATTEMPTS,
+)
 TIMERS = ScheduleGroupSpec(logical_id="Timers", name="timers")
 # The lifecycle function's on-failure destination: a timer whose invocation failed Lambda's retries.
 LIFECYCLE_FUNCTION = "lifecycle"
@@ -260,6 +297,14 @@ def dead_letter_queues() -> tuple[DeadLetterSpec, ...]:
                 redrive="queue",
                 source=value.name,
                 holds=value.dlq_holds,
+            )
+        elif isinstance(value, StreamConsumerSpec):
+            spec = DeadLetterSpec(
+                name=value.dlq_name.removesuffix("-dlq"),
+                queue_name=value.dlq_name,
+                redrive="stream-batch",
+                source=value.logical_id.lower(),
+                holds="where in the ledger's stream the records are that its reader failed on every retry",
             )
         elif isinstance(value, DeadLetterSpec):
             spec = value
@@ -295,6 +340,9 @@ class LocalResources:
     checkpoint_writes_table: str | None = None
     # The lifecycle function's on-failure destination (the local clock sends its records there).
     lifecycle_dlq_url: str | None = None
+    # The ledger's stream, and the standard queue that takes the records its reader gave up on.
+    ledger_stream_arn: str | None = None
+    stream_dlq_url: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -337,6 +385,8 @@ def create_table(client: DynamoDBClient, spec: TableSpec, name: str) -> str:
     }
     if spec.indexes:
         kwargs["GlobalSecondaryIndexes"] = spec.global_secondary_indexes()
+    if spec.stream_view_type:
+        kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream_view_type}
     client.create_table(**kwargs)
     # botocore sleeps a float; the stub's int would make moto's instant tables wait a whole second.
     client.get_waiter("table_exists").wait(
@@ -412,6 +462,8 @@ def create_resources(
     if checkpointer not in ("aws", "dynamodb"):
         raise ValueError(f"checkpointer must be 'aws' or 'dynamodb', not {checkpointer!r}")
     ledger = create_table(dynamodb, LEDGER, prefix + "ledger")
+    stream_arn = dynamodb.describe_table(TableName=ledger)["Table"].get("LatestStreamArn")
+    stream_dlq_url = sqs.create_queue(QueueName=prefix + DISPATCHER.dlq_name)["QueueUrl"]
     writes: str | None = None
     bucket: str | None = None
     if checkpointer == "dynamodb":
@@ -459,4 +511,6 @@ def create_resources(
         checkpointer=checkpointer,
         checkpoint_writes_table=writes,
         lifecycle_dlq_url=lifecycle_dlq_url,
+        ledger_stream_arn=stream_arn,
+        stream_dlq_url=stream_dlq_url,
     )

@@ -1,4 +1,4 @@
-"""Operators may redrive the inbox's DLQ; the audit archive (Firehose -> S3, Glue table) is built as documented."""
+"""Operators may redrive the inbox's DLQ; the audit archive (Firehose, S3, Glue table) is as documented."""
 
 from __future__ import annotations
 
@@ -27,11 +27,16 @@ OPERATORS = json.loads(BUCKET_CONTEXT["operator_principals"])
 def test_operator_principals_come_as_json_or_commas() -> None:
     role = "arn:aws:iam::123456789012:role/on-call"
     sso = "arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_Admin_*"
-    assert StackConfig.from_context({"operator_principals": json.dumps([role, sso])}.get).operator_principals == (
+    assert StackConfig.from_context(
+        {"operator_principals": json.dumps([role, sso])}.get
+    ).operator_principals == (
         role,
         sso,
     )
-    assert StackConfig.from_context({"operator_principals": f"{role}, {sso}"}.get).operator_principals == (role, sso)
+    assert StackConfig.from_context({"operator_principals": f"{role}, {sso}"}.get).operator_principals == (
+        role,
+        sso,
+    )
     assert StackConfig().operator_principals == ()
 
 
@@ -64,8 +69,12 @@ def test_audit_retention_defaults_to_400_days() -> None:
 
 def _inbox_deny(synth: Synth) -> dict[str, Any]:
     inbox = {"Ref": logical_id(synth, synth.stack.inbox.queue)}
-    [policy] = [p for p in synth.resources("AWS::SQS::QueuePolicy").values() if inbox in p["Properties"]["Queues"]]
-    [deny] = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "OnlyTheStackSends"]
+    [policy] = [
+        p for p in synth.resources("AWS::SQS::QueuePolicy").values() if inbox in p["Properties"]["Queues"]
+    ]
+    [deny] = [
+        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "OnlyTheStackSends"
+    ]
     return dict(deny)
 
 
@@ -93,7 +102,9 @@ def _one(synth: Synth, kind: str) -> dict[str, Any]:
     return resource
 
 
-def test_firehose_writes_encrypted_gzipped_json_lines_by_day_to_the_archive_bucket(default_synth: Synth) -> None:
+def test_firehose_writes_encrypted_gzipped_json_lines_by_day_to_the_archive_bucket(
+    default_synth: Synth,
+) -> None:
     stream = _one(default_synth, "AWS::KinesisFirehose::DeliveryStream")["Properties"]
     assert stream["DeliveryStreamType"] == "DirectPut"
     assert stream["DeliveryStreamEncryptionConfigurationInput"] == {"KeyType": "AWS_OWNED_CMK"}
@@ -114,7 +125,9 @@ def test_the_delivery_role_has_exactly_the_s3_destination_actions(default_synth:
         if role_ref in policy["Properties"]["Roles"]
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
     ]
-    actions = sorted(a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]]))
+    actions = sorted(
+        a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    )
     assert actions == sorted([*FIREHOSE_BUCKET_ACTIONS, "logs:PutLogEvents"])
     trust = default_synth.resources("AWS::IAM::Role")[logical_id(default_synth, role)]["Properties"]
     [assume] = trust["AssumeRolePolicyDocument"]["Statement"]
@@ -122,7 +135,9 @@ def test_the_delivery_role_has_exactly_the_s3_destination_actions(default_synth:
     assert "aws:SourceAccount" in assume["Condition"]["StringEquals"]
 
 
-def test_the_archive_bucket_is_private_tls_only_kept_and_expires_after_the_retention(default_synth: Synth) -> None:
+def test_the_archive_bucket_is_private_tls_only_kept_and_expires_after_the_retention(
+    default_synth: Synth,
+) -> None:
     archive = default_synth.stack.archive
     bucket = default_synth.resources("AWS::S3::Bucket")[logical_id(default_synth, archive.bucket)]
     props = bucket["Properties"]
@@ -133,9 +148,9 @@ def test_the_archive_bucket_is_private_tls_only_kept_and_expires_after_the_reten
         "IgnorePublicAcls": True,
         "RestrictPublicBuckets": True,
     }
-    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {
-        "SSEAlgorithm": "AES256"
-    }
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ] == {"SSEAlgorithm": "AES256"}
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     [rule] = props["LifecycleConfiguration"]["Rules"]
     assert rule["ExpirationInDays"] == AUDIT_RETENTION_DAYS
@@ -145,7 +160,9 @@ def test_the_archive_bucket_is_private_tls_only_kept_and_expires_after_the_reten
         for p in default_synth.resources("AWS::S3::BucketPolicy").values()
         if p["Properties"]["Bucket"] == {"Ref": logical_id(default_synth, archive.bucket)}
     ]
-    [tls] = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+    [tls] = [
+        s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"
+    ]
     assert tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
@@ -154,7 +171,10 @@ def test_object_lock_and_retention_come_from_context(bucket_synth: Synth) -> Non
     props = bucket_synth.resources("AWS::S3::Bucket")[logical_id(bucket_synth, archive.bucket)]["Properties"]
     days = int(BUCKET_CONTEXT["audit_retention_days"])
     assert props["ObjectLockEnabled"] is True
-    assert props["ObjectLockConfiguration"]["Rule"]["DefaultRetention"] == {"Mode": "GOVERNANCE", "Days": days}
+    assert props["ObjectLockConfiguration"]["Rule"]["DefaultRetention"] == {
+        "Mode": "GOVERNANCE",
+        "Days": days,
+    }
     [rule] = props["LifecycleConfiguration"]["Rules"]
     assert rule["ExpirationInDays"] == days
 
@@ -163,9 +183,17 @@ def test_the_glue_table_has_the_archive_columns_and_projects_the_day(default_syn
     table = _one(default_synth, "AWS::Glue::Table")["Properties"]
     assert table["DatabaseName"] == "agent_wait"
     described = table["TableInput"]
-    assert [(c["Name"], c["Type"]) for c in described["StorageDescriptor"]["Columns"]] == list(ARCHIVE_COLUMNS)
+    assert [(c["Name"], c["Type"]) for c in described["StorageDescriptor"]["Columns"]] == list(
+        ARCHIVE_COLUMNS
+    )
     assert described["PartitionKeys"] == [{"Name": "date", "Type": "string"}]
     parameters = described["Parameters"]
     assert parameters["projection.enabled"] == "true"
-    assert (parameters["projection.date.type"], parameters["projection.date.format"]) == ("date", "yyyy-MM-dd")
-    assert described["StorageDescriptor"]["SerdeInfo"]["SerializationLibrary"] == "org.openx.data.jsonserde.JsonSerDe"
+    assert (parameters["projection.date.type"], parameters["projection.date.format"]) == (
+        "date",
+        "yyyy-MM-dd",
+    )
+    assert (
+        described["StorageDescriptor"]["SerdeInfo"]["SerializationLibrary"]
+        == "org.openx.data.jsonserde.JsonSerDe"
+    )

@@ -54,6 +54,8 @@ def table_properties(spec: TableSpec) -> dict[str, Any]:
     }
     if spec.indexes:
         expected["GlobalSecondaryIndexes"] = spec.global_secondary_indexes()
+    if spec.stream_view_type:
+        expected["StreamSpecification"] = {"StreamViewType": spec.stream_view_type}
     return expected
 
 

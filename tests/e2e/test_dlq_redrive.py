@@ -201,3 +201,43 @@ def test_an_unknown_id_and_an_unknown_dlq_are_one_line_errors(stack: LocalStack)
     )
     code, _, err = dlq(stack, "list", "--dlq", "nope")
     assert code == 1 and err.count("\n") == 1 and "no dead-letter queue named 'nope'" in err
+
+
+def test_the_local_archive_holds_each_decided_question_as_the_api_shows_it(stack: LocalStack) -> None:
+    from wait_service.archive import JsonLinesSink
+
+    # Given a question answered with edited arguments, and its thread done
+    thread_id = f"t-archive-{uuid.uuid4().hex[:6]}"
+    question_id = park(stack, thread_id, {})
+    digest = question(stack, question_id)["digest"]
+    answer = {"action": "approve", "args": {"amount": 25}}
+    status, _, _ = http(
+        "POST",
+        f"{stack.api_url}/questions/{question_id}/reply",
+        {"answer": answer},
+        {"If-Match": f'"{digest}"'},
+    )
+    assert status == 202
+    finished(stack, thread_id)
+    shown = question(stack, question_id)
+    folder = stack.archive_dir
+    assert folder is not None
+
+    # When the stream's reader has archived its last change
+    def archived() -> dict[str, Any] | None:
+        rows = [r for r in JsonLinesSink(folder).read() if r["question_id"] == question_id]
+        done = [r for r in rows if r["status"] == "resumed"]
+        return done[-1] if done else None
+
+    row = eventually(archived, what="the resumed question in the archive")
+
+    # Then the archive holds what the api shows: answer, responder, audit (diff, receipt), lifecycle
+    assert json.loads(row["answer"]) == answer == shown["answer"]
+    assert row["answered_by"] == shown["answered_by"]
+    assert json.loads(row["audit"]) == shown["audit"]
+    assert json.loads(row["audit"])["diff"] == [{"op": "replace", "path": "/amount", "value": 25}]
+    # (the api shows every stage's empty detail as null; the archive keeps the ledger's stages as stored)
+    assert json.loads(row["lifecycle"]) == [
+        {k: v for k, v in stage.items() if v is not None} for stage in shown["lifecycle"]
+    ]
+    assert (folder / "audit" / f"date={row['date']}" / "audit.jsonl").is_file()

@@ -79,10 +79,11 @@ def _inbox_deny(synth: Synth) -> dict[str, Any]:
 
 
 def test_operators_may_send_to_the_inbox_so_they_can_redrive(bucket_synth: Synth) -> None:
-    """The deny holds only when the sender is neither one of the stack's roles nor an operator."""
+    """The deny holds only when the sender is neither the stack's sender (the dispatcher) nor an operator."""
     condition = _inbox_deny(bucket_synth)["Condition"]
     assert condition["ArnNotLike"] == {"aws:PrincipalArn": OPERATORS}
-    assert len(condition["ArnNotEquals"]["aws:PrincipalArn"]) == 3
+    dispatcher = {"Fn::GetAtt": [logical_id(bucket_synth, bucket_synth.stack.dispatcher.role), "Arn"]}
+    assert condition["ArnNotEquals"]["aws:PrincipalArn"] == [dispatcher]
 
 
 def test_without_operators_only_the_stacks_roles_may_send(default_synth: Synth) -> None:
@@ -197,3 +198,23 @@ def test_the_glue_table_has_the_archive_columns_and_projects_the_day(default_syn
         described["StorageDescriptor"]["SerdeInfo"]["SerializationLibrary"]
         == "org.openx.data.jsonserde.JsonSerDe"
     )
+
+
+def test_the_dispatcher_puts_archive_records_to_the_delivery_stream(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    function = default_synth.resources("AWS::Lambda::Function")[
+        logical_id(default_synth, stack.dispatcher.function)
+    ]
+    stream_id = default_synth.stack.get_logical_id(stack.archive.stream)
+    assert function["Properties"]["Environment"]["Variables"]["AGENT_WAIT_ARCHIVE_STREAM"] == {
+        "Ref": stream_id
+    }
+    role_ref = {"Ref": logical_id(default_synth, stack.dispatcher.role)}
+    statements = [
+        statement
+        for policy in default_synth.resources("AWS::IAM::Policy").values()
+        if role_ref in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    [put] = [s for s in statements if s["Action"] == "firehose:PutRecordBatch"]
+    assert put["Resource"] == {"Fn::GetAtt": [stream_id, "Arn"]}

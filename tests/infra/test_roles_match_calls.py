@@ -80,7 +80,20 @@ def calls() -> Iterator[dict[str, set[str]]]:
     with mock_aws():
         setup = Recorder()
         resources = create_resources(setup.client("dynamodb"), setup.client("sqs"), setup.client("sns"))
-        settings = Settings.from_env(resources.env() | {"AGENT_WAIT_REPLY_URL": "https://x/{question_id}"})
+        # The audit archive's delivery stream, as the stack configures the dispatcher with it
+        setup.client("s3").create_bucket(Bucket="audit")
+        setup.client("firehose").create_delivery_stream(
+            DeliveryStreamName="audit",
+            DeliveryStreamType="DirectPut",
+            ExtendedS3DestinationConfiguration={
+                "RoleARN": "arn:aws:iam::123456789012:role/firehose",
+                "BucketARN": "arn:aws:s3:::audit",
+            },
+        )
+        settings = Settings.from_env(
+            resources.env()
+            | {"AGENT_WAIT_REPLY_URL": "https://x/{question_id}", "AGENT_WAIT_ARCHIVE_STREAM": "audit"}
+        )
         api_calls, runner_calls, dispatcher_calls = Recorder(), Recorder(), Recorder()
         api = build_api(settings, dynamodb=api_calls.client("dynamodb"), sqs=api_calls.client("sqs"))
         runner = build_runner(
@@ -97,7 +110,10 @@ def calls() -> Iterator[dict[str, set[str]]]:
             "dynamodbstreams", region_name="us-east-1", config=Config(account_id_endpoint_mode="disabled")
         )
         stream = build_ledger_stream(
-            settings, dynamodb=dispatcher_calls.client("dynamodb"), sqs=dispatcher_calls.client("sqs")
+            settings,
+            dynamodb=dispatcher_calls.client("dynamodb"),
+            sqs=dispatcher_calls.client("sqs"),
+            firehose=dispatcher_calls.client("firehose"),
         )
         assert resources.ledger_stream_arn is not None
         reader = StreamReader(
@@ -206,7 +222,7 @@ def test_the_dispatcher_role_grants_exactly_what_the_dispatcher_and_its_mapping_
     }
 
     assert every_grant - PLATFORM - set(STREAM_READ_ACTIONS) == calls["dispatcher"]
-    assert calls["dispatcher"] == {"dynamodb:UpdateItem", "sqs:SendMessage"}
+    assert calls["dispatcher"] == {"dynamodb:UpdateItem", "sqs:SendMessage", "firehose:PutRecordBatch"}
 
 
 # What the bucket's S3 operations need in IAM: a put with tags needs PutObjectTagging as well, and

@@ -101,8 +101,6 @@ class Dispatcher(Construct):
                 rule,
                 "This queue is itself the on-failure destination of the ledger stream's mapping.",
             )
-        # The destination's SendMessage is made with the function's role.
-        fn.allow(["sqs:SendMessage"], [self.dlq.queue_arn])
         self.mapping = lambda_.EventSourceMapping(
             self,
             "StreamMapping",

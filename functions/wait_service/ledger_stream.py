@@ -53,9 +53,12 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
 
     from wait_service.inbox import Inbox
     from wait_service.ledger import Ledger
+    from wait_service.settings import Settings
 
 EventName = Literal["INSERT", "MODIFY", "REMOVE"]
 ItemKind = Literal["question", "thread", "run", "other"]
@@ -251,10 +254,10 @@ class OutboxDispatcher:
 
 
 def build_ledger_stream(
-    settings: Any,
+    settings: Settings,
     *,
-    dynamodb: Any = None,
-    sqs: Any = None,
+    dynamodb: DynamoDBClient | None = None,
+    sqs: SQSClient | None = None,
     firehose: Any = None,
 ) -> LedgerStream:
     """The dispatcher's service wired to the resources named by ``settings``.

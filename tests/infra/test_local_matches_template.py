@@ -158,6 +158,7 @@ def test_queue_and_topic_names_share_the_spec_suffix(default_synth: Synth, resou
             resources.outbox_url,
             resources.inbox_dlq_url,
             resources.outbox_dlq_url,
+            str(resources.stream_dlq_url),
         )
     }
     # The lifecycle function's dead-letter queue catches failed asynchronous invocations, which the

@@ -110,7 +110,8 @@ def test_aws_checkpointer_has_one_table_and_a_bucket_by_default(default_synth: S
     )
     stack = default_synth.stack
     assert stack.checkpoints.bucket is not None
-    default_synth.template.resource_count_is("AWS::S3::Bucket", 1)
+    # (the other bucket is the audit archive's)
+    default_synth.template.resource_count_is("AWS::S3::Bucket", 2)
     variables = default_synth.resources("AWS::Lambda::Function")[
         logical_id(default_synth, stack.runner.function)
     ]["Properties"]["Environment"]["Variables"]
@@ -123,7 +124,9 @@ def test_checkpoints_are_retained_like_the_ledger(default_synth: Synth, jwt_synt
     for synth in (default_synth, jwt_synth):
         for table in synth.resources("AWS::DynamoDB::Table").values():
             assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
-    [bucket] = default_synth.resources("AWS::S3::Bucket").values()
+    bucket = default_synth.resources("AWS::S3::Bucket")[
+        logical_id(default_synth, default_synth.stack.checkpoints.bucket)  # type: ignore[arg-type]
+    ]
     assert bucket["DeletionPolicy"] == "Retain"
 
 
@@ -131,7 +134,9 @@ def test_checkpoint_objects_outlive_the_items_that_point_at_them(default_synth: 
     # Items expire TTL_DAYS after their write (the runner's ttl_seconds = the ledger's days); an
     # object written with its item expires only after DynamoDB's deletion lag on top, and its rule
     # has the id DynamoDBSaver looks for, so the saver never adds a shorter rule of its own.
-    [bucket] = default_synth.resources("AWS::S3::Bucket").values()
+    bucket = default_synth.resources("AWS::S3::Bucket")[
+        logical_id(default_synth, default_synth.stack.checkpoints.bucket)  # type: ignore[arg-type]
+    ]
     [rule] = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
     assert rule["Id"] == f"root-ttl-expiration-{TTL_DAYS}d" == CHECKPOINT_BUCKET.rule_id
     assert rule["ExpirationInDays"] == TTL_DAYS + TTL_DELETION_LAG_DAYS > TTL_DAYS
@@ -253,8 +258,8 @@ def test_every_queue_denies_plain_http(default_synth: Synth) -> None:
             for s in statements
         )
         covered |= {json.dumps(q) for q in policy["Properties"]["Queues"]}
-    # inbox, outbox, their DLQs, and the lifecycle function's DLQ
-    assert len(covered) == 5
+    # inbox, outbox, their DLQs, the lifecycle function's DLQ and the ledger stream's DLQ
+    assert len(covered) == 6
 
 
 def test_topic_is_standard_kms_encrypted_and_tls_only(default_synth: Synth) -> None:
@@ -303,7 +308,39 @@ def test_inbox_feeds_the_runner_with_partial_batch_failures(default_synth: Synth
             "ScalingConfig": {"MaximumConcurrency": 10},
         },
     )
-    default_synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
+    # The other mapping is the dispatcher's, on the ledger's stream.
+    default_synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 2)
+
+
+def test_the_ledger_stream_feeds_the_dispatcher_with_bounded_retries_and_a_dlq(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    default_synth.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
+            "KeySchema": [{"AttributeName": "dedupe_key", "KeyType": "HASH"}],
+        },
+    )
+    default_synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "EventSourceArn": {"Fn::GetAtt": [logical_id(default_synth, stack.ledger.table), "StreamArn"]},
+            "FunctionName": {"Ref": logical_id(default_synth, stack.dispatcher.function)},
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "BisectBatchOnFunctionError": True,
+            "MaximumRetryAttempts": Match.any_value(),
+            "DestinationConfig": {"OnFailure": {"Destination": arn_of(default_synth, stack.dispatcher.dlq)}},
+        },
+    )
+    [alarm] = [
+        a["Properties"]
+        for a in default_synth.resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "IteratorAge"
+    ]
+    assert alarm["Dimensions"] == [
+        {"Name": "FunctionName", "Value": {"Ref": logical_id(default_synth, stack.dispatcher.function)}}
+    ]
+    assert alarm["Threshold"] == constants.STREAM_AGE_ALARM_SECONDS * 1000
 
 
 def test_runner_max_concurrency_comes_from_context(bucket_synth: Synth) -> None:
@@ -341,7 +378,6 @@ def test_api_environment_is_wired(default_synth: Synth) -> None:
     ]["Properties"]["Environment"]["Variables"]
     assert variables == {
         "AGENT_WAIT_LEDGER_TABLE": {"Ref": logical_id(default_synth, stack.ledger.table)},
-        "AGENT_WAIT_INBOX_URL": {"Ref": logical_id(default_synth, stack.inbox.queue)},
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
         "AGENT_WAIT_INPUT_SCHEMA": "graph_input/graph_input_schema.json",
         "AGENT_WAIT_MAX_ANSWER_BYTES": str(MAX_ANSWER_BYTES),
@@ -440,13 +476,45 @@ def test_api_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     ledger,
                 ),
                 (("dynamodb:Query", "dynamodb:Scan"), indexes),
-                (("sqs:SendMessage",), arn_of(default_synth, stack.inbox.queue)),
                 XRAY,
             ],
         )
     )
+    # The api sends no message: what a request needs follows from the ledger's stream.
     assert not any(
-        a.startswith(("sns:", "kms:", "s3:")) for a in all_actions(default_synth, stack.api_function.role)
+        a.startswith(("sns:", "sqs:", "kms:", "s3:"))
+        for a in all_actions(default_synth, stack.api_function.role)
+    )
+
+
+def test_dispatcher_role_has_exactly_its_actions(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    dispatcher = stack.dispatcher
+    ledger = arn_of(default_synth, stack.ledger.table)
+    assert sorted(map(json.dumps, role_actions(default_synth, dispatcher.role))) == sorted(
+        map(
+            json.dumps,
+            [
+                _logs(default_synth, dispatcher.service),
+                (("dynamodb:UpdateItem",), ledger),
+                (
+                    (
+                        "dynamodb:DescribeStream",
+                        "dynamodb:GetRecords",
+                        "dynamodb:GetShardIterator",
+                        "dynamodb:ListStreams",
+                    ),
+                    {"Fn::GetAtt": [logical_id(default_synth, stack.ledger.table), "StreamArn"]},
+                ),
+                (("sqs:SendMessage",), arn_of(default_synth, stack.inbox.queue)),
+                # The mapping's on-failure destination
+                (
+                    ("sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"),
+                    arn_of(default_synth, dispatcher.dlq),
+                ),
+                XRAY,
+            ],
+        )
     )
 
 
@@ -478,10 +546,7 @@ def test_runner_role_has_exactly_its_actions(default_synth: Synth) -> None:
                 ),
                 (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
                 (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
-                (
-                    ("sqs:SendMessage",),
-                    [arn_of(default_synth, stack.fanout.outbox), arn_of(default_synth, stack.inbox.queue)],
-                ),
+                (("sqs:SendMessage",), arn_of(default_synth, stack.fanout.outbox)),
                 (
                     (
                         "sqs:ChangeMessageVisibility",
@@ -511,10 +576,7 @@ def test_lifecycle_role_has_exactly_its_actions(default_synth: Synth) -> None:
             [
                 _logs(default_synth, lifecycle),
                 (("dynamodb:GetItem", "dynamodb:UpdateItem"), arn_of(default_synth, stack.ledger.table)),
-                (
-                    ("sqs:SendMessage",),
-                    [arn_of(default_synth, stack.inbox.queue), arn_of(default_synth, stack.fanout.outbox)],
-                ),
+                (("sqs:SendMessage",), arn_of(default_synth, stack.fanout.outbox)),
                 (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
                 (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
                 (("scheduler:CreateSchedule",), default_synth.stack.resolve(stack.timers.schedules_arn)),
@@ -727,7 +789,7 @@ def test_alarms_on_dlq_depth_and_resume_failures(default_synth: Synth) -> None:
     }
     assert dlq_alarms == {
         json.dumps({"Fn::GetAtt": [logical_id(default_synth, q), "QueueName"]})
-        for q in (stack.inbox.dlq, stack.fanout.outbox_dlq, stack.timers.dlq)
+        for q in (stack.inbox.dlq, stack.fanout.outbox_dlq, stack.timers.dlq, stack.dispatcher.dlq)
     }
     default_synth.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
@@ -787,9 +849,10 @@ def test_alarms_notify_the_configured_topic_when_they_fire_and_clear_and_nobody_
     for alarm in default_synth.resources("AWS::CloudWatch::Alarm").values():
         assert "AlarmActions" not in alarm["Properties"] and "OKActions" not in alarm["Properties"]
     alarms = list(bucket_synth.resources("AWS::CloudWatch::Alarm").values())
-    # Three DLQs (inbox, outbox, lifecycle), resume failures, failed runs, errors and throttles of the
-    # three functions (api, runner, lifecycle), api 5xx, inbox age.
-    assert len(alarms) == 13 == len(bucket_synth.stack.observability.alarms)
+    # Four DLQs (inbox, outbox, lifecycle, ledger stream), resume failures, failed runs, errors and
+    # throttles of the four functions (api, runner, lifecycle, dispatcher), api 5xx, inbox age, the
+    # ledger stream's iterator age.
+    assert len(alarms) == 17 == len(bucket_synth.stack.observability.alarms)
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"] == ["arn:aws:sns:eu-west-1:123456789012:on-call"]
         assert alarm["Properties"]["OKActions"] == ["arn:aws:sns:eu-west-1:123456789012:on-call"]
@@ -809,7 +872,14 @@ def test_api_gateway_account_role_is_left_to_the_account(any_synth: Synth) -> No
 def test_outputs(default_synth: Synth) -> None:
     stack = default_synth.stack
     outputs = default_synth.template_json["Outputs"]
-    assert set(outputs) == {"ApiUrl", "TopicArn", "OutboxQueueUrl", "LedgerTableName"}
+    assert set(outputs) == {
+        "ApiUrl",
+        "TopicArn",
+        "OutboxQueueUrl",
+        "LedgerTableName",
+        "AuditBucketName",
+        "AuditTable",
+    }
     assert outputs["TopicArn"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.topic)}
     assert outputs["OutboxQueueUrl"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.outbox)}
     assert outputs["LedgerTableName"]["Value"] == {"Ref": logical_id(default_synth, stack.ledger.table)}
@@ -820,7 +890,15 @@ def test_stack_name_comes_from_context(jwt_synth: Synth) -> None:
     assert jwt_synth.stack.stack_name == "aw-jwt"
     names = {q["Properties"]["QueueName"] for q in jwt_synth.resources("AWS::SQS::Queue").values()}
     assert names == {
-        f"aw-jwt-{n}" for n in (INBOX.name, INBOX.dlq_name, OUTBOX.name, OUTBOX.dlq_name, "lifecycle-dlq")
+        f"aw-jwt-{n}"
+        for n in (
+            INBOX.name,
+            INBOX.dlq_name,
+            OUTBOX.name,
+            OUTBOX.dlq_name,
+            "lifecycle-dlq",
+            "ledger-stream-dlq",
+        )
     }
 
 
@@ -838,7 +916,5 @@ def test_only_the_stacks_roles_may_send_to_the_inbox(default_synth: Synth) -> No
     ]
     assert (deny["Effect"], deny["Action"], deny["Principal"]) == ("Deny", "sqs:SendMessage", {"AWS": "*"})
     senders = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
-    assert sorted(map(json.dumps, senders)) == sorted(
-        json.dumps(arn_of(default_synth, role))
-        for role in (stack.api_function.role, stack.runner.role, stack.timers.lifecycle.role)
-    )
+    # Only the dispatcher sends starts and resumes, from the ledger's stream.
+    assert senders == [arn_of(default_synth, stack.dispatcher.role)]

@@ -39,7 +39,9 @@ BUCKET_CONTEXT = {
     "checkpoint_bucket": "true",
     "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:on-call",
     "runner_max_concurrency": "25",
-    "operator_principals": '["arn:aws:iam::123456789012:role/on-call", "arn:aws:iam::123456789012:role/sre/*"]',
+    "operator_principals": json.dumps(
+        ["arn:aws:iam::123456789012:role/on-call", "arn:aws:iam::123456789012:role/sre/*"]
+    ),
     "audit_retention_days": "730",
     "audit_object_lock": "governance",
 }

@@ -512,6 +512,11 @@ def test_dispatcher_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     ("sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"),
                     arn_of(default_synth, dispatcher.dlq),
                 ),
+                # The audit archive's records
+                (
+                    ("firehose:PutRecordBatch",),
+                    {"Fn::GetAtt": [stack.get_logical_id(stack.archive.stream), "Arn"]},
+                ),
                 XRAY,
             ],
         )

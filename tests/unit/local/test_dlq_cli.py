@@ -33,7 +33,5 @@ def test_the_stack_name_comes_from_the_environment_or_the_flag() -> None:
 def test_an_endpoint_off_this_machine_is_refused_in_one_line() -> None:
     code, out, err = run("dlq", "list", "--endpoint-url", "http://192.0.2.1:5000")
     assert (code, out) == (2, "")
-    assert (
-        err
-        == "agent-wait: --endpoint-url 'http://192.0.2.1:5000' is not on this machine: it is for the local stack\n"
-    )
+    assert err.startswith("agent-wait: --endpoint-url 'http://192.0.2.1:5000' is not on this machine")
+    assert err.count("\n") == 1

@@ -17,6 +17,7 @@ from infra.inbox import Inbox, inbox_visibility_seconds
 from infra.layers import Layers
 from infra.ledger import Ledger
 from infra.observability import Observability
+from infra.operators import OperatorPolicy
 from infra.timers import Timers
 
 if TYPE_CHECKING:
@@ -101,6 +102,14 @@ class AgentWaitStack(cdk.Stack):
             object_lock=config.audit_object_lock,
         )
         self.archive.allow_put(self.dispatcher.service)
+        self.operators = OperatorPolicy(
+            self,
+            "Operators",
+            name=f"{config.stack_name}-operator",
+            dlqs=[self.inbox.dlq, self.fanout.outbox_dlq, self.timers.dlq, self.dispatcher.dlq],
+            sources=[self.inbox.queue, self.fanout.outbox],
+            functions=[self.timers.function_arn],
+        )
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
         self.runner.set_reply_url(self.api.url)
 
@@ -140,6 +149,12 @@ class AgentWaitStack(cdk.Stack):
         )
         cdk.CfnOutput(
             self, "LedgerTableName", value=self.ledger.table.table_name, description="Question ledger table"
+        )
+        cdk.CfnOutput(
+            self,
+            "OperatorPolicyArn",
+            value=self.operators.policy.managed_policy_arn,
+            description="Attach to the roles in operator_principals: agent-wait dlq list | show | redrive",
         )
         cdk.CfnOutput(
             self,

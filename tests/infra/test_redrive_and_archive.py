@@ -218,3 +218,64 @@ def test_the_dispatcher_puts_archive_records_to_the_delivery_stream(default_synt
     ]
     [put] = [s for s in statements if s["Action"] == "firehose:PutRecordBatch"]
     assert put["Resource"] == {"Fn::GetAtt": [stream_id, "Arn"]}
+
+
+def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_synth: Synth) -> None:
+    import boto3
+    from moto import mock_aws
+
+    from agent_wait_cli.dlq import DeadLetters
+    from agent_wait_cli.local.clock import destination_record
+    from infra.operators import DLQ_ACTIONS, SOURCE_ACTIONS
+    from wait_service.resources import OUTBOX, create_resources
+
+    # Given every kind of message in the DLQs, when an operator lists, shows and redrives them all
+    called: set[str] = set()
+    invoked: list[str] = []
+
+    def record(model: Any, **_: Any) -> None:
+        called.add(f"{model.service_model.endpoint_prefix}:{model.name}")
+
+    class Invoker:
+        def invoke(self, function_name: str, payload: Any) -> None:
+            invoked.append(function_name)
+
+    with mock_aws():
+        setup = boto3.client("sqs", region_name="us-east-1")
+        resources = create_resources(
+            boto3.client("dynamodb", region_name="us-east-1"),
+            setup,
+            boto3.client("sns", region_name="us-east-1"),
+        )
+        setup.send_message(
+            QueueUrl=resources.outbox_url, MessageBody="{}", MessageGroupId="g", MessageDeduplicationId="d"
+        )
+        for _ in range(OUTBOX.max_receive_count + 1):
+            setup.receive_message(QueueUrl=resources.outbox_url, VisibilityTimeout=0)
+        assert resources.lifecycle_dlq_url is not None
+        arn = "arn:aws:lambda:us-east-1:123456789012:function:agent-wait-lifecycle"
+        setup.send_message(
+            QueueUrl=resources.lifecycle_dlq_url,
+            MessageBody=json.dumps(destination_record({"question_id": "q"}, RuntimeError("x"), arn, 3)),
+        )
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        sqs.meta.events.register("before-call.*.*", record)
+        dlqs = DeadLetters(sqs, "agent-wait-", Invoker(), now=lambda: 1e12)
+        dlqs.queues()
+        [first, _] = dlqs.messages()
+        dlqs.find(first.message_id)
+        assert [o.status for o in dlqs.redrive(None)] == ["redriven", "redriven"]
+
+    # Then the policy grants those actions, and the lifecycle function's invoke, nothing more
+    stack = default_synth.stack
+    [policy] = default_synth.resources("AWS::IAM::ManagedPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    granted = {
+        a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    }
+    assert granted == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | {"lambda:InvokeFunction"}
+    assert called == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS)
+    assert invoked == ["agent-wait-lifecycle"]
+    assert policy["Properties"]["ManagedPolicyName"] == "agent-wait-operator"
+    [invoke] = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
+    assert stack.resolve(stack.timers.function_arn) == invoke["Resource"]

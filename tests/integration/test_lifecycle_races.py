@@ -8,6 +8,7 @@ the REST resolver, whose request state is per process), released together by a b
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -46,11 +47,11 @@ class Sends:
         self._lock = threading.Lock()
 
     def watch(self, sqs: Any) -> Any:
-        sqs.meta.events.register("before-call.sqs.SendMessage", self._sent)
+        sqs.meta.events.register("before-parameter-build.sqs.SendMessage", self._sent)
         return sqs
 
     def _sent(self, params: dict[str, Any], **_: Any) -> None:
-        if f'"question_id":"{self.question_id}"' not in str(params.get("body", "")).replace(" ", ""):
+        if json.loads(params["MessageBody"]).get("question_id") != self.question_id:
             return
         with self._lock:
             self.count += 1

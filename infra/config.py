@@ -41,7 +41,7 @@ from infra.runner_config import (
     runner_policy,
     runner_secrets,
 )
-from wait_service.resources import RUNNER_TIMEOUT_SECONDS
+from wait_service.resources import RUNNER_TIMEOUT_SECONDS, TTL_DAYS
 from wait_service.settings import DEFAULT_GRAPH
 
 if TYPE_CHECKING:
@@ -90,6 +90,41 @@ def _signing_keys(value: Any) -> dict[str, str]:
             )
         keys[key_id] = arn
     return keys
+
+
+# An IAM role or user; `*` and `?` match as in ArnLike (e.g. a role path of SSO permission sets).
+_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/*?-]+$")
+
+
+# The audit archive keeps a question at least as long as the ledger could (it is archived when
+# decided, the ledger's TTL counts from its end), and S3's lifecycle takes at most 100 years.
+AUDIT_RETENTION_DAYS = 400
+AUDIT_RETENTION_RANGE = (TTL_DAYS, 36_500)
+AUDIT_OBJECT_LOCK_MODES = ("governance", "compliance")
+
+
+def _operator_principals(value: Any) -> tuple[str, ...]:
+    """``operator_principals`` context: a JSON list of ARNs, or the ARNs separated by commas."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                raise ConfigError(f"context operator_principals: not JSON ({exc})") from exc
+        else:
+            value = [part.strip() for part in text.split(",") if part.strip()]
+    if not isinstance(value, list):
+        raise ConfigError('context operator_principals: expected ["arn:aws:iam::<account>:role/<name>", ...]')
+    for arn in value:
+        if not isinstance(arn, str) or not _PRINCIPAL_ARN.match(arn):
+            raise ConfigError(
+                f"context operator_principals: {arn!r} is not an IAM role or user ARN "
+                "(arn:aws:iam::<account>:role/<name>)"
+            )
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -166,6 +201,13 @@ class StackConfig:
         Accounts that may subscribe to the topic and read the outbox queue.
     allowed_accounts
         Accounts whose SigV4-signed callers the API's resource policy admits (``auth=iam``).
+    audit_retention_days, audit_object_lock
+        Days the audit archive keeps each record (S3 lifecycle; 400 by default, at least the
+        ledger's TTL), and ``governance`` or ``compliance`` to lock each object in the bucket for
+        that long (S3 Object Lock; ``None``: no lock).
+    operator_principals
+        IAM roles (or users) of the people on call: the inbox's policy lets them send, so that they
+        can redrive its DLQ (``agent-wait dlq redrive``); no one else but the stack's functions may.
 
     Examples
     --------
@@ -215,6 +257,9 @@ class StackConfig:
     kms_key_arn: str | None = None
     subscriber_accounts: tuple[str, ...] = ()
     allowed_accounts: tuple[str, ...] = ()
+    operator_principals: tuple[str, ...] = ()
+    audit_retention_days: int = AUDIT_RETENTION_DAYS
+    audit_object_lock: str | None = None
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -313,7 +358,21 @@ class StackConfig:
             kms_key_arn=context_arn("kms_key_arn", get("kms_key_arn"), "kms_key"),
             subscriber_accounts=context_accounts("subscriber_accounts", get("subscriber_accounts")),
             allowed_accounts=context_accounts("allowed_accounts", get("allowed_accounts")),
+            operator_principals=_operator_principals(get("operator_principals")),
+            audit_retention_days=context_int(
+                "audit_retention_days",
+                get("audit_retention_days"),
+                AUDIT_RETENTION_DAYS,
+                AUDIT_RETENTION_RANGE,
+                "days",
+            ),
+            audit_object_lock=text("audit_object_lock"),
         )
+        if config.audit_object_lock is not None and config.audit_object_lock not in AUDIT_OBJECT_LOCK_MODES:
+            raise ConfigError(
+                f"context audit_object_lock={config.audit_object_lock!r}: "
+                "expected 'governance' or 'compliance' (or unset: no lock)"
+            )
         check_names_apart(config.runner_environment, config.runner_secrets)
         for key in ("slack_bot_token_secret", "slack_signing_secret"):
             value = getattr(config, key)

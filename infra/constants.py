@@ -65,6 +65,9 @@ INBOX_AGE_ALARM_SECONDS: Final = 900
 # The outbox is read by your systems; an envelope unread for an hour means its consumer has stopped
 # (the queue keeps messages 14 days, then drops them unread).
 OUTBOX_AGE_ALARM_SECONDS: Final = 3600
+# What a committed reply or start promises: its message leaves the ledger's stream within this many
+# seconds. The dispatcher's iterator age (the age of the last record it read) past it alarms.
+STREAM_AGE_ALARM_SECONDS: Final = 60
 
 # Where the bundlers keep built layers between synths, keyed on what went into them.
 BUNDLE_CACHE_DIR: Final = REPO_ROOT / "cdk.out" / ".bundle-cache"

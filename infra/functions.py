@@ -119,6 +119,9 @@ LEDGER_API_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:UpdateItem"
 LEDGER_API_ACTIONS += ("dynamodb:PutItem", "dynamodb:DeleteItem")
 LEDGER_API_INDEX_ACTIONS = ("dynamodb:Query", "dynamodb:Scan")
 LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+# The dispatcher queues an async answer's run on its thread item and notes `resume_enqueued_at` on
+# the question; it reads nothing but the stream records it is handed.
+LEDGER_DISPATCHER_ACTIONS = ("dynamodb:UpdateItem",)
 # What langgraph-checkpoint-aws DynamoDBSaver calls (get_item, put_item, query, batch_get_item,
 # batch_write_item) and, for its S3 offload, put_object / get_object / delete_objects.
 CHECKPOINT_AWS_ACTIONS = (
@@ -240,11 +243,11 @@ class ServiceFunction(Construct):
 
 
 class ApiFunction(ServiceFunction):
-    """The api Lambda: the REST routes; reads and moves ledger items, enqueues runs and resumes.
+    """The api Lambda: the REST routes; reads and writes ledger items (the dispatcher enqueues what follows).
 
     Examples
     --------
-    >>> ApiFunction(stack, "Api", config=cfg, layers=layers, ledger=ledger, inbox=inbox)  # doctest: +SKIP
+    >>> ApiFunction(stack, "Api", config=cfg, layers=layers, ledger=ledger)  # doctest: +SKIP
     """
 
     def __init__(
@@ -255,7 +258,6 @@ class ApiFunction(ServiceFunction):
         config: StackConfig,
         layers: Layers,
         ledger: Ledger,
-        inbox: Inbox,
     ) -> None:
         # The graph's input schema, generated now and shipped in the asset (wait_service.input_schema).
         schema_dir = graph_input_dir(
@@ -273,7 +275,6 @@ class ApiFunction(ServiceFunction):
             layers=layers.for_api,
             environment={
                 "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
-                "AGENT_WAIT_INBOX_URL": inbox.queue.queue_url,
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
                 "AGENT_WAIT_INPUT_SCHEMA": f"{GRAPH_INPUT_ASSET_DIR}/{INPUT_SCHEMA_FILE}",
                 "AGENT_WAIT_MAX_ANSWER_BYTES": str(max_answer_bytes),
@@ -285,7 +286,6 @@ class ApiFunction(ServiceFunction):
         )
         self.allow(LEDGER_API_ACTIONS, [ledger.table.table_arn])
         self.allow(LEDGER_API_INDEX_ACTIONS, ledger.index_arns)
-        self.allow(["sqs:SendMessage"], [inbox.queue.queue_arn])
         self._configure_signed_requests(config)
         if config.inbox_client_id and config.inbox_domain:
             self.function.add_environment("AGENT_WAIT_INBOX_CLIENT_ID", config.inbox_client_id)
@@ -347,7 +347,7 @@ class RunnerFunction(ServiceFunction):
             "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
             "AGENT_WAIT_TOPIC_ARN": fanout.topic.topic_arn,
             "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
-            # A run deferred behind a thread's questions is enqueued again once the thread is free.
+            # A failed message is made visible again after a backoff (ChangeMessageVisibility).
             "AGENT_WAIT_INBOX_URL": inbox.queue.queue_url,
             "AGENT_WAIT_GRAPH": config.graph,
             "AGENT_WAIT_CHECKPOINTER": config.checkpointer,
@@ -403,7 +403,8 @@ class RunnerFunction(ServiceFunction):
         self.allow(LEDGER_RUNNER_ACTIONS, [ledger.table.table_arn])
         self.allow(["sns:Publish"], [fanout.topic.topic_arn])
         self.allow(TOPIC_KEY_ACTIONS, [fanout.key.key_arn])
-        self.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn, inbox.queue.queue_arn])
+        # Runs it queues (deferred ones) are started by the dispatcher, from the ledger's stream.
+        self.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn])
         self.allow(INBOX_CONSUME_ACTIONS, [inbox.queue.queue_arn])
         if config.slack_channel and config.slack_bot_token_secret:
             self.allow(SECRET_READ_ACTIONS, [config.slack_bot_token_secret])

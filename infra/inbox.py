@@ -52,11 +52,14 @@ class Inbox(Construct):
         spec = dataclasses.replace(INBOX, visibility_timeout=inbox_visibility_seconds(runner_timeout))
         self.queue, self.dlq = fifo_queue_from_spec(self, spec, prefix=prefix)
 
-    def only_senders(self, roles: Sequence[iam.IRole]) -> None:
-        """Deny ``sqs:SendMessage`` on the inbox to every principal but ``roles``.
+    def only_senders(self, roles: Sequence[iam.IRole], operators: Sequence[str] = ()) -> None:
+        """Deny ``sqs:SendMessage`` on the inbox to every principal but ``roles`` and ``operators``.
 
         The runner resumes only with answers the ledger holds, whoever sends the message; this
         keeps anyone else who holds ``sqs:SendMessage`` from putting runs on the queue at all.
+        ``operators`` (context ``operator_principals``: IAM role or user ARNs, ``*`` allowed) may
+        send too, so that they can redrive the DLQ (``agent-wait dlq redrive``, or the console's
+        ``StartMessageMoveTask``, which sends as the principal that started it).
         """
         self.queue.add_to_resource_policy(
             iam.PolicyStatement(
@@ -65,6 +68,8 @@ class Inbox(Construct):
                 principals=[iam.AnyPrincipal()],
                 actions=["sqs:SendMessage"],
                 resources=[self.queue.queue_arn],
-                conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}},
+                # Both conditions must hold for the deny: neither one of the roles nor an operator.
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}}
+                | ({"ArnNotLike": {"aws:PrincipalArn": list(operators)}} if operators else {}),
             )
         )

@@ -52,6 +52,8 @@ class Watched:
     topic: sns.ITopic | None = None
     tables: dict[str, WatchedTable] = field(default_factory=dict)
     schedule_group: str | None = None
+    # The ledger stream's reader: its iterator age is how far behind the outbox is.
+    stream_consumer: lambda_.IFunction | None = None
 
 
 class Observability(Construct):
@@ -216,6 +218,17 @@ class Observability(Construct):
                     datapoints=1,
                 ),
             }
+
+        self.stream_age_alarm: cloudwatch.Alarm | None = None
+        if watched.stream_consumer is not None:
+            self.stream_age_alarm = self._alarm(
+                "LedgerStreamIteratorAge",
+                "The dispatcher is behind on the ledger's stream: recorded replies and starts are not "
+                "reaching the inbox within their bound (the dispatcher failing, throttled or retrying). "
+                "First: the dispatcher's errors and throttles on the dashboard, and its log.",
+                watched.stream_consumer.metric("IteratorAge", period=_PERIOD, statistic="Maximum"),
+                constants.STREAM_AGE_ALARM_SECONDS * 1000,
+            )
 
         self.topic = self._alarm_topic(alarm_topic_arn, alarm_email)
         action = cloudwatch_actions.SnsAction(self.topic)

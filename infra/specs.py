@@ -27,7 +27,8 @@ def _string(name: str) -> dynamodb.Attribute:
 def table_from_spec(
     scope: Construct, spec: TableSpec, *, removal_policy: cdk.RemovalPolicy
 ) -> dynamodb.Table:
-    """An on-demand table with ``spec``'s keys, GSIs (each with its projection) and TTL attribute; PITR on.
+    """An on-demand table with ``spec``'s keys, GSIs (each with its projection), TTL attribute and stream;
+    PITR on.
 
     Examples
     --------
@@ -41,6 +42,7 @@ def table_from_spec(
         sort_key=_string(spec.sort_key) if spec.sort_key else None,
         billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
         time_to_live_attribute=spec.ttl_attribute,
+        stream=dynamodb.StreamViewType[spec.stream_view_type] if spec.stream_view_type else None,
         point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
             point_in_time_recovery_enabled=True
         ),

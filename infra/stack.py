@@ -9,7 +9,9 @@ from aws_cdk import aws_iam as iam
 
 from infra import constants
 from infra.api import RestApi
+from infra.archive import AuditArchive
 from infra.checkpoints import Checkpoints
+from infra.dispatcher import Dispatcher
 from infra.fanout import Fanout
 from infra.functions import ApiFunction, RunnerFunction
 from infra.inbox import Inbox, inbox_visibility_seconds
@@ -17,6 +19,7 @@ from infra.layers import Layers
 from infra.ledger import Ledger
 from infra.observability import Observability, Watched, WatchedTable
 from infra.operate import KEY_USE_ACTIONS, CustomerManagedKey, DeletionProtection
+from infra.operators import OperatorPolicy
 from infra.timers import Timers
 from wait_service.resources import LEDGER
 
@@ -60,7 +63,18 @@ class AgentWaitStack(cdk.Stack):
         )
 
         self.api_function = ApiFunction(
-            self, "ApiFunction", config=config, layers=self.layers, ledger=self.ledger, inbox=self.inbox
+            self, "ApiFunction", config=config, layers=self.layers, ledger=self.ledger
+        )
+        # The one reader of the ledger's stream: enqueues the start or resume every committed
+        # request needs (and whatever else follows a ledger change).
+        self.dispatcher = Dispatcher(
+            self,
+            "Dispatcher",
+            config=config,
+            layers=self.layers,
+            ledger=self.ledger,
+            inbox=self.inbox,
+            prefix=prefix,
         )
         self.runner = RunnerFunction(
             self,
@@ -78,12 +92,27 @@ class AgentWaitStack(cdk.Stack):
             config=config,
             layers=self.layers,
             ledger=self.ledger,
-            inbox=self.inbox,
             fanout=self.fanout,
             prefix=prefix,
         )
         self.timers.allow_scheduling(self.runner)
-        self.inbox.only_senders([self.api_function.role, self.runner.role, self.timers.lifecycle.role])
+        self.inbox.only_senders([self.dispatcher.role], operators=config.operator_principals)
+        self.archive = AuditArchive(
+            self,
+            "Archive",
+            stack_name=config.stack_name,
+            retention_days=config.audit_retention_days,
+            object_lock=config.audit_object_lock,
+        )
+        self.archive.allow_put(self.dispatcher.service)
+        self.operators = OperatorPolicy(
+            self,
+            "Operators",
+            name=f"{config.stack_name}-operator",
+            dlqs=[self.inbox.dlq, self.fanout.outbox_dlq, self.timers.dlq, self.dispatcher.dlq],
+            sources=[self.inbox.queue, self.fanout.outbox],
+            functions=[self.timers.function_arn],
+        )
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
         self.runner.set_reply_url(self.api.url)
         self.fanout.share_with(config.subscriber_accounts)
@@ -97,6 +126,7 @@ class AgentWaitStack(cdk.Stack):
                 "api": self.api_function.function,
                 "runner": self.runner.function,
                 "lifecycle": self.timers.lifecycle.function,
+                "dispatcher": self.dispatcher.function,
             },
             api=self.api.api,
             watched=Watched(
@@ -105,6 +135,7 @@ class AgentWaitStack(cdk.Stack):
                     "outbox": self.fanout.outbox_dlq,
                     "lifecycle": self.timers.dlq,
                     "timers": self.timers.schedule_dlq,
+                    "stream": self.dispatcher.dlq,
                 },
                 inbox=self.inbox.queue,
                 outbox=self.fanout.outbox,
@@ -114,6 +145,7 @@ class AgentWaitStack(cdk.Stack):
                     **{table.node.id: WatchedTable(table) for table in self.checkpoints.tables},
                 },
                 schedule_group=self.timers.group_name,
+                stream_consumer=self.dispatcher.function,
             ),
             # Longer than a whole visibility timeout plus a run, whatever the runner's timeout.
             inbox_age_alarm_seconds=max(
@@ -140,6 +172,24 @@ class AgentWaitStack(cdk.Stack):
             value=self.observability.topic.topic_arn,
             description="The SNS topic every alarm notifies (subscribe your on-call address or tool)",
         )
+        cdk.CfnOutput(
+            self,
+            "OperatorPolicyArn",
+            value=self.operators.policy.managed_policy_arn,
+            description="Attach to the roles in operator_principals: agent-wait dlq list | show | redrive",
+        )
+        cdk.CfnOutput(
+            self,
+            "AuditBucketName",
+            value=self.archive.bucket.bucket_name,
+            description="Audit archive: decided questions as JSON Lines under audit/date=YYYY-MM-DD/",
+        )
+        cdk.CfnOutput(
+            self,
+            "AuditTable",
+            value=f"{self.archive.database_name}.audit",
+            description="Audit archive: the Glue table Athena queries",
+        )
 
     def _apply_stack_wide(self, config: StackConfig) -> None:
         """Tags, deletion protection and the customer-managed key, on every resource of their kind."""
@@ -151,7 +201,7 @@ class AgentWaitStack(cdk.Stack):
             cdk.Aspects.of(self).add(CustomerManagedKey(config.kms_key_arn))
             # Every function sends to or reads a queue under the key (and the api and lifecycle may
             # decrypt secrets encrypted with it); Scheduler sends to the timers DLQ with its role.
-            for fn in (self.api_function, self.runner, self.timers.lifecycle):
+            for fn in (self.api_function, self.runner, self.timers.lifecycle, self.dispatcher.service):
                 fn.allow(KEY_USE_ACTIONS, [config.kms_key_arn])
             self.timers.scheduler_role.add_to_policy(
                 iam.PolicyStatement(actions=list(KEY_USE_ACTIONS), resources=[config.kms_key_arn])

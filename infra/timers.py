@@ -27,12 +27,11 @@ from constructs import Construct
 from infra import constants
 from infra.functions import SECRET_READ_ACTIONS, TOPIC_KEY_ACTIONS, ServiceFunction
 from infra.nag import acknowledge
-from wait_service.resources import LIFECYCLE_TIMEOUT_SECONDS, TIMERS
+from wait_service.resources import LIFECYCLE_DLQ, LIFECYCLE_FUNCTION, LIFECYCLE_TIMEOUT_SECONDS, TIMERS
 
 if TYPE_CHECKING:
     from infra.config import StackConfig
     from infra.fanout import Fanout
-    from infra.inbox import Inbox
     from infra.layers import Layers
     from infra.ledger import Ledger
 
@@ -47,8 +46,8 @@ class Timers(Construct):
 
     Examples
     --------
-    >>> timers = Timers(stack, "Timers", config=cfg, layers=layers, ledger=ledger, inbox=inbox,
-    ...                 fanout=fanout, prefix="agent-wait-")  # doctest: +SKIP
+    >>> timers = Timers(stack, "Timers", config=cfg, layers=layers, ledger=ledger, fanout=fanout,
+    ...                 prefix="agent-wait-")  # doctest: +SKIP
     >>> timers.allow_scheduling(runner)  # doctest: +SKIP
     """
 
@@ -60,7 +59,6 @@ class Timers(Construct):
         config: StackConfig,
         layers: Layers,
         ledger: Ledger,
-        inbox: Inbox,
         fanout: Fanout,
         prefix: str,
     ) -> None:
@@ -88,7 +86,7 @@ class Timers(Construct):
             service="scheduler", resource="schedule", resource_name=f"{self.group_name}/*"
         )
         # Named, so that its ARN can be in its own environment (it schedules the next rung itself).
-        function_name = f"{prefix}lifecycle"
+        function_name = prefix + LIFECYCLE_FUNCTION
         self.function_arn = stack.format_arn(
             service="lambda",
             resource="function",
@@ -114,7 +112,6 @@ class Timers(Construct):
 
         environment = {
             "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
-            "AGENT_WAIT_INBOX_URL": inbox.queue.queue_url,
             "AGENT_WAIT_TOPIC_ARN": fanout.topic.topic_arn,
             "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
             "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
@@ -141,7 +138,8 @@ class Timers(Construct):
         )
         fn = self.lifecycle
         fn.allow(LEDGER_LIFECYCLE_ACTIONS, [ledger.table.table_arn])
-        fn.allow(["sqs:SendMessage"], [inbox.queue.queue_arn, fanout.outbox.queue_arn])
+        # A decision's resume is enqueued by the dispatcher, from the ledger's stream.
+        fn.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn])
         fn.allow(["sns:Publish"], [fanout.topic.topic_arn])
         fn.allow(TOPIC_KEY_ACTIONS, [fanout.key.key_arn])
         self.allow_scheduling(fn, creates_only=True)
@@ -151,7 +149,7 @@ class Timers(Construct):
         self.dlq = sqs.Queue(
             self,
             "Dlq",
-            queue_name=f"{prefix}lifecycle-dlq",
+            queue_name=prefix + LIFECYCLE_DLQ.queue_name,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             retention_period=cdk.Duration.days(14),

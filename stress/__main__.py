@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             ("many threads", lambda: scenarios.many_threads(api, lines, threads=args.threads)),
             ("runner killed", lambda: scenarios.killed_runner(api, lines)),
             ("sink down", lambda: scenarios.sink_down(api, stack)),
+            ("enqueue outage", lambda: scenarios.enqueue_outage(api, stack)),
             ("fault until the DLQ", lambda: scenarios.fault_until_dlq(api, stack, lines)),
             (
                 "schemathesis",

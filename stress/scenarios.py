@@ -259,6 +259,79 @@ def sink_down(api: Api, stack: LocalStack) -> Outcome:
     return outcome
 
 
+def enqueue_outage(api: Api, stack: LocalStack, *, threads: int = 10, outage: float = 30.0) -> Outcome:
+    """Every send to the inbox fails for ``outage`` seconds, then none; nobody retries a request."""
+    outcome = Outcome(
+        "enqueue outage",
+        f"every inbox SendMessage fails for {outage:.0f} s, then none; {threads} replies and {threads} "
+        "starts accepted meanwhile, none retried",
+    )
+    stamp = time.time_ns()
+    answered = [f"outage-reply-{stamp}-{n}" for n in range(threads)]
+    started = [f"outage-start-{stamp}-{n}" for n in range(threads)]
+    for thread_id in answered:
+        api.start(thread_id)
+    parked = {thread_id: wait_for(partial(api.parked, thread_id)) for thread_id in answered}
+    if not outcome.check(all(parked.values()), "the threads to answer parked first"):
+        return outcome
+    inbox = stack.resources.inbox_url.rsplit("/", 1)[-1].encode()
+    refused = [0]
+
+    def send(environ: dict[str, Any], body: bytes) -> Fault | None:
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        sends = target.endswith(".SendMessage") or b"Action=SendMessage" in body
+        if sends and inbox in body + environ.get("PATH_INFO", "").encode():
+            refused[0] += 1
+            return Fault(500, b'{"__type": "com.amazonaws.sqs#InternalError", "message": "injected"}')
+        return None
+
+    stack.moto.inject(send)
+    began = time.monotonic()
+    try:
+        with ThreadPoolExecutor(POOL) as pool:
+            replies = list(pool.map(lambda t: api.reply(str(parked[t]), "yes"), answered))
+            starts = list(pool.map(api.start, started))
+        outcome.check(
+            replies == [202] * threads,
+            f"every reply was accepted (202) during the outage ({replies.count(202)})",
+        )
+        outcome.check(
+            starts == [202] * threads,
+            f"every start was accepted (202) during the outage ({starts.count(202)})",
+        )
+        time.sleep(max(0.0, outage - (time.monotonic() - began)))
+    finally:
+        stack.moto.inject(None)
+    ended = time.monotonic()
+    outcome.check(refused[0] > 0, f"the inbox refused sends meanwhile ({refused[0]})")
+    done = wait_for(lambda: all(api.status_in(t, "done", "failed") for t in answered))
+    last_reply = time.monotonic() - ended
+    outcome.check(
+        bool(done) and all(api.thread(t).get("status") == "done" for t in answered),
+        f"every accepted reply's thread ended done, the last {last_reply:.1f} s after the outage",
+    )
+    resumed = wait_for(lambda: all(api.parked(t) for t in started))
+    last_start = time.monotonic() - ended
+    outcome.check(
+        bool(resumed), f"every accepted start ran (parked), the last {last_start:.1f} s after the outage"
+    )
+    if resumed:
+        for thread_id in started:
+            api.reply(str(api.parked(thread_id)), "yes")
+        finished = wait_for(lambda: all(api.status_in(t, "done", "failed") for t in started))
+        outcome.check(
+            bool(finished) and all(api.thread(t).get("status") == "done" for t in started),
+            "every started thread then ended done",
+        )
+    ran = [effects(t) for t in answered + started]
+    outcome.check(all(r == ["yes"] for r in ran), "each effect ran exactly once")
+    dlq = stack.client("sqs").get_queue_attributes(
+        QueueUrl=stack.resources.stream_dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]["ApproximateNumberOfMessages"]
+    outcome.check(dlq == "0", f"no stream record went to the DLQ ({dlq})")
+    return outcome
+
+
 def fault_until_dlq(api: Api, stack: LocalStack, lines: list[str]) -> Outcome:
     """Every attempt of a resume meets a DynamoDB 500 on the checkpoint table, until the DLQ."""
     outcome = Outcome(

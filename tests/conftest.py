@@ -87,3 +87,34 @@ def resources(aws_client: Any) -> LocalResources:
     return create_resources(
         aws_client("dynamodb"), aws_client("sqs"), aws_client("sns"), prefix=prefix, s3=aws_client("s3")
     )
+
+
+@pytest.fixture
+def dispatch(resources: LocalResources, aws_client: Any) -> Any:
+    """``dispatch()``: hand the ledger's new stream records to the dispatcher, as Lambda's mapping does.
+
+    ``dispatch(sqs=client)`` sends with that client (a test watching its calls); returns the number
+    of records read. What a recorded start or decision needs is on the inbox afterwards.
+    """
+    from agent_wait_cli.local.streams import StreamReader
+    from wait_service.ledger_stream import build_ledger_stream
+    from wait_service.settings import Settings
+
+    readers: dict[int, StreamReader] = {}
+
+    def run(sqs: Any = None) -> int:
+        client = sqs or aws_client("sqs")
+        reader = readers.get(id(sqs))
+        if reader is None:
+            stream = build_ledger_stream(
+                Settings.from_env(resources.env()), dynamodb=aws_client("dynamodb"), sqs=client
+            )
+            assert resources.ledger_stream_arn is not None
+            reader = readers[id(sqs)] = StreamReader(
+                aws_client("dynamodbstreams"),
+                resources.ledger_stream_arn,
+                lambda event, _: [stream.process(record) for record in event["Records"]],
+            )
+        return reader.drain()
+
+    return run

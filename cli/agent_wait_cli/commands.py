@@ -200,6 +200,14 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         "printed at start)",
     )
 
+    local.add_argument(
+        "--archive-dir",
+        default=None,
+        metavar="DIR",
+        help="the audit archive's folder: every decided question as JSON Lines under "
+        "audit/date=YYYY-MM-DD/ (default: a new folder in the temp folder, printed at start)",
+    )
+
     questions = sub.add_parser("questions", help="list and show questions")
     qsub = questions.add_subparsers(dest="action", required=True, metavar="ACTION")
     qlist = qsub.add_parser("list", parents=[common], help="list questions")
@@ -286,6 +294,39 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     tail.add_argument("--peek", action="store_true", help="leave messages in the queue")
     tail.add_argument("--once", action="store_true", help="exit when the queue has nothing more")
     tail.add_argument("--max", type=int, help="exit after this many envelopes")
+
+    dlq_common = OneLineParser(add_help=False)
+    dlq_common.add_argument(
+        "--stack",
+        default=env.get("AGENT_WAIT_STACK", "agent-wait"),
+        help="the stack's name, the prefix of its queues (default: $AGENT_WAIT_STACK or agent-wait)",
+    )
+    dlq_common.add_argument(
+        "--endpoint-url",
+        default=None,
+        metavar="URL",
+        help="the local stack's moto endpoint (`agent-wait local` prints it); default: AWS, with your "
+        "credentials and --region",
+    )
+    dlq = sub.add_parser(
+        "dlq",
+        help="look into the dead-letter queues and redrive their messages",
+        description="Every DLQ of the stack (the runbook in the README says what each holds).",
+    )
+    dsub = dlq.add_subparsers(dest="action", required=True, metavar="ACTION")
+    dlist = dsub.add_parser("list", parents=[common, dlq_common], help="each DLQ and the messages in it")
+    dlist.add_argument("--dlq", metavar="NAME", help="only this DLQ (inbox, outbox, lifecycle, ...)")
+    dshow = dsub.add_parser("show", parents=[common, dlq_common], help="one message, whole")
+    dshow.add_argument("message_id", metavar="ID")
+    dredrive = dsub.add_parser(
+        "redrive",
+        parents=[common, dlq_common],
+        help="send messages back to work (a queue's message to its queue, a failed timer to its function)",
+    )
+    which = dredrive.add_mutually_exclusive_group(required=True)
+    which.add_argument("message_id", metavar="ID", nargs="?", help="the message to redrive")
+    which.add_argument("--all", action="store_true", help="every message (of --dlq NAME only, if given)")
+    dredrive.add_argument("--dlq", metavar="NAME", help="with --all: only this DLQ")
     return parser
 
 
@@ -340,12 +381,14 @@ class Cli:
         client: ApiClient | None = None,
         *,
         opener: Opener | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.args = args
         self.out = out
         self.err = err
         self._client = client
         self._opener = opener
+        self._clock = clock
 
     @property
     def client(self) -> ApiClient:
@@ -483,6 +526,11 @@ class Cli:
 
         return run_inbox(self.args, self.client, self.out)
 
+    def dlq(self) -> int:
+        from agent_wait_cli.dlq_command import run_dlq
+
+        return run_dlq(self.args, self.out, now=self._clock)
+
     def _get_question(self, question_id: str) -> Mapping[str, Any]:
         body = self.client.request("GET", f"/questions/{_quote(question_id)}").body
         return body if isinstance(body, Mapping) else {}
@@ -501,6 +549,9 @@ COMMANDS: dict[tuple[str, str | None], Callable[[Cli], int]] = {
     ("threads", "start"): Cli.threads_start,
     ("tail", None): Cli.tail,
     ("inbox", None): Cli.inbox,
+    ("dlq", "list"): Cli.dlq,
+    ("dlq", "show"): Cli.dlq,
+    ("dlq", "redrive"): Cli.dlq,
 }
 
 
@@ -512,6 +563,7 @@ def main(
     client: ApiClient | None = None,
     opener: Opener | None = None,
     environ: Mapping[str, str] | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> int:
     """Entry point of the ``agent-wait`` console script; returns the exit code.
 
@@ -526,7 +578,9 @@ def main(
     opener:
         Sends the HTTP requests of the client built from the options (tests pass a fake).
     environ:
-        Read for ``AGENT_WAIT_API``; ``os.environ`` by default.
+        Read for ``AGENT_WAIT_API`` and ``AGENT_WAIT_STACK``; ``os.environ`` by default.
+    clock:
+        Seconds since the epoch for ``dlq redrive``'s deduplication window (tests); ``time.time``.
 
     Examples
     --------
@@ -542,7 +596,7 @@ def main(
         return run_local(args, out, err)
     command = COMMANDS[(args.command, getattr(args, "action", None))]
     try:
-        return command(Cli(args, out, err, client, opener=opener))
+        return command(Cli(args, out, err, client, opener=opener, clock=clock))
     except ApiError as exc:
         if getattr(args, "json", False):
             out.write(json.dumps({"status_code": exc.status, "body": exc.body}) + "\n")

@@ -86,6 +86,7 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             log_path=log_path,
             checkpointer=checkpointer,
             graph_source=graph_source,
+            archive_dir=Path(args.archive_dir) if args.archive_dir else None,
         ),
         write=write,
     )
@@ -107,6 +108,9 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write(f"moto: {stack.moto.endpoint}")
         write(f"outbox queue: {resources.outbox_url}")
         write(f"subscriber queue: {resources.subscriber_url}")
+        write(
+            f"audit archive: {stack.archive_dir} (decided questions, JSON Lines under audit/date=YYYY-MM-DD/)"
+        )
         write(f"graph: {args.graph}")
         write(f"checkpointer: {checkpointer}")
         if graph_source is not None:

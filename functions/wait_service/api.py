@@ -1,6 +1,8 @@
 """The HTTP api: a Powertools REST resolver over the ledger, the reply service and the inbox.
 
-It validates, records and enqueues; it never runs a graph and never imports LangGraph, so its
+It validates and records: one ledger write per request is the commit, and what must follow it
+(the start or resume message) follows from the ledger's stream (``wait_service.ledger_stream``),
+so the api sends no message itself. It never runs a graph and never imports LangGraph, so its
 cold start stays small (``tests/unit/service/test_api_imports.py`` holds it to that).
 
 Routes: ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``, ``GET /questions``,
@@ -31,7 +33,6 @@ from wait_service.answer_limits import (
 )
 from wait_service.audit import audit_of
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
-from wait_service.inbox import Inbox
 from wait_service.input_schema import check_input, read_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
 from wait_service.limits import (
@@ -298,7 +299,7 @@ class WaitApi:
 
     Examples
     --------
-    >>> api = WaitApi(ledger, ReplyService(ledger, inbox), RunService(ledger, inbox))  # doctest: +SKIP
+    >>> api = WaitApi(ledger, ReplyService(ledger), RunService(ledger))  # doctest: +SKIP
     >>> api.resolve(event, context)["statusCode"]  # doctest: +SKIP
     202
     """
@@ -523,7 +524,7 @@ class WaitApi:
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                     202: {
-                        "description": "recorded, resume enqueued",
+                        "description": "recorded; the resume follows from the ledger, certain",
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                 },
@@ -644,8 +645,7 @@ def build_api(
     ledger = Ledger(
         settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
     )
-    inbox = Inbox(settings.require("inbox_url"), sqs)
-    replies = ReplyService(ledger, inbox, clock=clock)
+    replies = ReplyService(ledger, clock=clock)
     signed = build_signed_requests(
         settings.signing_keys,
         settings.require("ledger_table"),
@@ -653,7 +653,7 @@ def build_api(
         dynamodb=dynamodb,
     )
     slack = build_slack_interactions(settings, replies, secretsmanager=secretsmanager)
-    runs = RunService(ledger, inbox)
+    runs = RunService(ledger)
     starts = IdempotentStarts(runs, ledger.table_name, dynamodb=dynamodb)
     inbox_sign_in = None
     if settings.inbox_client_id and settings.inbox_domain:

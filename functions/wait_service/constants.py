@@ -26,3 +26,11 @@ TTL_DAYS = 90
 # then; an offloaded checkpoint object outlives its item by this margin, so no item that can still
 # be read points at a deleted object.
 TTL_DELETION_LAG_DAYS = 7
+# The ledger stream's dispatcher: records per invocation, and how often a failing batch is retried
+# (halved each time) before its records go to the stream's DLQ. A few AWS calls per record.
+DISPATCHER_BATCH_SIZE = 10
+DISPATCHER_MAX_RETRY_ATTEMPTS = 50
+# Retries stop for a record older than this (its metadata goes to the DLQ): the record age bounds
+# how long one that can never go holds up the records behind it.
+DISPATCHER_MAX_RECORD_AGE_SECONDS = 3600
+DISPATCHER_TIMEOUT_SECONDS = 30

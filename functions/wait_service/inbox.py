@@ -106,6 +106,25 @@ class Inbox:
         self._send(StartMessage(thread_id=thread_id, input=input, run_id=run_id), thread_id, dedup_id)
         return dedup_id
 
+    def start_json(self, thread_id: str, input_json: str, *, run_id: str) -> str:
+        """Enqueue the start of run ``run_id`` whose input is the JSON text ``input_json``, as is.
+
+        The dispatcher sends a run's input as the ledger recorded it: the characters go on the
+        queue unparsed, so no number is ever read as a float on the way.
+        """
+        if not input_json.strip():
+            raise ValueError("a start message needs its input as JSON text")
+        dedup_id = f"run:{thread_id}:{run_id}"
+        head = json.dumps({"thread_id": thread_id, "run_id": run_id}, ensure_ascii=False)
+        body = f'{head[:-1]}, "input": {input_json}}}'
+        self._client.send_message(
+            QueueUrl=self.queue_url,
+            MessageBody=body,
+            MessageGroupId=thread_id,
+            MessageDeduplicationId=dedup_id,
+        )
+        return dedup_id
+
     def resume(self, thread_id: str, question_id: str) -> str:
         """Enqueue the resume for ``question_id``; a resend within the FIFO window is dropped."""
         dedup_id = f"resume:{question_id}"

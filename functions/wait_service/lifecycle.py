@@ -7,8 +7,9 @@ write in the ledger, so a timer that fires late, twice, or after an answer chang
 exactly one of reply, expiry and revocation decides a question; only that one resumes the thread.
 
 :class:`Decisions` is the part the api shares (a reply that finds its question past due applies
-the expiry itself, and every decision enqueues the resume the same way); :class:`LifecycleService`
-adds the announcers and timers the lifecycle function needs.
+the expiry itself); :class:`LifecycleService` adds the announcers and timers the lifecycle
+function needs. No decision sends its resume from here: the decision's ledger write is the commit,
+and the ledger's stream has the resume enqueued (:mod:`wait_service.ledger_stream`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait import Envelope, exact_json
 from agent_wait.errors import AnnounceError
-from wait_service.async_answers import answer_run_id, is_async_question
-from wait_service.constants import API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS
 from wait_service.ledger import EXPIRED_ANSWER, Clock, Ledger, QuestionRecord, parse_time, utcnow
 from wait_service.metric_names import QUESTIONS_ESCALATED, QUESTIONS_EXPIRED, REMINDERS_SENT
 from wait_service.observability import logger, metrics
@@ -36,17 +35,11 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from agent_wait import BaseAnnounce
-    from wait_service.inbox import Inbox
     from wait_service.settings import Settings
     from wait_service.timers import TimerEvent, Timers
 
 # What a timer did (for the log and the tests).
-Outcome = Literal["unknown", "expired", "escalated", "reminded", "decided", "recovered", "closed", "stale"]
-
-# How long the writer that decided a question may still be on its way to enqueueing the resume:
-# no api or lifecycle invocation outlives its Lambda timeout. Only a decision standing longer than
-# this without `resume_enqueued_at` was left by a writer that died, and is safe to recover.
-RESUME_LEASE = timedelta(seconds=max(API_TIMEOUT_SECONDS, LIFECYCLE_TIMEOUT_SECONDS) + 1)
+Outcome = Literal["unknown", "expired", "escalated", "reminded", "decided", "closed", "stale"]
 
 
 class ThreadReplies(Protocol):
@@ -93,69 +86,32 @@ def on_expiry_action(policy: dict[str, Any], rung: int) -> Escalate | Expire:
 
 
 class Decisions:
-    """Decides questions by expiry and enqueues the resume of whatever decided them.
+    """Decides questions by expiry; the ledger's stream enqueues the resume of each decision.
 
     Parameters
     ----------
-    ledger, inbox:
-        Where decisions are recorded, and where resumes go.
+    ledger:
+        Where decisions are recorded.
     clock:
         Current UTC time; injected by tests.
     """
 
-    def __init__(self, ledger: Ledger, inbox: Inbox, *, clock: Clock = utcnow) -> None:
+    def __init__(self, ledger: Ledger, *, clock: Clock = utcnow) -> None:
         self.ledger = ledger
-        self.inbox = inbox
         self._clock = clock
-
-    def enqueue_resume(self, question: QuestionRecord) -> None:
-        """Send the resume of a decided question; the runner reads the answer from the ledger.
-
-        An async question's thread is not parked on it: the runner starts a new run with the
-        answer as input, so the thread is marked queued for that run first (when it is parked on
-        other questions, the runner keeps the run for after them).
-        """
-        if is_async_question(question):
-            self.ledger.queue_answer_run(question.thread_id, answer_run_id(question.question_id))
-        self.inbox.resume(question.thread_id, question.question_id)
-        self.ledger.mark_resume_enqueued(question.question_id)
-
-    def resume_abandoned(self, question: QuestionRecord) -> bool:
-        """A decision recorded without its resume by a writer that can no longer be running.
-
-        A reader that finds the question between the winner's write and its enqueue must not send
-        too: the winner is about to, and a second send is the duplicate the first-answer rule
-        promises never to make.
-        """
-        if question.status not in DECIDED or question.resume_enqueued_at is not None:
-            return False
-        if question.status not in ("answered", "expired", "revoked"):
-            return False  # resumed or resume_failed: the runner has had it
-        if question.answered_at is None:
-            return True
-        return self._clock() - parse_time(question.answered_at) > RESUME_LEASE
-
-    def recover_resume(self, question: QuestionRecord) -> bool:
-        """Enqueue the resume an abandoned decision never sent; ``True`` if it did."""
-        if not self.resume_abandoned(question):
-            return False
-        logger.warning("resume of a decided question was never enqueued; enqueueing it now")
-        self.enqueue_resume(question)
-        return True
 
     def expire(self, question: QuestionRecord, answer: JsonValue, *, rung: int) -> QuestionRecord:
         """Decide ``question`` with ``answer`` because its ttl ran out on ``rung``; returns it as it stands.
 
-        The winner counts the expiry and enqueues the resume; a loser changes nothing.
+        The winner counts the expiry (its resume follows from the ledger's stream); a loser
+        changes nothing.
         """
         lost = self.ledger.record_expiry(question.question_id, answer, rung=rung)
         if lost is not None:
             return lost
         metrics.add_metric(name=QUESTIONS_EXPIRED, unit=MetricUnit.Count, value=1)
         logger.info("question expired", extra={"question_id": question.question_id, "rung": rung})
-        decided = self.ledger.get_question(question.question_id)
-        self.enqueue_resume(decided)
-        return decided
+        return self.ledger.get_question(question.question_id)
 
     def close_if_due(self, question: QuestionRecord) -> QuestionRecord:
         """The question as it stands once an expiry that is due (but whose timer has not fired) applies.
@@ -180,7 +136,7 @@ class LifecycleService(Decisions):
 
     Parameters
     ----------
-    ledger, inbox:
+    ledger:
         As for :class:`Decisions`.
     announce:
         Where ``wait.escalated`` and ``wait.reminder`` events go (the topic and the outbox; the
@@ -198,7 +154,7 @@ class LifecycleService(Decisions):
 
     Examples
     --------
-    >>> service = LifecycleService(ledger, inbox, announce, timers)  # doctest: +SKIP
+    >>> service = LifecycleService(ledger, announce, timers)  # doctest: +SKIP
     >>> service.handle(TimerEvent(question_id="q-1", timer="expire", n=0))  # doctest: +SKIP
     'expired'
     """
@@ -206,7 +162,6 @@ class LifecycleService(Decisions):
     def __init__(
         self,
         ledger: Ledger,
-        inbox: Inbox,
         announce: BaseAnnounce,
         timers: Timers | None = None,
         *,
@@ -214,7 +169,7 @@ class LifecycleService(Decisions):
         chat: ThreadReplies | None = None,
         clock: Clock = utcnow,
     ) -> None:
-        super().__init__(ledger, inbox, clock=clock)
+        super().__init__(ledger, clock=clock)
         self.announce = announce
         self.timers = timers
         self.default_ttl = default_ttl
@@ -233,8 +188,8 @@ class LifecycleService(Decisions):
     def on_ttl(self, question: QuestionRecord, rung: int) -> Outcome:
         """The ttl of ``rung`` ran out: escalate one rung, or decide the question by expiry."""
         if question.status in DECIDED:
-            # Decided already; its decider may have died before it enqueued the resume.
-            return "recovered" if self.recover_resume(question) else "decided"
+            # Decided already; the decision's resume follows from the ledger's stream.
+            return "decided"
         if question.escalation == rung + 1:
             # This timer moved the question already and failed after: announce and arm again.
             self._after_escalation(question)
@@ -360,7 +315,6 @@ def build_lifecycle(
     """
     from agent_wait import CompositeAnnounce
     from agent_wait.aws import SnsAnnounce, SqsAnnounce
-    from wait_service.inbox import Inbox
     from wait_service.slack import build_slack_announce
     from wait_service.timers import build_timers
 
@@ -370,7 +324,6 @@ def build_lifecycle(
     timers = build_timers(settings, scheduler, clock=clock)
     return LifecycleService(
         ledger,
-        Inbox(settings.require("inbox_url"), sqs),
         # The ledger records each step itself; the events go to the topic and the outbox, and each
         # step is told in the Slack thread of the question's message when the deployment posts there.
         CompositeAnnounce(

@@ -26,3 +26,6 @@ QUESTION_COLLISIONS: Final = "QuestionCollisions"
 POISON_MESSAGES: Final = "PoisonMessages"
 # Questions the ledger could not record (too large, not storable): their runs end `failed`.
 QUESTIONS_UNRECORDABLE: Final = "QuestionsUnrecordable"
+# Messages the ledger stream's dispatcher put on the inbox: resumes of decided questions, run starts.
+RESUMES_DISPATCHED: Final = "ResumesDispatched"
+STARTS_DISPATCHED: Final = "StartsDispatched"

@@ -2,9 +2,11 @@
 
 Checks run cheapest and least stateful first — the question exists, the responder is allowed,
 the reply is bound to the digest the responder saw, the answer fits the policy — and only then
-does the conditional write decide between the first answer (recorded, resume enqueued) and a
-later one (idempotent repeat or conflict). The resume is enqueued after the write, never
-before, so a losing reply can never resume the thread with its answer.
+does the conditional write decide between the first answer (recorded) and a later one
+(idempotent repeat or conflict). That write is the commit: the resume follows from the ledger's
+stream (the dispatcher in :mod:`wait_service.ledger_stream` enqueues it for the change that
+decided the question, and only for that one), so a losing reply can never resume the thread with
+its answer, and a winner that dies right after its write still has its resume sent.
 """
 
 from __future__ import annotations
@@ -35,8 +37,6 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from pydantic import JsonValue
-
-    from wait_service.inbox import Inbox
 
 ANONYMOUS = "anonymous"
 
@@ -90,29 +90,26 @@ def same_answer(a: JsonValue, b: JsonValue) -> bool:
 
 
 class ReplyService:
-    """Records a person's answer to a question (or its revocation) and enqueues the resume.
+    """Records a person's answer to a question (or its revocation); the resume follows from the ledger.
 
     Parameters
     ----------
     ledger:
         The question ledger.
-    inbox:
-        Where the resume message goes.
     clock:
         Current UTC time; injected by tests.
 
     Examples
     --------
-    >>> service = ReplyService(Ledger("ledger"), Inbox(url))  # doctest: +SKIP
+    >>> service = ReplyService(Ledger("ledger"))  # doctest: +SKIP
     >>> service.reply("q-1", {"action": "approve"}, principal="ann", if_match='"<digest>"')  # doctest: +SKIP
     ReplyOutcome(question_id='q-1', status='answered', created=True)
     """
 
-    def __init__(self, ledger: Ledger, inbox: Inbox, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, ledger: Ledger, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.ledger = ledger
-        self.inbox = inbox
         self._clock = clock
-        self.decisions = Decisions(ledger, inbox, clock=clock)
+        self.decisions = Decisions(ledger, clock=clock)
 
     def reply(
         self,
@@ -146,12 +143,12 @@ class ReplyService:
             question_id, answer, answered_by=principal, reason=reason, if_match=if_match
         )
         if current is None:
-            self.decisions.enqueue_resume(question)
+            # Recorded: the ledger's stream has the resume enqueued (no send from here).
             self._count_answer(question)
             return ReplyOutcome(question_id, "answered", created=True)
-        # Lost the conditional write: somebody answered or closed the question meanwhile. The
-        # winner is enqueueing the resume right now, so this reply never sends it.
-        return self._repeat(current, answer, recover=False)
+        # Lost the conditional write: somebody answered or closed the question meanwhile; the
+        # winner's write has its resume enqueued.
+        return self._repeat(current, answer)
 
     def revoke(self, question_id: str, reason: str, *, principal: str) -> QuestionRecord:
         """Withdraw an open question; the thread is resumed with a rejection naming ``reason``.
@@ -170,8 +167,8 @@ class ReplyService:
         if question.is_open:
             lost = self.ledger.record_revocation(question_id, reason, revoked_by=principal)
             if lost is None:
+                # The revocation's resume (a rejection) follows from the ledger's stream.
                 revoked = self.ledger.get_question(question_id)
-                self.decisions.enqueue_resume(revoked)
                 metrics.add_metric(name=QUESTIONS_REVOKED, unit=MetricUnit.Count, value=1)
                 return revoked
             question = lost
@@ -224,8 +221,13 @@ class ReplyService:
                 name=TIME_TO_ANSWER, unit=MetricUnit.Milliseconds, value=waited.total_seconds() * 1000
             )
 
-    def _repeat(self, question: QuestionRecord, answer: JsonValue, *, recover: bool = True) -> ReplyOutcome:
-        """A reply to a decided question: 410 if the system closed it, else 200 or 409."""
+    def _repeat(self, question: QuestionRecord, answer: JsonValue) -> ReplyOutcome:
+        """A reply to a decided question: 410 if the system closed it, else 200 or 409.
+
+        200 means the resume is enqueued or certain to be: the decision is in the ledger, and the
+        ledger's stream enqueues the resume of every recorded decision, whatever became of the
+        request that wrote it.
+        """
         if question.status not in ANSWERED:
             raise QuestionClosedError(
                 f"question {question.question_id} is {question.status}"
@@ -240,7 +242,4 @@ class ReplyService:
                 standing_answer=question.answer,
                 question_id=question.question_id,
             )
-        if recover:
-            # The first reply may have died before it enqueued the resume (a crash or a timeout).
-            self.decisions.recover_resume(question)
         return ReplyOutcome(question.question_id, "answered", created=False)

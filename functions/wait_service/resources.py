@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from wait_service.answer_limits import MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
 
 # Re-exported: the infrastructure reads them here, beside the specs.
 from wait_service.constants import (  # noqa: F401
     API_TIMEOUT_SECONDS,
+    DISPATCHER_BATCH_SIZE,
+    DISPATCHER_MAX_RECORD_AGE_SECONDS,
+    DISPATCHER_MAX_RETRY_ATTEMPTS,
+    DISPATCHER_TIMEOUT_SECONDS,
     INBOX_VISIBILITY_SECONDS,
     LIFECYCLE_TIMEOUT_SECONDS,
     MAX_RECEIVE_COUNT,
@@ -62,6 +66,8 @@ class TableSpec:
     sort_key: str | None = None
     indexes: tuple[Index, ...] = ()
     ttl_attribute: str | None = None
+    # A DynamoDB stream of the table's changes (``NEW_AND_OLD_IMAGES``, ...); ``None``: no stream.
+    stream_view_type: str | None = None
 
     def key_schema(self) -> list[dict[str, str]]:
         keys = [{"AttributeName": self.partition_key, "KeyType": "HASH"}]
@@ -109,6 +115,9 @@ class QueueSpec:
     visibility_timeout: int
     retention_seconds: int = 14 * 24 * 3600
 
+    # What a message in its DLQ is (``agent-wait dlq list`` and the runbook say it).
+    dlq_holds: str = "messages that failed every receive"
+
     def attributes(self) -> dict[str, str]:
         return {
             "FifoQueue": "true",
@@ -118,6 +127,39 @@ class QueueSpec:
             "VisibilityTimeout": str(self.visibility_timeout),
             "MessageRetentionPeriod": str(self.retention_seconds),
         }
+
+
+RedriveKind = Literal["queue", "lambda-destination", "stream-batch"]
+
+
+@dataclass(frozen=True)
+class DeadLetterSpec:
+    """A dead-letter queue of the stack, and how a message in it goes back to work.
+
+    ``redrive``:
+
+    - ``queue``: the message is a message of the queue ``source`` (``<prefix><source>``) that failed
+      every receive; it is sent back there as it was (body, and on FIFO its group and
+      deduplication id).
+    - ``lambda-destination``: the message is a Lambda on-failure destination record of the
+      function ``source`` (``<prefix><source>``); its ``requestPayload`` is invoked again,
+      asynchronously, as the first invocation was.
+    - ``stream-batch``: the message is a stream event source mapping's on-failure record: where
+      the failed records are in the stream (``DDBStreamBatchInfo``), not the records.
+
+    Every DLQ of the stack is one of these; :func:`dead_letter_queues` lists them all, so
+    ``agent-wait dlq`` and the runbook need no list of their own.
+    """
+
+    name: str
+    queue_name: str
+    redrive: RedriveKind
+    source: str
+    holds: str
+
+    @property
+    def fifo(self) -> bool:
+        return self.queue_name.endswith(".fifo")
 
 
 @dataclass(frozen=True)
@@ -213,6 +255,9 @@ LEDGER = TableSpec(
         Index("by-thread", "thread_id", "created_at", include=LISTED_ATTRIBUTES),
     ),
     ttl_attribute="expires_ttl",
+    # The ledger's stream drives everything that follows a recorded decision or start: the
+    # dispatcher (``wait_service.ledger_stream``) reads both images of every change.
+    stream_view_type="NEW_AND_OLD_IMAGES",
 )
 # The single-table layout langgraph-checkpoint-aws's DynamoDBSaver reads and writes.
 CHECKPOINTS = TableSpec(logical_id="Checkpoints", partition_key="PK", sort_key="SK", ttl_attribute="ttl")
@@ -252,6 +297,7 @@ INBOX = QueueSpec(
     dlq_name="inbox-dlq.fifo",
     max_receive_count=MAX_RECEIVE_COUNT,
     visibility_timeout=INBOX_VISIBILITY_SECONDS,
+    dlq_holds="runs and resumes the runner failed on every attempt (their question is resume_failed)",
 )
 OUTBOX = QueueSpec(
     logical_id="Outbox",
@@ -259,11 +305,86 @@ OUTBOX = QueueSpec(
     dlq_name="outbox-dlq.fifo",
     max_receive_count=MAX_RECEIVE_COUNT,
     visibility_timeout=60,
+    dlq_holds="wait.created envelopes a subscriber of the outbox failed to take",
 )
 TOPIC = TopicSpec(logical_id="WaitCreated", name="wait-created")
+
+
+@dataclass(frozen=True)
+class StreamConsumerSpec:
+    """A function reading a table's stream as Lambda's event source mapping hands it over.
+
+    ``max_retry_attempts`` retries of a failing batch (split in two each time with
+    ``bisect_on_error``), then the record's metadata goes to the standard queue ``dlq_name``.
+    """
+
+    logical_id: str
+    dlq_name: str
+    batch_size: int
+    max_retry_attempts: int
+    bisect_on_error: bool = True
+    # Records are read as they arrive: no batching window.
+    max_batching_window_seconds: int = 0
+
+
+# The ledger stream's one reader: the outbox dispatcher (and whatever else plugs into its consumers).
+DISPATCHER = StreamConsumerSpec(
+    logical_id="Dispatcher",
+    dlq_name="ledger-stream-dlq",
+    batch_size=DISPATCHER_BATCH_SIZE,
+    max_retry_attempts=DISPATCHER_MAX_RETRY_ATTEMPTS,
+)
 TIMERS = ScheduleGroupSpec(
     logical_id="Timers", name="timers", dlq_logical_id="ScheduleDlq", dlq_name="timers-dlq"
 )
+# The lifecycle function's on-failure destination: a timer whose invocation failed Lambda's retries.
+LIFECYCLE_FUNCTION = "lifecycle"
+LIFECYCLE_DLQ = DeadLetterSpec(
+    name="lifecycle",
+    queue_name="lifecycle-dlq",
+    redrive="lambda-destination",
+    source=LIFECYCLE_FUNCTION,
+    holds="timers (expiry, escalation, reminder) the lifecycle function failed on every attempt",
+)
+
+
+def dead_letter_queues() -> tuple[DeadLetterSpec, ...]:
+    """Every DLQ the stack has: each :class:`QueueSpec`'s and each :class:`DeadLetterSpec` here.
+
+    Read from this module's specs, so a queue or destination added here is listed (and redriven)
+    by ``agent-wait dlq`` without another edit.
+
+    Examples
+    --------
+    >>> [dlq.name for dlq in dead_letter_queues()][:3]
+    ['inbox', 'outbox', 'lifecycle']
+    """
+    found: dict[str, DeadLetterSpec] = {}
+    for value in list(globals().values()):
+        if isinstance(value, QueueSpec):
+            spec = DeadLetterSpec(
+                name=value.name.removesuffix(".fifo"),
+                queue_name=value.dlq_name,
+                redrive="queue",
+                source=value.name,
+                holds=value.dlq_holds,
+            )
+        elif isinstance(value, StreamConsumerSpec):
+            spec = DeadLetterSpec(
+                name=value.dlq_name.removesuffix("-dlq"),
+                queue_name=value.dlq_name,
+                redrive="stream-batch",
+                source=value.logical_id.lower(),
+                holds="where in the ledger's stream the records are that its reader failed on every retry",
+            )
+        elif isinstance(value, DeadLetterSpec):
+            spec = value
+        else:
+            continue
+        found.setdefault(spec.queue_name, spec)
+    return tuple(found.values())
+
+
 # The local stack's stand-ins for what the stack deploys: the lifecycle function the timers invoke
 # and the role they invoke it with (moto stores them; the local clock invokes the handler itself).
 LOCAL_ACCOUNT = "123456789012"
@@ -290,6 +411,11 @@ class LocalResources:
     checkpoint_bucket: str | None = None
     checkpointer: str = "aws"
     checkpoint_writes_table: str | None = None
+    # The lifecycle function's on-failure destination (the local clock sends its records there).
+    lifecycle_dlq_url: str | None = None
+    # The ledger's stream, and the standard queue that takes the records its reader gave up on.
+    ledger_stream_arn: str | None = None
+    stream_dlq_url: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -334,6 +460,8 @@ def create_table(client: DynamoDBClient, spec: TableSpec, name: str) -> str:
     }
     if spec.indexes:
         kwargs["GlobalSecondaryIndexes"] = spec.global_secondary_indexes()
+    if spec.stream_view_type:
+        kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream_view_type}
     client.create_table(**kwargs)
     # botocore sleeps a float; the stub's int would make moto's instant tables wait a whole second.
     client.get_waiter("table_exists").wait(
@@ -409,6 +537,8 @@ def create_resources(
     if checkpointer not in ("aws", "dynamodb"):
         raise ValueError(f"checkpointer must be 'aws' or 'dynamodb', not {checkpointer!r}")
     ledger = create_table(dynamodb, LEDGER, prefix + "ledger")
+    stream_arn = dynamodb.describe_table(TableName=ledger)["Table"].get("LatestStreamArn")
+    stream_dlq_url = sqs.create_queue(QueueName=prefix + DISPATCHER.dlq_name)["QueueUrl"]
     writes: str | None = None
     bucket: str | None = None
     if checkpointer == "dynamodb":
@@ -431,6 +561,7 @@ def create_resources(
         Endpoint=subscriber_arn,
         Attributes={"RawMessageDelivery": "true"},
     )
+    lifecycle_dlq_url = sqs.create_queue(QueueName=prefix + LIFECYCLE_DLQ.queue_name)["QueueUrl"]
     group = lifecycle_arn = scheduler_role_arn = schedule_dlq_url = schedule_dlq_arn = None
     if scheduler is not None:
         group = prefix + TIMERS.name
@@ -443,7 +574,7 @@ def create_resources(
             "Attributes"
         ]["QueueArn"]
         region = scheduler.meta.region_name
-        lifecycle_arn = f"arn:aws:lambda:{region}:{LOCAL_ACCOUNT}:function:{prefix}lifecycle"
+        lifecycle_arn = f"arn:aws:lambda:{region}:{LOCAL_ACCOUNT}:function:{prefix}{LIFECYCLE_FUNCTION}"
         scheduler_role_arn = f"arn:aws:iam::{LOCAL_ACCOUNT}:role/{prefix}scheduler"
     return LocalResources(
         schedule_group=group,
@@ -463,4 +594,7 @@ def create_resources(
         checkpoint_bucket=bucket,
         checkpointer=checkpointer,
         checkpoint_writes_table=writes,
+        lifecycle_dlq_url=lifecycle_dlq_url,
+        ledger_stream_arn=stream_arn,
+        stream_dlq_url=stream_dlq_url,
     )

@@ -281,9 +281,9 @@ class RunnerService:
     clock:
         Current UTC time for the envelopes' ``created_at``; injected by tests.
     inbox:
-        Where a run deferred behind a thread's questions is enqueued once the thread's current
-        run ends, and how a retried message is delayed; ``None`` keeps deferred runs on the thread
-        item only and retries at the queue's visibility timeout.
+        How a retried message is delayed; ``None`` retries at the queue's visibility timeout.
+        (A run deferred behind a thread's questions is queued in the ledger once the thread's
+        current run ends; the ledger's stream enqueues its start.)
     timers:
         Arms the expiry and reminder timers of each new question and disarms them once the
         question is decided; ``None`` when the deployment has no scheduler.
@@ -350,7 +350,7 @@ class RunnerService:
             run_id = message.run_id if isinstance(message, StartMessage) else None
             return self._poison(message.thread_id, error, len(record.body), run_id=run_id)
         try:
-            return self.run(message, receive_count=receive_count)
+            return self.run(message, receive_count=receive_count, message_id=record.message_id)
         except Exception:
             if self.inbox is not None and receive_count < self.max_receive_count:
                 # Exponential backoff: the message comes back after 2, 4, 8, 16 s, not after the
@@ -412,11 +412,28 @@ class RunnerService:
         self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, reason))
 
     @tracer.capture_method
-    def run(self, message: StartMessage | ResumeMessage, *, receive_count: int = 1) -> RunOutcome:
-        """Run one message; raises only on an infrastructure failure (the message is retried)."""
+    def run(
+        self, message: StartMessage | ResumeMessage, *, receive_count: int = 1, message_id: str | None = None
+    ) -> RunOutcome:
+        """Run one message; raises only on an infrastructure failure (the message is retried).
+
+        ``message_id`` (the inbox message's id) lets a start claim its run: a second message for
+        a run another message started is a duplicate, consumed without running.
+        """
         question_id = message.question_id if isinstance(message, ResumeMessage) else None
         logger.append_keys(thread_id=message.thread_id, question_id=question_id)
         try:
+            if (
+                isinstance(message, StartMessage)
+                and message.run_id is not None
+                and message_id is not None
+                and not self.ledger.claim_run(message.run_id, message_id)
+            ):
+                logger.warning(
+                    "duplicate start refused: another message ran it", extra={"run_id": message.run_id}
+                )
+                metrics.add_metric(name=RESUMES_REFUSED, unit=MetricUnit.Count, value=1)
+                return RunOutcome(thread_id=message.thread_id, status="refused")
             return self._run(message, receive_count)
         finally:
             logger.remove_keys(["thread_id", "question_id"])
@@ -805,21 +822,21 @@ class RunnerService:
             metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(hosted.published))
 
     def _start_deferred(self, thread_id: str, thread: ThreadRecord | None = None) -> None:
-        """Enqueue the oldest run deferred on the thread, now that its current run has ended.
+        """Queue the oldest run deferred on the thread, now that its current run has ended.
 
-        ``thread`` is the item the run's end was written as (no second read). The run is sent
-        before it is dropped from the thread item: a crash in between sends it again on the
-        redelivery rather than losing it.
+        ``thread`` is the item the run's end was written as (no second read). The run is queued
+        as the api queues one (:meth:`~wait_service.ledger.threads.ThreadStore.queue_run`: the
+        ledger's stream has its start enqueued) before it is dropped from the thread item: a crash
+        in between queues it again on the redelivery rather than losing it.
         """
         if thread is None:
             thread = self.ledger.find_thread(thread_id)
-        if self.inbox is None or thread is None or not thread.deferred:
+        if thread is None or not thread.deferred:
             return
         run = thread.deferred[0]
         # A new run id: the deferred run's own id is its original message's deduplication id.
         run_id = str(ULID())
-        self.ledger.queue_thread(thread_id, run_id)
-        self.inbox.start(thread_id, run.input, run_id=run_id)
+        self.ledger.queue_run(thread_id, run_id, run.input)
         self.ledger.drop_deferred(thread_id, run.run_id)
         logger.info("deferred run enqueued", extra={"run_id": run.run_id})
 

@@ -10,7 +10,6 @@ from ulid import ULID
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
-    from wait_service.inbox import Inbox
     from wait_service.ledger import Ledger
 
 
@@ -26,27 +25,30 @@ class RunService:
     A thread that is queued or running takes the new run after the current one: the inbox is
     FIFO per thread (``MessageGroupId = thread_id``).
 
+    The ledger write is the whole request: it records the run queued together with its input, and
+    the ledger's stream has the dispatcher enqueue the start message
+    (:mod:`wait_service.ledger_stream`). Once the write succeeded the run reaches the runner
+    whatever happens to this request after it.
+
     Examples
     --------
-    >>> runs = RunService(Ledger("ledger"), Inbox(url))  # doctest: +SKIP
+    >>> runs = RunService(Ledger("ledger"))  # doctest: +SKIP
     >>> runs.start("t-1", {"customer": "c-17", "amount": 40})  # doctest: +SKIP
     RunQueued(thread_id='t-1', status='queued')
     """
 
-    def __init__(self, ledger: Ledger, inbox: Inbox) -> None:
+    def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.inbox = inbox
 
     def start(self, thread_id: str, input: JsonValue) -> RunQueued:
-        """Mark the thread queued and enqueue the start message.
+        """Record the run queued with its input; the start message follows from the ledger's stream.
 
         Raises
         ------
         agent_wait.errors.ThreadBusyError
             The thread is parked on questions; its ``pending`` lists them.
         """
-        # The conditional write refuses an interrupted thread; only then is anything enqueued.
+        # The conditional write refuses an interrupted thread, and then records nothing at all.
         run_id = str(ULID())
-        self.ledger.queue_thread(thread_id, run_id)
-        self.inbox.start(thread_id, input, run_id=run_id)
+        self.ledger.queue_run(thread_id, run_id, input)
         return RunQueued(thread_id=thread_id)

@@ -30,6 +30,8 @@ DEFAULT_GRAPH = "examples.refund_agent:build_graph"
 ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_LEDGER_TABLE": "ledger_table",
     "AGENT_WAIT_INBOX_URL": "inbox_url",
+    "AGENT_WAIT_ARCHIVE_STREAM": "archive_stream",
+    "AGENT_WAIT_ARCHIVE_DIR": "archive_dir",
     "AGENT_WAIT_TOPIC_ARN": "topic_arn",
     "AGENT_WAIT_OUTBOX_URL": "outbox_url",
     "AGENT_WAIT_GRAPH": "graph",
@@ -84,6 +86,9 @@ class Settings(BaseModel):
 
     ledger_table: str | None = None
     inbox_url: str | None = None
+    # The audit archive: a Firehose delivery stream (deployed) or a folder (the local stack).
+    archive_stream: str | None = None
+    archive_dir: str | None = None
     topic_arn: str | None = None
     outbox_url: str | None = None
     graph: str = DEFAULT_GRAPH

@@ -43,6 +43,11 @@ BUCKET_CONTEXT = {
     "api_rate": "1200",
     "api_burst": "2400",
     "runner_reserved_concurrency": "40",
+    "operator_principals": json.dumps(
+        ["arn:aws:iam::123456789012:role/on-call", "arn:aws:iam::123456789012:role/sre/*"]
+    ),
+    "audit_retention_days": "730",
+    "audit_object_lock": "governance",
 }
 
 # Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret.

@@ -22,9 +22,14 @@ pytestmark = pytest.mark.infra
 
 
 def _table_shape(
-    key_schema: list[dict[str, str]], attributes: list[dict[str, str]], gsis: list[Any], ttl: Any
+    key_schema: list[dict[str, str]],
+    attributes: list[dict[str, str]],
+    gsis: list[Any],
+    ttl: Any,
+    stream: str | None = None,
 ) -> dict[str, Any]:
     return {
+        "stream": stream,
         "keys": [(k["AttributeName"], k["KeyType"]) for k in key_schema],
         "attributes": sorted((a["AttributeName"], a["AttributeType"]) for a in attributes),
         "indexes": sorted(
@@ -50,6 +55,7 @@ def _template_table(synth: Synth, construct: Any) -> dict[str, Any]:
         props["AttributeDefinitions"],
         props.get("GlobalSecondaryIndexes", []),
         ttl.get("AttributeName") if ttl.get("Enabled") else None,
+        props.get("StreamSpecification", {}).get("StreamViewType"),
     )
 
 
@@ -61,6 +67,7 @@ def _local_table(dynamodb: Any, name: str) -> dict[str, Any]:
         table["AttributeDefinitions"],
         table.get("GlobalSecondaryIndexes", []),
         ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") == "ENABLED" else None,
+        (table.get("StreamSpecification") or {}).get("StreamViewType"),
     )
 
 
@@ -161,6 +168,7 @@ def test_queue_and_topic_names_share_the_spec_suffix(default_synth: Synth, resou
             resources.outbox_url,
             resources.inbox_dlq_url,
             resources.outbox_dlq_url,
+            str(resources.stream_dlq_url),
         )
     }
     # The lifecycle function's dead-letter queue catches failed asynchronous invocations, which the
@@ -246,3 +254,25 @@ def test_checkpoint_bucket_matches(default_synth: Synth, resources: LocalResourc
     ]
     assert local_block == deployed["PublicAccessBlockConfiguration"]
     assert resources.checkpoint_bucket.endswith(CHECKPOINT_BUCKET.name)
+
+
+def test_the_ledger_streams_mapping_is_the_one_the_local_reader_plays(default_synth: Synth) -> None:
+    """The local stack reads the ledger's stream with ``DISPATCHER``'s settings: so does the mapping."""
+    from wait_service.resources import DISPATCHER, DISPATCHER_MAX_RECORD_AGE_SECONDS, LEDGER
+
+    stack = default_synth.stack
+    ledger_id = logical_id(default_synth, stack.ledger.table)
+    [mapping] = [
+        resource["Properties"]
+        for resource in default_synth.resources("AWS::Lambda::EventSourceMapping").values()
+        if resource["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [ledger_id, "StreamArn"]}
+    ]
+    assert LEDGER.stream_view_type == "NEW_AND_OLD_IMAGES"
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    assert mapping["BatchSize"] == DISPATCHER.batch_size
+    assert mapping["BisectBatchOnFunctionError"] is DISPATCHER.bisect_on_error
+    assert mapping["MaximumRetryAttempts"] == DISPATCHER.max_retry_attempts
+    assert mapping["MaximumRecordAgeInSeconds"] == DISPATCHER_MAX_RECORD_AGE_SECONDS
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    dlq_id = logical_id(default_synth, stack.dispatcher.dlq)
+    assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [dlq_id, "Arn"]}

@@ -17,9 +17,12 @@ from moto import mock_aws
 from test_template import arn_of, logical_id, role_actions
 
 from agent_wait.errors import ThreadBusyError
+from agent_wait_cli.local.streams import StreamReader
+from infra.dispatcher import STREAM_READ_ACTIONS
 from infra.functions import INBOX_CONSUME_ACTIONS
 from wait_service.api import build_api
 from wait_service.inbox import parse_message
+from wait_service.ledger_stream import build_ledger_stream
 from wait_service.resources import create_resources
 from wait_service.runner import build_runner
 from wait_service.settings import Settings
@@ -70,12 +73,28 @@ class Recorder:
 
 @pytest.fixture(scope="module")
 def calls() -> Iterator[dict[str, set[str]]]:
-    """The actions the api and the runner call while a thread runs, parks, is answered and resumes."""
+    """The actions the api, the dispatcher and the runner call while a thread runs, parks, is
+    answered and resumes."""
+    from botocore.config import Config
+
     with mock_aws():
         setup = Recorder()
         resources = create_resources(setup.client("dynamodb"), setup.client("sqs"), setup.client("sns"))
-        settings = Settings.from_env(resources.env() | {"AGENT_WAIT_REPLY_URL": "https://x/{question_id}"})
-        api_calls, runner_calls = Recorder(), Recorder()
+        # The audit archive's delivery stream, as the stack configures the dispatcher with it
+        setup.client("s3").create_bucket(Bucket="audit")
+        setup.client("firehose").create_delivery_stream(
+            DeliveryStreamName="audit",
+            DeliveryStreamType="DirectPut",
+            ExtendedS3DestinationConfiguration={
+                "RoleARN": "arn:aws:iam::123456789012:role/firehose",
+                "BucketARN": "arn:aws:s3:::audit",
+            },
+        )
+        settings = Settings.from_env(
+            resources.env()
+            | {"AGENT_WAIT_REPLY_URL": "https://x/{question_id}", "AGENT_WAIT_ARCHIVE_STREAM": "audit"}
+        )
+        api_calls, runner_calls, dispatcher_calls = Recorder(), Recorder(), Recorder()
         api = build_api(settings, dynamodb=api_calls.client("dynamodb"), sqs=api_calls.client("sqs"))
         runner = build_runner(
             settings,
@@ -85,10 +104,28 @@ def calls() -> Iterator[dict[str, set[str]]]:
             checkpointer=InMemorySaver(),
         )
         inbox = setup.client("sqs")
+        # The stream's mapping reads the stream with the dispatcher's role (STREAM_READ_ACTIONS);
+        # what the dispatcher's code calls is recorded on its own clients.
+        streams = boto3.client(
+            "dynamodbstreams", region_name="us-east-1", config=Config(account_id_endpoint_mode="disabled")
+        )
+        stream = build_ledger_stream(
+            settings,
+            dynamodb=dispatcher_calls.client("dynamodb"),
+            sqs=dispatcher_calls.client("sqs"),
+            firehose=dispatcher_calls.client("firehose"),
+        )
+        assert resources.ledger_stream_arn is not None
+        reader = StreamReader(
+            streams,
+            resources.ledger_stream_arn,
+            lambda event, _: [stream.process(record) for record in event["Records"]],
+        )
 
         def run_next() -> None:
+            reader.drain()
             [message] = inbox.receive_message(QueueUrl=resources.inbox_url)["Messages"]
-            runner.run(parse_message(message["Body"]))
+            runner.run(parse_message(message["Body"]), message_id=message["MessageId"])
             inbox.delete_message(QueueUrl=resources.inbox_url, ReceiptHandle=message["ReceiptHandle"])
 
         # POST /runs twice: the first parks, the second is deferred behind its question; GET
@@ -125,7 +162,11 @@ def calls() -> Iterator[dict[str, set[str]]]:
         assert api.ledger.get_thread("t-1").run_status == "interrupted"
         # The resume's end was tried as one transaction (authorized as its items' UpdateItems)
         assert runner_calls.transactions >= 1
-        yield {"api": api_calls.actions, "runner": runner_calls.actions}
+        yield {
+            "api": api_calls.actions,
+            "runner": runner_calls.actions,
+            "dispatcher": dispatcher_calls.actions,
+        }
 
 
 def granted(synth: Synth, role: Any, resources: list[Any]) -> set[str]:
@@ -170,6 +211,31 @@ def test_the_runner_role_grants_exactly_what_the_runner_calls_on_the_ledger_topi
         "sns:Publish",
         "sqs:SendMessage",
     }
+
+
+def test_the_dispatcher_role_grants_exactly_what_the_dispatcher_and_its_mapping_call(
+    default_synth: Synth, calls: dict[str, set[str]]
+) -> None:
+    # The stream reads and the on-failure destination's sends are the mapping's (test_template.py).
+    stack = default_synth.stack
+    own = granted(
+        default_synth,
+        stack.dispatcher.role,
+        [
+            arn_of(default_synth, stack.ledger.table),
+            arn_of(default_synth, stack.inbox.queue),
+            {"Fn::GetAtt": [stack.get_logical_id(stack.archive.stream), "Arn"]},
+        ],
+    )
+
+    assert own == calls["dispatcher"] == {"dynamodb:UpdateItem", "sqs:SendMessage", "firehose:PutRecordBatch"}
+    stream_grants = {
+        action
+        for actions, resource in role_actions(default_synth, stack.dispatcher.role)
+        if resource == {"Fn::GetAtt": [logical_id(default_synth, stack.ledger.table), "StreamArn"]}
+        for action in actions
+    }
+    assert stream_grants == set(STREAM_READ_ACTIONS)
 
 
 # What the bucket's S3 operations need in IAM: a put with tags needs PutObjectTagging as well, and

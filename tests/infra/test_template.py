@@ -54,6 +54,8 @@ def table_properties(spec: TableSpec) -> dict[str, Any]:
     }
     if spec.indexes:
         expected["GlobalSecondaryIndexes"] = spec.global_secondary_indexes()
+    if spec.stream_view_type:
+        expected["StreamSpecification"] = {"StreamViewType": spec.stream_view_type}
     return expected
 
 
@@ -109,7 +111,8 @@ def test_aws_checkpointer_has_one_table_and_a_bucket_by_default(default_synth: S
     )
     stack = default_synth.stack
     assert stack.checkpoints.bucket is not None
-    default_synth.template.resource_count_is("AWS::S3::Bucket", 1)
+    # (the other bucket is the audit archive's)
+    default_synth.template.resource_count_is("AWS::S3::Bucket", 2)
     variables = default_synth.resources("AWS::Lambda::Function")[
         logical_id(default_synth, stack.runner.function)
     ]["Properties"]["Environment"]["Variables"]
@@ -122,7 +125,9 @@ def test_checkpoints_are_retained_like_the_ledger(default_synth: Synth, jwt_synt
     for synth in (default_synth, jwt_synth):
         for table in synth.resources("AWS::DynamoDB::Table").values():
             assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
-    [bucket] = default_synth.resources("AWS::S3::Bucket").values()
+    bucket = default_synth.resources("AWS::S3::Bucket")[
+        logical_id(default_synth, default_synth.stack.checkpoints.bucket)  # type: ignore[arg-type]
+    ]
     assert bucket["DeletionPolicy"] == "Retain"
 
 
@@ -130,7 +135,9 @@ def test_checkpoint_objects_outlive_the_items_that_point_at_them(default_synth: 
     # Items expire TTL_DAYS after their write (the runner's ttl_seconds = the ledger's days); an
     # object written with its item expires only after DynamoDB's deletion lag on top, and its rule
     # has the id DynamoDBSaver looks for, so the saver never adds a shorter rule of its own.
-    [bucket] = default_synth.resources("AWS::S3::Bucket").values()
+    bucket = default_synth.resources("AWS::S3::Bucket")[
+        logical_id(default_synth, default_synth.stack.checkpoints.bucket)  # type: ignore[arg-type]
+    ]
     [rule] = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
     assert rule["Id"] == f"root-ttl-expiration-{TTL_DAYS}d" == CHECKPOINT_BUCKET.rule_id
     assert rule["ExpirationInDays"] == TTL_DAYS + TTL_DELETION_LAG_DAYS > TTL_DAYS
@@ -252,8 +259,8 @@ def test_every_queue_denies_plain_http(default_synth: Synth) -> None:
             for s in statements
         )
         covered |= {json.dumps(q) for q in policy["Properties"]["Queues"]}
-    # inbox, outbox, their DLQs, the lifecycle function's DLQ and the timers' DLQ
-    assert len(covered) == 6
+    # inbox, outbox, their DLQs, the lifecycle function's DLQ, the timers' DLQ and the ledger stream's DLQ
+    assert len(covered) == 7
 
 
 def test_topic_is_standard_kms_encrypted_and_tls_only(default_synth: Synth) -> None:
@@ -302,7 +309,39 @@ def test_inbox_feeds_the_runner_with_partial_batch_failures(default_synth: Synth
             "ScalingConfig": {"MaximumConcurrency": 10},
         },
     )
-    default_synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
+    # The other mapping is the dispatcher's, on the ledger's stream.
+    default_synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 2)
+
+
+def test_the_ledger_stream_feeds_the_dispatcher_with_bounded_retries_and_a_dlq(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    default_synth.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
+            "KeySchema": [{"AttributeName": "dedupe_key", "KeyType": "HASH"}],
+        },
+    )
+    default_synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "EventSourceArn": {"Fn::GetAtt": [logical_id(default_synth, stack.ledger.table), "StreamArn"]},
+            "FunctionName": {"Ref": logical_id(default_synth, stack.dispatcher.function)},
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "BisectBatchOnFunctionError": True,
+            "MaximumRetryAttempts": Match.any_value(),
+            "DestinationConfig": {"OnFailure": {"Destination": arn_of(default_synth, stack.dispatcher.dlq)}},
+        },
+    )
+    [alarm] = [
+        a["Properties"]
+        for a in default_synth.resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "IteratorAge"
+    ]
+    assert alarm["Dimensions"] == [
+        {"Name": "FunctionName", "Value": {"Ref": logical_id(default_synth, stack.dispatcher.function)}}
+    ]
+    assert alarm["Threshold"] == constants.STREAM_AGE_ALARM_SECONDS * 1000
 
 
 def test_runner_max_concurrency_comes_from_context(bucket_synth: Synth) -> None:
@@ -340,7 +379,6 @@ def test_api_environment_is_wired(default_synth: Synth) -> None:
     ]["Properties"]["Environment"]["Variables"]
     assert variables == {
         "AGENT_WAIT_LEDGER_TABLE": {"Ref": logical_id(default_synth, stack.ledger.table)},
-        "AGENT_WAIT_INBOX_URL": {"Ref": logical_id(default_synth, stack.inbox.queue)},
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
         "AGENT_WAIT_INPUT_SCHEMA": "graph_input/graph_input_schema.json",
         "AGENT_WAIT_MAX_ANSWER_BYTES": str(MAX_ANSWER_BYTES),
@@ -439,13 +477,50 @@ def test_api_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     ledger,
                 ),
                 (("dynamodb:Query", "dynamodb:Scan"), indexes),
-                (("sqs:SendMessage",), arn_of(default_synth, stack.inbox.queue)),
                 XRAY,
             ],
         )
     )
+    # The api sends no message: what a request needs follows from the ledger's stream.
     assert not any(
-        a.startswith(("sns:", "kms:", "s3:")) for a in all_actions(default_synth, stack.api_function.role)
+        a.startswith(("sns:", "sqs:", "kms:", "s3:"))
+        for a in all_actions(default_synth, stack.api_function.role)
+    )
+
+
+def test_dispatcher_role_has_exactly_its_actions(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    dispatcher = stack.dispatcher
+    ledger = arn_of(default_synth, stack.ledger.table)
+    assert sorted(map(json.dumps, role_actions(default_synth, dispatcher.role))) == sorted(
+        map(
+            json.dumps,
+            [
+                _logs(default_synth, dispatcher.service),
+                (("dynamodb:UpdateItem",), ledger),
+                (
+                    (
+                        "dynamodb:DescribeStream",
+                        "dynamodb:GetRecords",
+                        "dynamodb:GetShardIterator",
+                        "dynamodb:ListStreams",
+                    ),
+                    {"Fn::GetAtt": [logical_id(default_synth, stack.ledger.table), "StreamArn"]},
+                ),
+                (("sqs:SendMessage",), arn_of(default_synth, stack.inbox.queue)),
+                # The mapping's on-failure destination
+                (
+                    ("sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"),
+                    arn_of(default_synth, dispatcher.dlq),
+                ),
+                # The audit archive's records
+                (
+                    ("firehose:PutRecordBatch",),
+                    {"Fn::GetAtt": [stack.get_logical_id(stack.archive.stream), "Arn"]},
+                ),
+                XRAY,
+            ],
+        )
     )
 
 
@@ -477,10 +552,7 @@ def test_runner_role_has_exactly_its_actions(default_synth: Synth) -> None:
                 ),
                 (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
                 (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
-                (
-                    ("sqs:SendMessage",),
-                    [arn_of(default_synth, stack.fanout.outbox), arn_of(default_synth, stack.inbox.queue)],
-                ),
+                (("sqs:SendMessage",), arn_of(default_synth, stack.fanout.outbox)),
                 (
                     (
                         "sqs:ChangeMessageVisibility",
@@ -510,10 +582,7 @@ def test_lifecycle_role_has_exactly_its_actions(default_synth: Synth) -> None:
             [
                 _logs(default_synth, lifecycle),
                 (("dynamodb:GetItem", "dynamodb:UpdateItem"), arn_of(default_synth, stack.ledger.table)),
-                (
-                    ("sqs:SendMessage",),
-                    [arn_of(default_synth, stack.inbox.queue), arn_of(default_synth, stack.fanout.outbox)],
-                ),
+                (("sqs:SendMessage",), arn_of(default_synth, stack.fanout.outbox)),
                 (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
                 (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
                 (("scheduler:CreateSchedule",), default_synth.stack.resolve(stack.timers.schedules_arn)),
@@ -728,7 +797,13 @@ def test_alarms_on_dlq_depth_and_resume_failures(default_synth: Synth) -> None:
     }
     assert dlq_alarms == {
         json.dumps({"Fn::GetAtt": [logical_id(default_synth, q), "QueueName"]})
-        for q in (stack.inbox.dlq, stack.fanout.outbox_dlq, stack.timers.dlq, stack.timers.schedule_dlq)
+        for q in (
+            stack.inbox.dlq,
+            stack.fanout.outbox_dlq,
+            stack.timers.dlq,
+            stack.timers.schedule_dlq,
+            stack.dispatcher.dlq,
+        )
     }
     default_synth.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
@@ -796,7 +871,16 @@ def test_alarms_notify_the_configured_topic_when_they_fire_and_clear(bucket_synt
 def test_outputs(default_synth: Synth) -> None:
     stack = default_synth.stack
     outputs = default_synth.template_json["Outputs"]
-    assert set(outputs) == {"ApiUrl", "TopicArn", "OutboxQueueUrl", "LedgerTableName", "AlarmTopicArn"}
+    assert set(outputs) == {
+        "ApiUrl",
+        "TopicArn",
+        "OutboxQueueUrl",
+        "LedgerTableName",
+        "AlarmTopicArn",
+        "AuditBucketName",
+        "AuditTable",
+        "OperatorPolicyArn",
+    }
     assert outputs["TopicArn"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.topic)}
     assert outputs["OutboxQueueUrl"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.outbox)}
     assert outputs["LedgerTableName"]["Value"] == {"Ref": logical_id(default_synth, stack.ledger.table)}
@@ -808,7 +892,15 @@ def test_stack_name_comes_from_context(jwt_synth: Synth) -> None:
     names = {q["Properties"]["QueueName"] for q in jwt_synth.resources("AWS::SQS::Queue").values()}
     assert names == {
         f"aw-jwt-{n}"
-        for n in (INBOX.name, INBOX.dlq_name, OUTBOX.name, OUTBOX.dlq_name, "lifecycle-dlq", "timers-dlq")
+        for n in (
+            INBOX.name,
+            INBOX.dlq_name,
+            OUTBOX.name,
+            OUTBOX.dlq_name,
+            "lifecycle-dlq",
+            "timers-dlq",
+            "ledger-stream-dlq",
+        )
     }
 
 
@@ -826,7 +918,5 @@ def test_only_the_stacks_roles_may_send_to_the_inbox(default_synth: Synth) -> No
     ]
     assert (deny["Effect"], deny["Action"], deny["Principal"]) == ("Deny", "sqs:SendMessage", {"AWS": "*"})
     senders = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
-    assert sorted(map(json.dumps, senders)) == sorted(
-        json.dumps(arn_of(default_synth, role))
-        for role in (stack.api_function.role, stack.runner.role, stack.timers.lifecycle.role)
-    )
+    # Only the dispatcher sends starts and resumes, from the ledger's stream.
+    assert senders == [arn_of(default_synth, stack.dispatcher.role)]

@@ -14,7 +14,6 @@ import pytest
 
 from agent_wait.errors import IdempotencyInProgressError
 from wait_service.idempotent_starts import IdempotentStarts
-from wait_service.inbox import Inbox
 from wait_service.ledger import Ledger
 from wait_service.resources import LEDGER
 from wait_service.runs import RunService
@@ -33,12 +32,14 @@ class LambdaContext:
         return 29_000
 
 
-def test_concurrent_starts_with_one_key_queue_one_run(resources: LocalResources, aws_client: Any) -> None:
+def test_concurrent_starts_with_one_key_queue_one_run(
+    resources: LocalResources, aws_client: Any, dispatch: Any
+) -> None:
     instances = []
     for _ in range(CALLERS):
         dynamodb = aws_client("dynamodb")
         ledger = Ledger(resources.ledger_table, dynamodb)
-        runs = RunService(ledger, Inbox(resources.inbox_url, aws_client("sqs")))
+        runs = RunService(ledger)
         instances.append(IdempotentStarts(runs, resources.ledger_table, LEDGER, dynamodb))
     barrier = threading.Barrier(CALLERS)
     outcomes: list[str] = []
@@ -62,6 +63,8 @@ def test_concurrent_starts_with_one_key_queue_one_run(resources: LocalResources,
 
     assert len(outcomes) == CALLERS
     assert "queued" in outcomes
+    # The start messages come from the ledger's stream: one run recorded, one message.
+    dispatch()
     sqs = aws_client("sqs")
     bodies = []
     while got := sqs.receive_message(QueueUrl=resources.inbox_url, MaxNumberOfMessages=10).get("Messages"):
@@ -69,4 +72,5 @@ def test_concurrent_starts_with_one_key_queue_one_run(resources: LocalResources,
     assert [b["thread_id"] for b in bodies] == ["t-race"]
     # Once done, every repeat is answered from the record and still starts nothing.
     assert instances[0].start("t-race", REFUND, key="retry-1").thread_id == "t-race"
+    dispatch()
     assert sqs.receive_message(QueueUrl=resources.inbox_url).get("Messages") is None

@@ -8,6 +8,7 @@ the REST resolver, whose request state is per process), released together by a b
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,6 @@ import pytest
 from agent_wait import CompositeAnnounce, OnExpiry, Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
 from agent_wait.errors import AgentWaitError
-from wait_service.inbox import Inbox
 from wait_service.ledger import Ledger
 from wait_service.lifecycle import LifecycleService
 from wait_service.replies import ReplyService
@@ -38,29 +38,30 @@ ROUNDS = 10
 
 
 class Sends:
-    """Counts resume sends on every client it watches (FIFO deduplication would hide a second)."""
+    """Counts the sends naming one question on every client it watches (FIFO deduplication would
+    hide a second)."""
 
-    def __init__(self) -> None:
+    def __init__(self, question_id: str) -> None:
+        self.question_id = question_id
         self.count = 0
         self._lock = threading.Lock()
 
     def watch(self, sqs: Any) -> Any:
-        sqs.meta.events.register("before-call.sqs.SendMessage", self._sent)
+        sqs.meta.events.register("before-parameter-build.sqs.SendMessage", self._sent)
         return sqs
 
-    def _sent(self, **_: Any) -> None:
+    def _sent(self, params: dict[str, Any], **_: Any) -> None:
+        if json.loads(params["MessageBody"]).get("question_id") != self.question_id:
+            return
         with self._lock:
             self.count += 1
 
 
 def racers(
-    resources: LocalResources, aws_client: Callable[[str], Any], sends: Sends
+    resources: LocalResources, aws_client: Callable[[str], Any]
 ) -> tuple[ReplyService, ReplyService, LifecycleService]:
     def ledger() -> Ledger:
         return Ledger(resources.ledger_table, aws_client("dynamodb"), clock=lambda: NOW)
-
-    def inbox() -> Inbox:
-        return Inbox(resources.inbox_url, sends.watch(aws_client("sqs")))
 
     announce = CompositeAnnounce(
         [
@@ -69,14 +70,18 @@ def racers(
         ]
     )
     return (
-        ReplyService(ledger(), inbox(), clock=lambda: NOW),
-        ReplyService(ledger(), inbox(), clock=lambda: NOW),
-        LifecycleService(ledger(), inbox(), announce, clock=lambda: NOW),
+        ReplyService(ledger(), clock=lambda: NOW),
+        ReplyService(ledger(), clock=lambda: NOW),
+        LifecycleService(ledger(), announce, clock=lambda: NOW),
     )
 
 
 def race_once(
-    resources: LocalResources, aws_client: Callable[[str], Any], question_id: str, on_expiry: OnExpiry | None
+    resources: LocalResources,
+    aws_client: Callable[[str], Any],
+    dispatch: Callable[..., int],
+    question_id: str,
+    on_expiry: OnExpiry | None,
 ) -> str:
     """Raise one question, let reply, revoke and expiry act on it at once; returns the winner."""
     # Given a parked question with a ttl, and three racers with their own clients
@@ -91,8 +96,8 @@ def race_once(
         now=RAISED,
     )
     DynamoDbAnnounce(resources.ledger_table, client=dynamodb).deliver(envelope)
-    sends = Sends()
-    replier, revoker, lifecycle = racers(resources, aws_client, sends)
+    sends = Sends(question_id)
+    replier, revoker, lifecycle = racers(resources, aws_client)
     barrier = threading.Barrier(3)
     outcomes: dict[str, Any] = {}
     acts: dict[str, Callable[[], Any]] = {
@@ -130,14 +135,19 @@ def race_once(
     [winner] = [name for name, ok in won.items() if ok]
     standing = Ledger(resources.ledger_table, dynamodb).get_question(question_id)
     assert standing.status == {"reply": "answered", "revoke": "revoked", "expiry": "expired"}[winner]
+    # The ledger's stream holds the one decision: the dispatcher sends one resume for it
+    dispatch(sqs=sends.watch(aws_client("sqs")))
     assert sends.count == 1, (winner, sends.count)
     return winner
 
 
 @pytest.mark.parametrize("on_expiry", [None, OnExpiry(action="default", answer={"action": "approve"})])
 def test_reply_expiry_and_revoke_at_the_same_instant_make_one_winner_and_one_resume(
-    resources: LocalResources, aws_client: Callable[[str], Any], on_expiry: OnExpiry | None
+    resources: LocalResources,
+    aws_client: Callable[[str], Any],
+    dispatch: Callable[..., int],
+    on_expiry: OnExpiry | None,
 ) -> None:
-    winners = [race_once(resources, aws_client, f"q-race-{n}", on_expiry) for n in range(ROUNDS)]
+    winners = [race_once(resources, aws_client, dispatch, f"q-race-{n}", on_expiry) for n in range(ROUNDS)]
 
     assert len(winners) == ROUNDS

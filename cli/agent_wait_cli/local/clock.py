@@ -4,7 +4,9 @@ moto stores schedules but never fires them. :class:`ScheduleClock` does what the
 AWS for the one-shot ``at()`` schedules of the question timers: when a schedule's time has come it
 invokes the target (the same lifecycle handler the deployment runs) with the schedule's input, then
 deletes the schedule (``ActionAfterCompletion: DELETE``). A handler that raises is invoked again
-on the next tick, up to three times in all, as Lambda retries an asynchronous invocation.
+on the next tick, up to three times in all, as Lambda retries an asynchronous invocation; after the
+last, ``on_failure`` gets the Lambda on-failure destination record (:func:`destination_record`)
+that the deployed function sends to its DLQ.
 
 It polls every quarter second, so a timer fires within a second of its time; tests call
 :meth:`ScheduleClock.fire_due` with their own ``now``.
@@ -16,6 +18,8 @@ import json
 import logging
 import re
 import threading
+import traceback
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,6 +54,39 @@ def parse_at(expression: str) -> datetime | None:
     return datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC)
 
 
+def destination_record(
+    payload: Any, error: BaseException, function_arn: str, attempts: int, now: datetime | None = None
+) -> dict[str, Any]:
+    """The record Lambda sends to an on-failure destination when an async invocation failed every try.
+
+    Examples
+    --------
+    >>> record = destination_record({"question_id": "q"}, ValueError("no"), "arn:...:function:f", 3)
+    >>> record["requestPayload"], record["requestContext"]["condition"]
+    ({'question_id': 'q'}, 'RetriesExhausted')
+    >>> record["responsePayload"]["errorType"]
+    'ValueError'
+    """
+    moment = now or datetime.now(UTC)
+    return {
+        "version": "1.0",
+        "timestamp": moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z",
+        "requestContext": {
+            "requestId": str(uuid.uuid4()),
+            "functionArn": f"{function_arn}:$LATEST",
+            "condition": "RetriesExhausted",
+            "approximateInvokeCount": attempts,
+        },
+        "requestPayload": payload,
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+        "responsePayload": {
+            "errorMessage": str(error),
+            "errorType": type(error).__name__,
+            "stackTrace": traceback.format_tb(error.__traceback__),
+        },
+    }
+
+
 def _order(payload: Any) -> tuple[str, int]:
     if not isinstance(payload, dict):
         return ("", 0)
@@ -81,6 +118,8 @@ class ScheduleClock:
         Current UTC time; injected by tests.
     on_fire:
         Called with ``(input, result or exception)`` after each invocation (the event lines).
+    on_failure:
+        Called with ``(input, exception, attempts)`` when the last attempt failed (the DLQ).
     interval:
         Seconds between two looks at the schedules.
 
@@ -100,6 +139,7 @@ class ScheduleClock:
         context_factory: Callable[[], Any] | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_fire: Callable[[Any, Any], None] | None = None,
+        on_failure: Callable[[Any, BaseException, int], None] | None = None,
         interval: float = 0.25,
     ) -> None:
         self._scheduler = scheduler
@@ -108,6 +148,7 @@ class ScheduleClock:
         self._context_factory = context_factory or (lambda: None)
         self._now = now
         self._on_fire = on_fire
+        self._on_failure = on_failure
         self._interval = interval
         self._known: dict[str, _Schedule] = {}
         self._stop = threading.Event()
@@ -132,6 +173,9 @@ class ScheduleClock:
                 if schedule.attempts < MAX_ATTEMPTS:
                     self._report(schedule.input, result)
                     continue
+                if self._on_failure is not None:
+                    # Before the schedule is deleted: a failure to dead-letter fires it again.
+                    self._on_failure(schedule.input, exc, schedule.attempts)
             self._report(schedule.input, result)
             self._delete(name)
         return len(due)

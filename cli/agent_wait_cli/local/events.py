@@ -12,10 +12,10 @@ The lines come from what the stack itself sees, never from the handlers' logs:
 - ``retrying``: a message failed and stays in the inbox for redelivery;
 - ``dead-lettered``: a message failed its last receive (``maxReceiveCount``): the queue moves it
   to the DLQ instead of delivering it again;
-- ``answered``: the gateway answered a ``POST /questions/{id}/reply`` with 202. The api sends the
-  resume before it answers, so the poller can receive it first: its ``resuming`` line waits (a few
-  seconds at most) for the reply's exchange to end, and a thread's lines read in the order things
-  happened;
+- ``answered``: the gateway answered a ``POST /questions/{id}/reply`` with 202. The dispatcher
+  may enqueue the resume (from the ledger's stream) before the gateway has answered, so the poller
+  can receive it first: its ``resuming`` line waits (a few seconds at most) for the reply's exchange
+  to end, and a thread's lines read in the order things happened;
 - ``expired``, ``escalated``, ``reminded``: a question's timer fired and did that (``timer``
   lines say when it did nothing, or failed).
 

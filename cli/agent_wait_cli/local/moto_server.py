@@ -25,11 +25,17 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 @dataclass(frozen=True)
 class Fault:
-    """An error response AWS could give instead of serving a request (throttling, a 5xx)."""
+    """An error response AWS could give instead of serving a request (throttling, a 5xx).
+
+    With ``applied`` the request is served first and only its response is replaced: the write
+    happened, yet the caller sees an error, as a caller does that dies (or times out) right after
+    its write reached AWS.
+    """
 
     status: int
     body: bytes
     content_type: str = "application/x-amz-json-1.0"
+    applied: bool = False
 
 
 # Decides, from the request's headers (``X-Amz-Target``, ...) and body, whether to fail it.
@@ -57,6 +63,9 @@ class SerializedApp:
                 environ["wsgi.input"] = io.BytesIO(body)
                 fault = rule(environ, body)
                 if fault is not None:
+                    if fault.applied:
+                        # Served and drained: the response that would have said so is lost.
+                        list(self._app(environ, lambda *_args, **_kwargs: None))
                     start_response(
                         f"{fault.status} Injected",
                         [("Content-Type", fault.content_type), ("Content-Length", str(len(fault.body)))],

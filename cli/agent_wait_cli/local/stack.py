@@ -10,9 +10,11 @@
    ``AGENT_WAIT_REPLY_URL``, ``AGENT_WAIT_INPUT_SCHEMA``: the graph's input schema, written to a
    temporary folder), with ``AWS_ENDPOINT_URL`` pointing at moto and fake credentials, so no call
    can reach a real account;
-4. the api handler (``functions/api/handler.py``) behind the HTTP :class:`Gateway`, the runner
-   handler (``functions/runner/handler.py``) behind the :class:`InboxPoller`, and the lifecycle
-   handler (``functions/lifecycle/handler.py``) behind the :class:`ScheduleClock`, which fires the
+4. the api handler (``functions/api/handler.py``) behind the HTTP :class:`Gateway`, the dispatcher
+   handler (``functions/dispatcher/handler.py``) behind the :class:`StreamReader` on the ledger's
+   DynamoDB stream (it enqueues the starts and resumes the api recorded), the runner handler
+   (``functions/runner/handler.py``) behind the :class:`InboxPoller`, and the lifecycle handler
+   (``functions/lifecycle/handler.py``) behind the :class:`ScheduleClock`, which fires the
    question timers moto stores but never fires; all loaded by file path from the project folder
    like Lambda loads them from their assets.
 
@@ -36,16 +38,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_wait_cli.local.clock import ScheduleClock
+from agent_wait_cli.local.clock import ScheduleClock, destination_record
 from agent_wait_cli.local.events import EventLog, ledger_readers
 from agent_wait_cli.local.gateway import Exchange, Gateway
 from agent_wait_cli.local.graph_source import check_graph, put_first, resolve_graph_source
 from agent_wait_cli.local.moto_server import SerializedMotoServer
 from agent_wait_cli.local.poller import InboxPoller
 from agent_wait_cli.local.runtime import context_factory, load_handler
+from agent_wait_cli.local.streams import StreamReader
 from wait_service.input_schema import INPUT_SCHEMA_FILE, write_input_schema
 from wait_service.resources import (
     API_TIMEOUT_SECONDS,
+    DISPATCHER,
+    DISPATCHER_TIMEOUT_SECONDS,
     INBOX,
     LIFECYCLE_TIMEOUT_SECONDS,
     RUNNER_BATCH_SIZE,
@@ -66,6 +71,7 @@ LOCAL_SLACK_CHANNEL = "C-LOCAL"
 # The functions' names, as Lambda's contexts and log groups carry them.
 API_FUNCTION = "agent-wait-api"
 RUNNER_FUNCTION = "agent-wait-runner"
+DISPATCHER_FUNCTION = "agent-wait-dispatcher"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -106,6 +112,10 @@ class StackConfig:
         A folder put first on ``sys.path`` for the graph (``--graph-source``), as the deployed
         runner's asset holds ``-c graph_source=DIR`` at its root; the current directory is
         importable too. ``None``: the project and the current directory only.
+    archive_dir:
+        The audit archive's folder: the stream's reader writes each decided question there as
+        JSON Lines (``audit/date=YYYY-MM-DD/audit.jsonl``). ``None``: a new folder in the temp
+        folder (:attr:`LocalStack.archive_dir` names it; it outlives the stack).
     """
 
     project: Path = field(default_factory=Path.cwd)
@@ -123,6 +133,7 @@ class StackConfig:
     log_path: Path | None = None
     checkpointer: str = "aws"
     graph_source: Path | None = None
+    archive_dir: Path | None = None
 
 
 class LocalStack:
@@ -135,7 +146,7 @@ class LocalStack:
     write:
         Receives one line per event (run started, question raised, answered, resumed, ...);
         ``None`` prints nothing.
-    api_handler, runner_handler:
+    api_handler, runner_handler, lifecycle_handler, dispatcher_handler:
         Handlers to use instead of loading the project's (tests with toy handlers).
 
     Examples
@@ -153,12 +164,15 @@ class LocalStack:
         api_handler: Handler | None = None,
         runner_handler: Handler | None = None,
         lifecycle_handler: Handler | None = None,
+        dispatcher_handler: Handler | None = None,
     ) -> None:
         self.config = config or StackConfig()
         self._write = write
         self._api_handler = api_handler
         self._runner_handler = runner_handler
         self._lifecycle_handler = lifecycle_handler
+        self._dispatcher_handler = dispatcher_handler
+        self.streams: StreamReader | None = None
         self.clock: ScheduleClock | None = None
         self.moto = SerializedMotoServer(host="127.0.0.1", port=self.config.moto_port, log_requests=False)
         self.gateway: Gateway | None = None
@@ -171,6 +185,7 @@ class LocalStack:
         self._log_handler: logging.FileHandler | None = None
         self._rerouted: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._started = False
+        self.archive_dir: Path | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -184,6 +199,12 @@ class LocalStack:
         self._started = True
 
     def _start(self) -> None:
+        self.archive_dir = (
+            self.config.archive_dir.resolve()
+            if self.config.archive_dir is not None
+            else Path(tempfile.mkdtemp(prefix="agent-wait-audit-"))
+        )
+        self.archive_dir.mkdir(parents=True, exist_ok=True)
         if self.config.log_path is not None:
             self._log_to_file(self.config.log_path)
         self.moto.start()
@@ -240,6 +261,7 @@ class LocalStack:
                 "POWERTOOLS_METRICS_DISABLED": "true",
                 "POWERTOOLS_TRACE_DISABLED": "true",
                 "LOG_LEVEL": self.config.log_level,
+                "AGENT_WAIT_ARCHIVE_DIR": str(self.archive_dir),
             }
         )
         self._set_env(self._secrets_env())
@@ -260,6 +282,23 @@ class LocalStack:
             on_receive=events.received if events else None,
             on_batch=events.batch_done if events else None,
         )
+        stream_arn = self._resources.ledger_stream_arn
+        assert stream_arn is not None, "the ledger's spec gives it a stream"
+        poller = self.poller
+        self.streams = StreamReader(
+            self.client("dynamodbstreams"),
+            stream_arn,
+            self._invoke_dispatcher,
+            context_factory=context_factory(
+                DISPATCHER_FUNCTION, DISPATCHER_TIMEOUT_SECONDS, self.config.region
+            ),
+            batch_size=DISPATCHER.batch_size,
+            max_retry_attempts=DISPATCHER.max_retry_attempts,
+            sqs=self.client("sqs"),
+            dlq_url=self._resources.stream_dlq_url,
+            # What the dispatcher enqueued is on the inbox now: the poller need not wait it out.
+            on_batch=lambda _records: poller.wake(),
+        )
         group = self._resources.schedule_group
         assert group is not None
         self.clock = ScheduleClock(
@@ -270,7 +309,9 @@ class LocalStack:
                 "agent-wait-lifecycle", LIFECYCLE_TIMEOUT_SECONDS, self.config.region
             ),
             on_fire=events.timer if events else None,
+            on_failure=self._lifecycle_failed,
         )
+        self.streams.start()
         self.poller.start()
         self.clock.start()
         self.gateway.start()
@@ -333,15 +374,22 @@ class LocalStack:
             self._lifecycle_handler = load_handler(
                 functions / "lifecycle" / "handler.py", "agent_wait_local_lifecycle_handler"
             )
+        if self._dispatcher_handler is None:
+            self._dispatcher_handler = load_handler(
+                functions / "dispatcher" / "handler.py", "agent_wait_local_dispatcher_handler"
+            )
 
     def _after_exchange(self, exchange: Exchange) -> None:
         if self.events is not None:
             self.events.exchange(exchange)
-        # A POST may have queued a run or a resume: wake the poller rather than leave the message to
-        # its idle wait. After the event line, so "answered" is printed before "resuming". (The
-        # runner's own sends need no wake-up: the poller polls again right after each batch.)
-        if self.poller is not None and exchange.request.method == "POST":
-            self.poller.wake()
+        # A POST may have recorded a run or a decision: wake the stream reader (its dispatcher
+        # enqueues the message, then wakes the poller) rather than leave it to its idle wait. After
+        # the event line, so "answered" is printed before "resuming".
+        if exchange.request.method == "POST":
+            if self.streams is not None:
+                self.streams.wake()
+            if self.poller is not None:
+                self.poller.wake()
 
     def _invoke_api(self, event: dict[str, Any], context: Any) -> Any:
         if self._api_handler is None:
@@ -356,10 +404,23 @@ class LocalStack:
             raise RuntimeError("the runner handler is not loaded")
         return self._runner_handler(event, context)
 
+    def _invoke_dispatcher(self, event: dict[str, Any], context: Any) -> Any:
+        if self._dispatcher_handler is None:
+            raise RuntimeError("the dispatcher handler is not loaded")
+        return self._dispatcher_handler(event, context)
+
     def _invoke_lifecycle(self, event: dict[str, Any], context: Any) -> Any:
         if self._lifecycle_handler is None:
             raise RuntimeError("the lifecycle handler is not loaded")
         return self._lifecycle_handler(event, context)
+
+    def _lifecycle_failed(self, payload: Any, error: BaseException, attempts: int) -> None:
+        """As the deployed function's on-failure destination: the record goes to the lifecycle DLQ."""
+        resources = self.resources
+        if resources.lifecycle_dlq_url is None or resources.lifecycle_arn is None:
+            return
+        record = destination_record(payload, error, resources.lifecycle_arn, attempts)
+        self.client("sqs").send_message(QueueUrl=resources.lifecycle_dlq_url, MessageBody=json.dumps(record))
 
     def stop(self) -> None:
         """Stop serving, let the batch in hand finish, stop moto and restore the environment."""
@@ -369,6 +430,9 @@ class LocalStack:
         if self.clock is not None:
             self.clock.stop()
             self.clock = None
+        if self.streams is not None:
+            self.streams.stop()
+            self.streams = None
         if self.poller is not None:
             self.poller.stop()
             self.poller = None

@@ -49,6 +49,11 @@ def thread_key(thread_id: str) -> str:
     return f"thread:{thread_id}"
 
 
+def run_key(run_id: str) -> str:
+    """The key of a run's start record (its input, for the dispatcher to enqueue)."""
+    return f"run:{run_id}"
+
+
 def _from_dynamo_native(value: Any, exact: bool = False) -> Any:
     if isinstance(value, Decimal):
         if value == value.to_integral_value():

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from agent_wait.aws.dynamodb import to_attribute
 from agent_wait.errors import ThreadBusyError, ThreadNotFoundError
-from wait_service.ledger.attributes import condition_failed, from_item, iso, thread_key
+from wait_service.ledger.attributes import condition_failed, from_item, iso, run_key, thread_key
 from wait_service.ledger.table import LedgerTable
 
 if TYPE_CHECKING:
@@ -131,15 +131,117 @@ class ThreadStore(LedgerTable):
                 pending=pending,
             ) from exc
 
-    def queue_answer_run(self, thread_id: str, run_id: str) -> bool:
-        """Mark the run carrying an async question's answer queued; ``False`` if the thread is parked.
+    def queue_run(self, thread_id: str, run_id: str, input: JsonValue) -> None:
+        """Mark run ``run_id`` queued and record its start, both or neither: the commit of a start.
 
-        Unlike :meth:`queue_thread` a parked thread is not an error: the answer was recorded, and
-        the runner keeps its run for after the thread's questions (deferred, like any run).
+        One transaction writes the thread item (as :meth:`queue_thread`) and the run's own item
+        (``run:<run_id>``, the input as JSON): the ledger's stream hands that new item to the
+        dispatcher, which enqueues the start message. Nobody needs to send anything after this
+        write, so a crash or a failing queue right after it cannot strand the run.
+
+        Raises
+        ------
+        ThreadBusyError
+            The thread waits on a question; nothing was written.
+        """
+        thread_write = self._thread_request(
+            thread_id,
+            "queued",
+            sets={"latest_run": ":latest"},
+            values={":latest": {"S": run_id}},
+            remove=("error", "expires_ttl"),
+            condition="attribute_not_exists(#run_status) OR #run_status <> :interrupted",
+            condition_values={":interrupted": {"S": "interrupted"}},
+        )
+        now = self._clock()
+        run_item = {
+            "dedupe_key": {"S": run_key(run_id)},
+            "kind": {"S": "run"},
+            "thread_id": {"S": thread_id},
+            "run_id": {"S": run_id},
+            # As sent: the dispatcher puts these characters on the queue (no float on the way).
+            "input": {"S": json.dumps(input, ensure_ascii=False)},
+            "queued_at": {"S": iso(now)},
+            "expires_ttl": {"N": str(int((now + self._ttl).timestamp()))},
+        }
+        items: Any = [
+            {"Update": thread_write},
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": run_item,
+                    "ConditionExpression": "attribute_not_exists(dedupe_key)",
+                }
+            },
+        ]
+        try:
+            self._client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            codes = [reason.get("Code") for reason in reasons]
+            if not codes or codes[0] != "ConditionalCheckFailed":
+                raise
+            current = self.find_thread(thread_id)
+            pending = current.pending if current else []
+            raise ThreadBusyError(
+                f"thread {thread_id} waits on {', '.join(pending) or 'a question'}: answer it first",
+                thread_id=thread_id,
+                pending=pending,
+            ) from exc
+
+    def claim_run(self, run_id: str, message_id: str) -> bool:
+        """Claim run ``run_id`` for inbox message ``message_id``; ``False``: another message ran it.
+
+        The dispatcher enqueues a run's start at least once: a stream record handled twice past
+        the queue's deduplication window puts a second message on the inbox for the same run. The
+        first message to reach the runner names itself on the run's record; its own redeliveries
+        (a retry after a failure) still run, any other message for the run is a duplicate. A run
+        with no record (a message written by hand) is not checked.
         """
         try:
-            self.queue_thread(thread_id, run_id)
-        except ThreadBusyError:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": run_key(run_id)}},
+                UpdateExpression="SET started_message = :mid, started_at = if_not_exists(started_at, :now)",
+                ConditionExpression=(
+                    "attribute_exists(dedupe_key) AND "
+                    "(attribute_not_exists(started_message) OR started_message = :mid)"
+                ),
+                ExpressionAttributeValues={":mid": {"S": message_id}, ":now": {"S": iso(self._clock())}},
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            return self._get(run_key(run_id)) is None
+        return True
+
+    def queue_answer_run(self, thread_id: str, run_id: str) -> bool:
+        """Mark the run carrying an async question's answer queued; ``False`` if it cannot be now.
+
+        The dispatcher calls this when it reads the decision from the ledger's stream, which may be
+        after the api accepted a later run on the thread. That run stays the thread's latest: the
+        answer's run (enqueued first, in stream order) ends with the thread still ``queued`` for
+        it. ``False`` changes nothing: the thread is parked (the runner keeps the answer's run for
+        after its questions, deferred like any run) or a later run already waits.
+        """
+        try:
+            self._update_thread(
+                thread_id,
+                "queued",
+                sets={"latest_run": ":latest"},
+                values={":latest": {"S": run_id}},
+                remove=("error", "expires_ttl"),
+                condition=(
+                    "(attribute_not_exists(#run_status) OR #run_status <> :interrupted) AND "
+                    f"({_LATEST_IS_CURRENT} OR latest_run = :latest)"
+                ),
+                condition_values={":interrupted": {"S": "interrupted"}},
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
             return False
         return True
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+from botocore.config import Config
 from moto import mock_aws
 from service_events import Aws, FakeClock, LambdaContext, load_handler
 
@@ -34,6 +35,11 @@ def aws() -> Iterator[Aws]:
             name: boto3.client(name, region_name="us-east-1")
             for name in ("dynamodb", "sqs", "sns", "scheduler")
         }
+        # botocore names a stream's account in its endpoint's host, which in-process moto does not
+        # route; the plain regional endpoint is the same API.
+        clients["dynamodbstreams"] = boto3.client(
+            "dynamodbstreams", region_name="us-east-1", config=Config(account_id_endpoint_mode="disabled")
+        )
         resources = create_resources(
             clients["dynamodb"], clients["sqs"], clients["sns"], prefix="u-", scheduler=clients["scheduler"]
         )
@@ -41,7 +47,13 @@ def aws() -> Iterator[Aws]:
             resources.env() | {"AGENT_WAIT_REPLY_URL": "https://api.example/questions/{question_id}/reply"}
         )
         yield Aws(
-            clients["dynamodb"], clients["sqs"], clients["sns"], resources, settings, clients["scheduler"]
+            clients["dynamodb"],
+            clients["sqs"],
+            clients["sns"],
+            resources,
+            settings,
+            clients["scheduler"],
+            streams=clients["dynamodbstreams"],
         )
 
 

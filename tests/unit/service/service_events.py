@@ -77,6 +77,33 @@ class Aws:
     settings: Settings
     scheduler: Any = None
     published: list[Envelope] = field(default_factory=list)
+    streams: Any = None
+    _reader: Any = None
+
+    def dispatch(self) -> int:
+        """Hand every ledger change not yet read to the dispatcher, as the stream's mapping does.
+
+        Returns the number of records read. What a recorded reply or start needs on the inbox is
+        there afterwards (the api itself sends nothing).
+        """
+        if self._reader is None:
+            from agent_wait_cli.local.streams import StreamReader
+            from wait_service.ledger_stream import build_ledger_stream
+
+            if self.streams is None:
+                raise RuntimeError("the Aws fixture has no dynamodbstreams client")
+            service = build_ledger_stream(self.settings, dynamodb=self.dynamodb, sqs=self.sqs)
+            handler = load_handler("dispatcher")
+            self._reader = StreamReader(
+                self.streams,
+                self.resources.ledger_stream_arn,
+                lambda event, context: handler.handle(event, context, service),
+                context_factory=LambdaContext,
+                max_retry_attempts=0,
+                sqs=self.sqs,
+                dlq_url=self.resources.stream_dlq_url,
+            )
+        return int(self._reader.drain())
 
     def schedules(self) -> dict[str, dict[str, Any]]:
         """The timers' schedules by name: ``{"at": ..., "input": {...}}``."""
@@ -148,7 +175,9 @@ class Aws:
         return envelope
 
     def inbox_messages(self) -> list[dict[str, Any]]:
-        """Every visible inbox message body (received and left in flight)."""
+        """Every visible inbox message body (received and left in flight), once the dispatcher ran."""
+        if self.streams is not None:
+            self.dispatch()
         bodies: list[dict[str, Any]] = []
         while True:
             got = self.sqs.receive_message(

@@ -321,12 +321,14 @@ def test_handler_entry_point_runs_the_decorator_stack(
 def test_handler_builds_its_service_from_the_environment(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in aws.resources.env().items():
         monkeypatch.setenv(name, value)
+    # The api sends no message (the ledger's stream does): the deployed api has no inbox URL.
+    monkeypatch.delenv("AGENT_WAIT_INBOX_URL")
     handler = load_handler("api")
 
     service = handler.build_service()
 
     assert service.ledger.table_name == aws.resources.ledger_table
-    assert service.replies.inbox.queue_url == aws.resources.inbox_url
+    assert service.replies.ledger is service.ledger
 
 
 def test_api_does_not_import_langgraph() -> None:

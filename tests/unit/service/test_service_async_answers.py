@@ -44,6 +44,8 @@ def runner(aws: Aws, clock: FakeClock, ledger: Ledger) -> RunnerService:
 
 
 def inbox_messages(aws: Aws) -> list[dict[str, Any]]:
+    """The inbox's messages, once the dispatcher has read the ledger's stream."""
+    aws.dispatch()
     bodies: list[dict[str, Any]] = []
     while got := aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url, MaxNumberOfMessages=10).get(
         "Messages", []
@@ -117,11 +119,11 @@ def test_every_decision_reaches_the_graph_as_a_new_runs_input(
     aws: Aws, runner: RunnerService, ledger: Ledger, decide: Any, outcome: str
 ) -> None:
     question_id = start(runner)
-    decisions = Decisions(ledger, Inbox(aws.resources.inbox_url, aws.sqs))
+    decisions = Decisions(ledger)
 
-    # When the question is decided and the decision's resume enqueued (as reply, revoke, expiry do)
+    # When the question is decided (as reply, revoke, expiry do) and the ledger's stream is read
     assert decide(decisions, question_id) is None  # this decision won
-    decisions.enqueue_resume(ledger.get_question(question_id))
+    aws.dispatch()
 
     # Then the thread is queued for the answer's run, and the message is the ordinary resume
     key = {"dedupe_key": {"S": "thread:t-1"}}

@@ -291,20 +291,20 @@ def test_a_repeated_escalation_timer_only_repeats_its_announcement(
     assert [e["dedupe_key"] for e in aws.outbox()] == ["wait.escalated:q-1:1"]
 
 
-def test_an_expiry_whose_resume_was_never_sent_is_recovered_by_the_next_timer(
+def test_an_expiry_whose_writer_died_after_the_write_is_resumed_from_the_stream(
     aws: Aws, lifecycle: LifecycleService, ledger: Ledger, clock: FakeClock
 ) -> None:
-    # Given a question expired by a lifecycle run that died before it enqueued the resume
+    # Given a question expired by a lifecycle run that died right after its write
     aws.raise_question(policy=approval(ttl=60), now=clock.now)
     ledger.record_expiry("q-1", {"action": "reject", "reason": "expired"}, rung=0)
-    assert resumes(aws) == []
 
-    # When the timer fires again after the writer's lease
-    clock.advance(120)
-    assert fire(lifecycle, "expire", 0) == "recovered"
-
-    # Then the resume is enqueued, once
+    # When the ledger's stream is read (nothing else runs): the resume is enqueued, once
     assert resumes(aws) == [{"thread_id": "t-1", "question_id": "q-1"}]
+
+    # Then the timer firing again finds it decided and sends nothing more
+    clock.advance(120)
+    assert fire(lifecycle, "expire", 0) == "decided"
+    assert resumes(aws) == []
 
 
 def test_a_timer_for_an_unknown_question_does_nothing(lifecycle: LifecycleService) -> None:

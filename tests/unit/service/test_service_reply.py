@@ -351,47 +351,63 @@ def test_no_principal_is_refused_unless_local(aws: Aws, call: Call) -> None:
     assert stored(aws, "q-1")["answered_by"] == "anonymous"
 
 
-def test_recovers_an_answer_recorded_without_its_resume(aws: Aws, call: Call, clock: FakeClock) -> None:
-    # Given an answer recorded by a reply that died before it enqueued the resume
-    from wait_service.ledger import Ledger
-    from wait_service.lifecycle import RESUME_LEASE
-
-    envelope = aws.raise_question()
-    Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock).record_answer(
-        "q-1", APPROVE, answered_by="ann"
+def sent_to_inbox(aws: Aws) -> list[dict[str, Any]]:
+    """What is on the inbox now, before the dispatcher reads the ledger's stream."""
+    return aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url, MaxNumberOfMessages=10).get(
+        "Messages", []
     )
-    assert resume_messages(aws) == []
 
-    # When the responder retries the same answer once no api invocation can still be enqueueing it
-    clock.advance(RESUME_LEASE.total_seconds() + 1)
+
+def test_the_reply_sends_nothing_itself_the_stream_enqueues_its_resume(aws: Aws, call: Call) -> None:
+    # Given a delivered question
+    envelope = aws.raise_question()
+
+    # When it is answered
     response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
 
-    # Then the retry is idempotent (200) and the resume is finally enqueued, once
-    assert response["statusCode"] == 200
+    # Then the api wrote the answer and answered: the inbox is empty until the dispatcher reads
+    # the ledger's stream, which enqueues the resume and notes it on the question
+    assert response["statusCode"] == 202
+    assert sent_to_inbox(aws) == []
+    assert "resume_enqueued_at" not in stored(aws, "q-1")
+    aws.dispatch()
     assert len(resume_messages(aws)) == 1
     assert "resume_enqueued_at" in stored(aws, "q-1")
 
 
-def test_a_repeat_never_sends_the_resume_the_winner_is_still_sending(
-    aws: Aws, call: Call, clock: FakeClock
-) -> None:
-    # Given an answer just recorded by a reply that has not enqueued its resume yet
+def test_an_answer_whose_reply_died_after_the_write_is_resumed_with_no_retry(aws: Aws, call: Call) -> None:
+    # Given an answer recorded by a reply that died right after its write (nothing after it ran)
     from wait_service.ledger import Ledger
-    from wait_service.lifecycle import RESUME_LEASE
 
     envelope = aws.raise_question()
-    Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock).record_answer(
-        "q-1", APPROVE, answered_by="ann"
-    )
+    Ledger(aws.resources.ledger_table, aws.dynamodb).record_answer("q-1", APPROVE, answered_by="ann")
 
-    # When the same answer arrives again while that reply may still be running
-    clock.advance(RESUME_LEASE.total_seconds() - 1)
+    # When the ledger's stream is read, with no client retrying
+    # Then the resume is enqueued, once
+    assert len(resume_messages(aws)) == 1
+    assert "resume_enqueued_at" in stored(aws, "q-1")
+
+    # And a repeat of the same answer is idempotent (200): the resume is certain, and not sent again
     response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
-
-    # Then it is idempotent and sends nothing: the winner's send is the only one
     assert response["statusCode"] == 200
     assert resume_messages(aws) == []
+
+
+def test_a_repeat_answers_200_and_never_sends_a_resume_itself(aws: Aws, call: Call) -> None:
+    # Given an answer just recorded whose resume the dispatcher has not enqueued yet
+    from wait_service.ledger import Ledger
+
+    envelope = aws.raise_question()
+    Ledger(aws.resources.ledger_table, aws.dynamodb).record_answer("q-1", APPROVE, answered_by="ann")
+
+    # When the same answer arrives again before the stream is read
+    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
+
+    # Then it is 200 and sends nothing: the recorded decision's one resume comes from the stream
+    assert response["statusCode"] == 200
+    assert sent_to_inbox(aws) == []
     assert "resume_enqueued_at" not in stored(aws, "q-1")
+    assert len(resume_messages(aws)) == 1
 
 
 def test_an_answer_counts_and_times_the_wait(aws: Aws, api: WaitApi, clock: FakeClock) -> None:

@@ -400,6 +400,7 @@ def test_api_and_runner_through_the_inbox(
         return handler.handle(event, ctx, service=runner)
 
     assert call(start_event("t-7", REFUND))["statusCode"] == 202
+    aws.dispatch()  # the ledger's stream enqueues the start
     assert consume_batch(aws.sqs, aws.resources.inbox_url, run_batch, context).succeeded
     [question_id] = ledger.get_thread("t-7").pending
     digest = ledger.get_question(question_id).digest
@@ -408,6 +409,7 @@ def test_api_and_runner_through_the_inbox(
     reply = call(
         reply_event(question_id, {"action": "approve", "args": {"amount": 25}}, if_match=f'"{digest}"')
     )
+    aws.dispatch()  # the ledger's stream enqueues the resume
     batch = consume_batch(aws.sqs, aws.resources.inbox_url, run_batch, context)
 
     # Then the thread is done with a refund of 25 and the inbox is empty
@@ -503,13 +505,20 @@ def test_a_redelivered_start_republishes_the_standing_question(
 
 
 def run_inbox(aws: Aws, runner: RunnerService) -> list[str]:
-    """Run every inbox message in order, as the event source mapping would; returns the outcomes."""
+    """Run every inbox message in order, as the event source mapping would; returns the outcomes.
+
+    The dispatcher reads the ledger's stream before each receive: what the api and the runner
+    recorded (starts, decisions, deferred runs) reaches the inbox that way.
+    """
     outcomes = []
-    while got := aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url, MaxNumberOfMessages=10).get(
-        "Messages", []
+    while aws.dispatch() is not None and (
+        got := aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
     ):
         for message in got:
-            outcomes.append(runner.run(parse_message(message["Body"])).status)
+            run = runner.run(parse_message(message["Body"]), message_id=message["MessageId"])
+            outcomes.append(run.status)
             aws.sqs.delete_message(QueueUrl=aws.resources.inbox_url, ReceiptHandle=message["ReceiptHandle"])
     return outcomes
 
@@ -542,6 +551,22 @@ def test_a_run_queued_behind_a_question_never_blocks_the_answer(
         "args": {"customer": "c-17", "amount": 10},
         "args_schema": ANY,
     }
+
+
+def test_a_start_sent_twice_runs_once(aws: Aws, runner: RunnerService, ledger: Ledger, api: WaitApi) -> None:
+    """A stream record dispatched again past the FIFO window puts a second message on the inbox."""
+    # Given a run started and its message run once
+    api.runs.start("t-1", REFUND)
+    aws.dispatch()
+    [message] = aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url)["Messages"]
+    assert runner.run(parse_message(message["Body"]), message_id=message["MessageId"]).status == "interrupted"
+    [question_id] = ledger.get_thread("t-1").pending
+
+    # When another message for the same run arrives: refused, the thread left as it is
+    assert runner.run(parse_message(message["Body"]), message_id="another-message").status == "refused"
+    assert ledger.get_thread("t-1").pending == [question_id]
+    # While the first message's own redelivery (a retry) is still its run's
+    assert runner.run(parse_message(message["Body"]), message_id=message["MessageId"]).status == "interrupted"
 
 
 def test_a_redelivered_deferred_run_is_kept_once(runner: RunnerService, ledger: Ledger) -> None:

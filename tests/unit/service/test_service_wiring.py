@@ -30,6 +30,8 @@ def test_settings_from_env_maps_every_variable() -> None:
         {
             "AGENT_WAIT_LEDGER_TABLE": "ledger",
             "AGENT_WAIT_INBOX_URL": "https://sqs/inbox.fifo",
+            "AGENT_WAIT_ARCHIVE_STREAM": "agent-wait-audit",
+            "AGENT_WAIT_ARCHIVE_DIR": "/tmp/audit",
             "AGENT_WAIT_TOPIC_ARN": "arn:aws:sns:us-east-1:1:wait-created",
             "AGENT_WAIT_OUTBOX_URL": "https://sqs/outbox.fifo",
             "AGENT_WAIT_GRAPH": "examples.ask_agent:build_graph",
@@ -67,6 +69,8 @@ def test_settings_from_env_maps_every_variable() -> None:
     assert settings.model_dump() == {
         "ledger_table": "ledger",
         "inbox_url": "https://sqs/inbox.fifo",
+        "archive_stream": "agent-wait-audit",
+        "archive_dir": "/tmp/audit",
         "topic_arn": "arn:aws:sns:us-east-1:1:wait-created",
         "outbox_url": "https://sqs/outbox.fifo",
         "graph": "examples.ask_agent:build_graph",

@@ -1,0 +1,56 @@
+"""The dispatcher Lambda: the ledger's DynamoDB stream in, partial batch failures out.
+
+Lambda's event source mapping hands it batches of the ledger's changes, in order per item. Each
+record goes through :class:`wait_service.ledger_stream.LedgerStream` (the outbox dispatcher and
+any other consumer of the stream). A record that fails is reported in ``batchItemFailures`` by its
+sequence number; the mapping retries from there (splitting the batch on error, a bounded number of
+times), then sends the record's metadata to the stream's DLQ. Settings are read once per cold start;
+``build_service`` is the seam tests replace (or they call :func:`handle` with their own service).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+# Before anything imports pydantic (see the runner's handler).
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+from wait_service.ledger_stream import LedgerStream, build_ledger_stream
+from wait_service.observability import logger, metrics, tracer
+from wait_service.settings import FunctionService, Settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+
+def build_service() -> LedgerStream:
+    """The stream's consumers for this function's environment."""
+    return build_ledger_stream(Settings.from_env(os.environ))
+
+
+# Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
+_service = FunctionService(lambda: build_service())
+_service.warm(os.environ)
+
+
+def service() -> LedgerStream:
+    return _service.get()
+
+
+def handle(event: dict[str, Any], context: Any, service: LedgerStream) -> PartialItemFailureResponse:
+    """Process one stream batch with ``service``; returns ``{"batchItemFailures": [...]}``."""
+    return process_partial_response(
+        event=event,
+        record_handler=service.process_record,
+        processor=BatchProcessor(event_type=EventType.DynamoDBStreams),
+        context=context,
+    )
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return handle(event, context, service())

@@ -1,0 +1,284 @@
+"""The ledger's stream: what follows a recorded change happens from here, with no client.
+
+The api (and the lifecycle function, and the runner) commit a request with one ledger write and
+answer; everything that must follow it is read back from the ledger table's DynamoDB stream (both
+images of every change) by one function, the dispatcher. It hands each change to a short list of
+:class:`Consumer` objects, in order; a consumer that raises fails the record, and Lambda's event
+source mapping retries it (splitting the batch, a bounded number of times) before the record's
+metadata goes to the stream's DLQ. Every consumer therefore runs at least once per change and must
+be idempotent: each sends under a deduplication id named by the change (a question or run id).
+
+The consumers today:
+
+- :class:`OutboxDispatcher`: a question moving into a status that resumes its thread (answered,
+  expired, revoked: :data:`wait_service.statuses.RESUMING`) -> the resume message on the inbox;
+  a new run record (``run:<run_id>``, written with the thread item by
+  :meth:`~wait_service.ledger.threads.ThreadStore.queue_run`) -> the start message.
+
+- :class:`wait_service.archive.ArchiveConsumer`: each change of a decided question -> one record
+  of the audit archive (Firehose deployed, JSON Lines locally), when an archive is configured.
+
+More work that follows a change (resolution events, counters) is one more consumer in the list
+given to :class:`LedgerStream`, never a second reader of the stream.
+
+Examples
+--------
+>>> change = LedgerChange.from_record({
+...     "eventName": "MODIFY",
+...     "dynamodb": {
+...         "SequenceNumber": "1",
+...         "Keys": {"dedupe_key": {"S": "wait.created:q-1"}},
+...         "OldImage": {"dedupe_key": {"S": "wait.created:q-1"}, "status": {"S": "raised"}},
+...         "NewImage": {"dedupe_key": {"S": "wait.created:q-1"}, "status": {"S": "answered"}},
+...     },
+... })
+>>> change.kind, change.old_value("status"), change.new_value("status"), change.decided
+('question', 'raised', 'answered', True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from wait_service.async_answers import answer_run_id, is_async_question
+from wait_service.ledger import QuestionRecord, from_attribute
+from wait_service.metric_names import RESUMES_DISPATCHED, STARTS_DISPATCHED
+from wait_service.observability import logger, metrics
+from wait_service.statuses import RESUMING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+    from wait_service.inbox import Inbox
+    from wait_service.ledger import Ledger
+    from wait_service.settings import Settings
+
+EventName = Literal["INSERT", "MODIFY", "REMOVE"]
+ItemKind = Literal["question", "thread", "run", "other"]
+_PREFIXES: tuple[tuple[str, ItemKind], ...] = (
+    ("wait.created:", "question"),
+    ("thread:", "thread"),
+    ("run:", "run"),
+)
+
+
+@dataclass(frozen=True)
+class LedgerChange:
+    """One change of one ledger item, as its stream record tells it.
+
+    ``old`` and ``new`` are the item's images in DynamoDB's attribute form (``{"S": ...}``), as
+    the ledger's own readers (:meth:`QuestionRecord.from_item`) take them; ``None`` when the item
+    did not exist before (an insert) or no longer exists (a removal, TTL's included).
+    """
+
+    event_name: EventName
+    key: str
+    sequence_number: str
+    old: Mapping[str, Any] | None = None
+    new: Mapping[str, Any] | None = field(default=None)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> LedgerChange:
+        """Parse a stream record as Lambda hands it over (``Records[i]`` of the event).
+
+        Raises
+        ------
+        ValueError
+            The record is not a ledger change (no ``dedupe_key``, an unknown event name).
+        """
+        event_name = record.get("eventName")
+        if event_name not in ("INSERT", "MODIFY", "REMOVE"):
+            raise ValueError(f"not a stream record: eventName {event_name!r}")
+        stream = record.get("dynamodb") or {}
+        keys = stream.get("Keys") or {}
+        key = (keys.get("dedupe_key") or {}).get("S")
+        if not isinstance(key, str):
+            raise ValueError("a ledger stream record names its item by dedupe_key")
+        return cls(
+            event_name=event_name,
+            key=key,
+            sequence_number=str(stream.get("SequenceNumber", "")),
+            old=stream.get("OldImage"),
+            new=stream.get("NewImage"),
+        )
+
+    @property
+    def kind(self) -> ItemKind:
+        """What the item is, from its key: a question, a thread, a run's start record."""
+        for prefix, kind in _PREFIXES:
+            if self.key.startswith(prefix):
+                return kind
+        return "other"
+
+    def old_value(self, name: str) -> Any:
+        return _value(self.old, name)
+
+    def new_value(self, name: str) -> Any:
+        return _value(self.new, name)
+
+    @property
+    def decided(self) -> bool:
+        """A question moved into a status that resumes its thread (the change that decided it)."""
+        if self.kind != "question" or self.new is None:
+            return False
+        status = self.new_value("status")
+        return status in RESUMING and self.old_value("status") != status
+
+    @property
+    def new_run(self) -> bool:
+        """A run's start record was written: the run waits for its start message."""
+        return (
+            self.kind == "run"
+            and self.event_name == "INSERT"
+            and self.new_value("kind") == "run"
+            and isinstance(self.new_value("input"), str)
+        )
+
+    def question(self) -> QuestionRecord:
+        """The question as the change left it."""
+        if self.kind != "question" or self.new is None:
+            raise ValueError(f"{self.key} is not a question as it stands")
+        return QuestionRecord.from_item(self.new)
+
+
+def _value(image: Mapping[str, Any] | None, name: str) -> Any:
+    if image is None or name not in image:
+        return None
+    return from_attribute(image[name])
+
+
+class Consumer(Protocol):
+    """Work that follows ledger changes; ``handle`` runs at least once per change, so is idempotent.
+
+    It ignores the changes it has no business with, and raises to have the record retried.
+    """
+
+    name: str
+
+    def handle(self, change: LedgerChange) -> None: ...
+
+
+class LedgerStream:
+    """Hands each record of the ledger's stream to every consumer, in order.
+
+    Parameters
+    ----------
+    consumers:
+        The work that follows a change; the first to raise fails the record (those after it run
+        on the retry, those before it run again: both are idempotent).
+
+    Examples
+    --------
+    >>> stream = LedgerStream([OutboxDispatcher(ledger, inbox)])  # doctest: +SKIP
+    >>> stream.process_record(record)  # doctest: +SKIP
+    """
+
+    def __init__(self, consumers: Sequence[Consumer]) -> None:
+        self.consumers = list(consumers)
+
+    def process_record(self, record: DynamoDBRecord) -> None:
+        """The batch processor's record handler."""
+        self.process(record.raw_event)
+
+    def process(self, record: Mapping[str, Any]) -> None:
+        try:
+            change = LedgerChange.from_record(record)
+        except ValueError as exc:
+            # Not ours to understand, and retrying would never change that: logged, not retried,
+            # so the shard does not stall behind it.
+            logger.warning("ledger stream record skipped", extra={"error": str(exc)})
+            return
+        for consumer in self.consumers:
+            consumer.handle(change)
+
+
+class OutboxDispatcher:
+    """Enqueues what a recorded decision or start needs: the transactional outbox's relay.
+
+    The FIFO deduplication id is the change's own id (``resume:<question_id>``,
+    ``run:<thread_id>:<run_id>``), so a record handled twice within SQS's five-minute window sends
+    one message; past it, the runner's ledger checks refuse a second resume of a question and a
+    second run of a run id.
+
+    Parameters
+    ----------
+    ledger:
+        Where ``resume_enqueued_at`` is noted once the resume is on the inbox, and an async
+        question's answer run is queued.
+    inbox:
+        Where starts and resumes go.
+    """
+
+    name = "outbox"
+
+    def __init__(self, ledger: Ledger, inbox: Inbox) -> None:
+        self.ledger = ledger
+        self.inbox = inbox
+
+    def handle(self, change: LedgerChange) -> None:
+        if change.decided:
+            self.enqueue_resume(change.question())
+        elif change.new_run:
+            self.enqueue_start(change)
+
+    def enqueue_resume(self, question: QuestionRecord) -> None:
+        """Send the resume of a decided question; the runner reads the answer from the ledger.
+
+        An async question's thread is not parked on it: the runner starts a new run with the
+        answer as input, so the thread is marked queued for that run first (when it is parked on
+        other questions, the runner keeps the run for after them).
+        """
+        if is_async_question(question):
+            self.ledger.queue_answer_run(question.thread_id, answer_run_id(question.question_id))
+        self.inbox.resume(question.thread_id, question.question_id)
+        self.ledger.mark_resume_enqueued(question.question_id)
+        metrics.add_metric(name=RESUMES_DISPATCHED, unit=MetricUnit.Count, value=1)
+        logger.info(
+            "resume enqueued", extra={"question_id": question.question_id, "thread_id": question.thread_id}
+        )
+
+    def enqueue_start(self, change: LedgerChange) -> None:
+        """Send the start message of a run the ledger recorded queued."""
+        thread_id = str(change.new_value("thread_id"))
+        run_id = str(change.new_value("run_id"))
+        self.inbox.start_json(thread_id, str(change.new_value("input")), run_id=run_id)
+        metrics.add_metric(name=STARTS_DISPATCHED, unit=MetricUnit.Count, value=1)
+        logger.info("start enqueued", extra={"run_id": run_id, "thread_id": thread_id})
+
+
+def build_ledger_stream(
+    settings: Settings,
+    *,
+    dynamodb: DynamoDBClient | None = None,
+    sqs: SQSClient | None = None,
+    firehose: Any = None,
+) -> LedgerStream:
+    """The dispatcher's service wired to the resources named by ``settings``.
+
+    Examples
+    --------
+    >>> stream = build_ledger_stream(Settings.from_env(os.environ))  # doctest: +SKIP
+    """
+    from wait_service.archive import ArchiveConsumer, archive_sink
+    from wait_service.inbox import Inbox
+    from wait_service.ledger import Ledger
+
+    ledger = Ledger(settings.require("ledger_table"), dynamodb, ttl_days=settings.ledger_ttl_days)
+    inbox = Inbox(settings.require("inbox_url"), sqs)
+    consumers: list[Consumer] = [OutboxDispatcher(ledger, inbox)]
+    # The audit archive: every decided question, before the ledger's TTL can remove it.
+    sink = archive_sink(
+        stream_name=getattr(settings, "archive_stream", None),
+        folder=getattr(settings, "archive_dir", None),
+        firehose=firehose,
+    )
+    if sink is not None:
+        consumers.append(ArchiveConsumer(sink))
+    return LedgerStream(consumers)

@@ -1,0 +1,61 @@
+"""What the people on call need to look into and redrive the DLQs: one managed policy, exact actions.
+
+Attach it to the roles named in ``operator_principals`` (the inbox's queue policy admits them as
+senders; this policy is what lets them call SQS and Lambda at all). ``agent-wait dlq`` calls
+exactly these actions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from aws_cdk import aws_sqs as sqs
+
+# `agent-wait dlq list | show | redrive` on a DLQ: look (receive, then make visible again), delete.
+DLQ_ACTIONS = (
+    "sqs:ChangeMessageVisibility",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+    "sqs:ReceiveMessage",
+)
+# Sending a message back to the queue it came from.
+SOURCE_ACTIONS = ("sqs:GetQueueUrl", "sqs:SendMessage")
+
+
+class OperatorPolicy(Construct):
+    """The managed policy ``<stack>-operator`` (stack output ``OperatorPolicyArn``).
+
+    Examples
+    --------
+    >>> OperatorPolicy(stack, "Operators", dlqs=[dlq], sources=[inbox], functions=[arn])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        dlqs: Sequence[sqs.IQueue],
+        sources: Sequence[sqs.IQueue],
+        functions: Sequence[str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.policy = iam.ManagedPolicy(
+            self,
+            "Policy",
+            managed_policy_name=name,
+            description="agent-wait: look into the dead-letter queues and redrive them (agent-wait dlq)",
+            statements=[
+                iam.PolicyStatement(actions=sorted(DLQ_ACTIONS), resources=[q.queue_arn for q in dlqs]),
+                iam.PolicyStatement(actions=sorted(SOURCE_ACTIONS), resources=[q.queue_arn for q in sources]),
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=list(functions)),
+            ],
+        )

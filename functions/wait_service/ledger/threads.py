@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from botocore.exceptions import ClientError
 
+from agent_wait import exact_json
 from agent_wait.aws.dynamodb import to_attribute
 from agent_wait.errors import ThreadBusyError, ThreadNotFoundError
 from wait_service.ledger.attributes import condition_failed, from_item, iso, run_key, thread_key
@@ -72,7 +74,7 @@ class ThreadRecord:
             attempt=int(data["attempt"]) if data.get("attempt") is not None else None,
             output_omitted=int(data["output_omitted"]) if data.get("output_omitted") is not None else None,
             deferred=[
-                DeferredRun(str(run["run_id"]), json.loads(run["input"]))
+                DeferredRun(str(run["run_id"]), json.loads(run["input"], parse_float=Decimal))
                 for run in data.get("deferred") or []
             ],
             latest_run=str(data["latest_run"]) if data.get("latest_run") else None,
@@ -160,7 +162,7 @@ class ThreadStore(LedgerTable):
             "thread_id": {"S": thread_id},
             "run_id": {"S": run_id},
             # As sent: the dispatcher puts these characters on the queue (no float on the way).
-            "input": {"S": json.dumps(input, ensure_ascii=False)},
+            "input": {"S": exact_json.dumps(input, separators=(",", ":"), ensure_ascii=False)},
             "queued_at": {"S": iso(now)},
             "expires_ttl": {"N": str(int((now + self._ttl).timestamp()))},
         }
@@ -286,7 +288,14 @@ class ThreadStore(LedgerTable):
                 ExpressionAttributeNames={"#d": "deferred", "#ids": "deferred_ids", "#u": "updated_at"},
                 ExpressionAttributeValues={
                     ":empty": {"L": []},
-                    ":run": to_attribute([{"run_id": run_id, "input": json.dumps(input)}]),
+                    ":run": to_attribute(
+                        [
+                            {
+                                "run_id": run_id,
+                                "input": exact_json.dumps(input, separators=(",", ":"), ensure_ascii=False),
+                            }
+                        ]
+                    ),
                     ":now": {"S": iso(self._clock())},
                     ":ids": {"SS": [run_id]},
                     ":rid": {"S": run_id},

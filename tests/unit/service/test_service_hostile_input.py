@@ -111,6 +111,7 @@ def test_a_run_input_reaches_the_inbox_and_the_runner_with_the_digits_sent(aws: 
     start = start_event("t-9", body='{"input": {"customer": "c-1", "amount": %s}}' % LONG)  # noqa: UP031
 
     assert call(start)["statusCode"] == 202
+    aws.dispatch()  # the ledger's stream hands the recorded start to the dispatcher
 
     [message] = aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url)["Messages"]
     assert f'"amount":{LONG}' in message["Body"]
@@ -339,5 +340,6 @@ def test_an_idempotent_start_keeps_the_digits_and_tells_them_apart(aws: Aws, cal
     assert start(LONG)["statusCode"] == 202
     # 10000 is another body than 10000.00000000000000001, though a float cannot tell them apart.
     refused(start("10000"), 422, "idempotency_conflict", None)
+    aws.dispatch()  # the ledger's stream hands the recorded start to the dispatcher
     [message] = aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url)["Messages"]
     assert f'"amount":{LONG}' in message["Body"]

@@ -2,7 +2,9 @@
 """The CDK app: ``npx cdk synth`` / ``make synth`` (offline) and ``make deploy``.
 
 Settings come from ``cdk.json`` context or ``-c key=value`` (see README.md, "Deploy to AWS"); cdk-nag's
-``AwsSolutionsChecks`` and ``ServerlessChecks`` validate every synth.
+``AwsSolutionsChecks`` and ``ServerlessChecks`` validate every synth. A mistake ends the synth with one
+line on stderr naming the context key and the fix (exit status 1); ``AGENT_WAIT_DEBUG=1`` adds the
+traceback (``infra.errors``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import sys
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
-from infra.config import ConfigError, StackConfig
+from infra.config import StackConfig
+from infra.errors import run
+from infra.functions import preflight
 from infra.stack import AgentWaitStack
 
 
@@ -26,6 +30,8 @@ def build_app(app: cdk.App | None = None) -> tuple[cdk.App, AgentWaitStack]:
     """
     app = app or cdk.App()
     config = StackConfig.from_context(app.node.try_get_context)
+    # The graph's import and the user's requirements, before any layer is bundled.
+    preflight(config)
     stack = AgentWaitStack(
         app,
         config.stack_name,
@@ -39,10 +45,15 @@ def build_app(app: cdk.App | None = None) -> tuple[cdk.App, AgentWaitStack]:
     return app, stack
 
 
+def main(app: cdk.App | None = None) -> int:
+    """Build and synthesize the app; 1 after one line on stderr when something is wrong."""
+
+    def synth() -> None:
+        built, _ = build_app(app)
+        built.synth()
+
+    return run(synth)
+
+
 if __name__ == "__main__":
-    try:
-        app, _ = build_app()
-    except ConfigError as exc:
-        # A setting the stack cannot be built from: one line naming the context key, no traceback.
-        sys.exit(f"agent-wait: {exc}")
-    app.synth()
+    sys.exit(main())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from infra.constants import DEFAULT_STACK_NAME, RUNNER_MEMORY_MB
@@ -51,8 +51,11 @@ _GRAPH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _COGNITO_ISSUER = re.compile(r"^https://cognito-idp\.([a-z0-9-]+)\.amazonaws\.com/([\w-]+_[0-9A-Za-z]+)/?$")
 _SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_USER_POOL_ARN = re.compile(r"^arn:aws[a-z-]*:cognito-idp:[a-z0-9-]+:\d{12}:userpool/[\w-]+_[0-9A-Za-z]+$")
+# A resource server's scope: <resource server identifier>/<scope name>, no spaces.
+_SCOPE = re.compile(r"^\S+/[^\s/]+$")
 
-__all__ = ["ConfigError", "StackConfig"]
+__all__ = ["CONTEXT_KEYS", "ConfigError", "StackConfig"]
 
 
 def _signing_keys(value: Any) -> dict[str, str]:
@@ -63,7 +66,9 @@ def _signing_keys(value: Any) -> dict[str, str]:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise ConfigError(f"context signing_keys: not JSON ({exc})") from exc
+            raise ConfigError(
+                f"context signing_keys: not JSON ({exc})", fix='{"key id": "<secret ARN>"} as JSON'
+            ) from exc
     if not isinstance(value, dict):
         raise ConfigError('context signing_keys: expected {"key id": "<secret ARN>"}')
     keys: dict[str, str] = {}
@@ -294,6 +299,16 @@ class StackConfig:
                 "validates JWTs natively only through a Cognito user pool authorizer"
                 " (see the README, section Deploy to AWS)"
             )
+        if config.cognito_user_pool_arn is not None and not _USER_POOL_ARN.match(config.cognito_user_pool_arn):
+            raise ConfigError(
+                f"context cognito_user_pool_arn={config.cognito_user_pool_arn!r}: expected "
+                "arn:aws:cognito-idp:<region>:<account>:userpool/<pool id>"
+            )
+        if config.jwt_audience is not None and not _SCOPE.match(config.jwt_audience):
+            raise ConfigError(
+                f"context jwt_audience={config.jwt_audience!r}: expected a resource server's scope, "
+                "<resource server>/<scope>"
+            )
         if config.alarm_topic_arn is not None and not _SNS_ARN.match(config.alarm_topic_arn):
             raise ConfigError(
                 f"context alarm_topic_arn={config.alarm_topic_arn!r}: "
@@ -333,3 +348,9 @@ class StackConfig:
         """The region of the user pool when it comes from ``jwt_issuer``; ``None`` for an ARN."""
         match = _COGNITO_ISSUER.match(self.jwt_issuer or "")
         return match.group(1) if match and not self.cognito_user_pool_arn else None
+
+
+# Every context key the stack reads: one field of StackConfig each, so a key added there is in this
+# registry (a test checks the README's configuration table lists each, and that a bad value of each
+# ends the synth with one line naming it).
+CONTEXT_KEYS: tuple[str, ...] = tuple(setting.name for setting in fields(StackConfig))

@@ -299,9 +299,10 @@ class StackConfig:
                 "validates JWTs natively only through a Cognito user pool authorizer"
                 " (see the README, section Deploy to AWS)"
             )
-        if config.cognito_user_pool_arn is not None and not _USER_POOL_ARN.match(config.cognito_user_pool_arn):
+        pool_arn = config.cognito_user_pool_arn
+        if pool_arn is not None and not _USER_POOL_ARN.match(pool_arn):
             raise ConfigError(
-                f"context cognito_user_pool_arn={config.cognito_user_pool_arn!r}: expected "
+                f"context cognito_user_pool_arn={pool_arn!r}: expected "
                 "arn:aws:cognito-idp:<region>:<account>:userpool/<pool id>"
             )
         if config.jwt_audience is not None and not _SCOPE.match(config.jwt_audience):

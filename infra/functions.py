@@ -182,7 +182,7 @@ def _graph_error(
     error: str | list[str],
     detail: str = "",
 ) -> ConfigError:
-    """One line for a graph that does not import: its module not found, a package missing, or what it raised."""
+    """One line for a graph that does not import: its module missing, a package missing, or what it raised."""
     module = graph.partition(":")[0]
     where = f"graph_source {source}" if source is not None else "the project (examples/, installed packages)"
     said = error if isinstance(error, str) else " ".join(error)

@@ -84,7 +84,7 @@ def context_accounts(key: str, value: Any) -> tuple[str, ...]:
                 items = json.loads(text)
             except ValueError as exc:
                 raise ConfigError(
-                    f"context {key}: not JSON ({exc})", fix='a JSON list of account ids, e.g. ["111122223333"]'
+                    f"context {key}: not JSON ({exc})", fix='a JSON list of account ids: ["111122223333"]'
                 ) from exc
         else:
             items = [part for part in re.split(r"[,\s]+", text) if part]
@@ -111,7 +111,7 @@ def context_tags(value: Any) -> dict[str, str]:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise ConfigError(f"context tags: not JSON ({exc})", fix='a JSON object {"key": "value"}') from exc
+            raise ConfigError(f"context tags: not JSON ({exc})", fix='JSON {"key": "value"}') from exc
     if not isinstance(value, dict):
         raise ConfigError('context tags: expected a JSON object {"key": "value"}')
     tags: dict[str, str] = {}

@@ -219,7 +219,7 @@ def build_layer(
         output = f"{exc.stdout or ''}{exc.stderr or ''}"
         errors = [line.strip() for line in output.splitlines() if line.startswith("ERROR:")]
         said = errors[0].removeprefix("ERROR:").strip() if errors else f"pip exited with {exc.returncode}"
-        platform = "this interpreter" if target == "host" else f"Python {PYTHON_VERSION} on Lambda (wheels only)"
+        platform = "this interpreter" if target == "host" else f"Lambda's Python {PYTHON_VERSION}, wheels"
         raise ConfigError(
             f"context graph_requirements: pip could not install {requirements_file} together with the "
             f"runner's pinned requirements for {platform}: {said}",

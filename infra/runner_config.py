@@ -139,7 +139,7 @@ def runner_secrets(value: Any) -> dict[str, str]:
         if not isinstance(arn, str) or not _SECRET_ARN.match(arn):
             raise ConfigError(
                 f"context runner_secrets: {name}={json.dumps(arn)} is not a Secrets Manager secret ARN",
-                fix="the secret's full ARN, arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>",
+                fix="its full ARN, arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>",
             )
         secrets[name] = arn
     return secrets

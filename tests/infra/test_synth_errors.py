@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
@@ -140,7 +141,8 @@ def test_an_agent_importing_a_package_not_installed_names_graph_requirements(
     context = {"graph": "my_agent.graph:build_graph", "graph_source": str(source)}
     lines = _synth_lines(capsys, tmp_path, context)
     assert len(lines) == 1, lines
-    assert lines[0].startswith("agent-wait: context graph_requirements: the graph 'my_agent.graph:build_graph'")
+    prefix = "agent-wait: context graph_requirements: the graph 'my_agent.graph:build_graph'"
+    assert lines[0].startswith(prefix)
     assert "imports 'not_installed_package_xyz', which is not installed; fix: " in lines[0]
 
 
@@ -199,8 +201,9 @@ def _app_py(tmp_path: Path, context: dict[str, Any], **env: str) -> subprocess.C
         "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
         **env,
     }
+    command = [sys.executable, "app.py"]
     return subprocess.run(
-        [sys.executable, "app.py"], cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=120
+        command, cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=120
     )
 
 
@@ -222,3 +225,26 @@ def test_app_py_prints_one_line_and_with_debug_the_traceback(tmp_path: Path) -> 
     assert "Traceback (most recent call last):" in debug.stderr
     assert "infra.errors.ConfigError: context graph_source: folder /no/such/agent not found" in debug.stderr
     assert _ours(debug.stderr)[-1] == _ours(done.stderr)[0]
+
+
+@pytest.mark.skipif(
+    shutil.which("make") is None or not (REPO_ROOT / "node_modules" / ".bin" / "cdk").exists(),
+    reason="make synth needs make and the aws-cdk CLI (make setup)",
+)
+def test_make_synth_shows_the_one_line_last_and_fails(tmp_path: Path) -> None:
+    # `make synth` filters cdk's output through grep; the line must get through and the status stay.
+    environment = {k: v for k, v in os.environ.items() if k != DEBUG_VARIABLE}
+    done = subprocess.run(
+        ["make", "--no-print-directory", "synth", "CDK_ARGS=-c runner_memory=lots"],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    output = [line for line in (done.stdout + done.stderr).splitlines() if not line.startswith("make: ***")]
+    ours = "agent-wait: context runner_memory='lots': expected a whole number of MB from 128 to 10240"
+    assert output[-1] == ours, output
+    assert [line for line in output if line.startswith("agent-wait")] == [ours]
+    assert "Traceback" not in done.stdout + done.stderr

@@ -10,12 +10,13 @@ traceback (``infra.errors``).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
 from infra.config import StackConfig
-from infra.errors import run
+from infra.errors import refusal, run
 from infra.functions import preflight
 from infra.stack import AgentWaitStack
 
@@ -50,7 +51,14 @@ def main(app: cdk.App | None = None) -> int:
 
     def synth() -> None:
         built, _ = build_app(app)
-        built.synth()
+        try:
+            built.synth()
+        except RuntimeError as exc:
+            # cdk-nag's findings (printed above by cdk): the first one on one line.
+            refused = refusal(Path(built.outdir))
+            if refused is None:
+                raise
+            raise refused from exc
 
     return run(synth)
 

@@ -17,6 +17,7 @@ Examples
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -25,12 +26,16 @@ from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
 DEBUG_VARIABLE = "AGENT_WAIT_DEBUG"
 # Every message of ours starts "context <key>" (or "context <key>=<value>", "context <key>[...]").
 _KEY = re.compile(r"^context ([a-z][a-z0-9_]*)")
 
-__all__ = ["DEBUG_VARIABLE", "ConfigError", "debug", "one_line", "run"]
+# The construct of the statements a user's runner_policy file adds (infra.functions).
+_USER_POLICY = "/Runner/GraphPolicy/"
+
+__all__ = ["DEBUG_VARIABLE", "ConfigError", "SynthRefused", "debug", "one_line", "refusal", "run"]
 
 
 class ConfigError(ValueError):
@@ -64,6 +69,37 @@ class ConfigError(ValueError):
         if self.fix:
             text = f"{text}; fix: {self.fix}"
         return " ".join(text.split())
+
+
+class SynthRefused(RuntimeError):
+    """cdk-nag refused the synthesized stack: a finding nobody acknowledged, named on one line."""
+
+
+def refusal(outdir: Path) -> ConfigError | SynthRefused | None:
+    """What the policy validation report of a failed synth in ``outdir`` refused, as one error.
+
+    A finding on the statements of ``runner_policy`` is that key's; any other names the rule and
+    the construct. ``None`` when the synth failed for another reason (no report there).
+    """
+    report = outdir / "validation-report.json"
+    if not report.is_file():
+        return None
+    findings = [
+        (violation.get("ruleName", "?"), construct.get("constructPath", "?"))
+        for plugin in json.loads(report.read_text()).get("pluginReports", [])
+        for violation in plugin.get("violations", [])
+        for construct in violation.get("violatingConstructs", [])
+    ]
+    if not findings:
+        return None
+    rule, path = findings[0]
+    more = f" (and {len(findings) - 1} more, listed above)" if len(findings) > 1 else ""
+    if _USER_POLICY in path:
+        return ConfigError(
+            f"context runner_policy: cdk-nag refuses {rule} on the statements of the file{more}",
+            fix='narrow the statement, or add {"id": "<rule>", "reason": "..."} to the file\'s "acknowledge"',
+        )
+    return SynthRefused(f"cdk-nag refuses {rule} on {path}{more}; the report: {report}")
 
 
 def debug() -> bool:

@@ -1,6 +1,6 @@
 """A mistake at synth ends with one line naming the context key and the fix; a traceback only on request.
 
-Every key of the README's configuration table and of ``infra.config.CONTEXT_KEYS`` (one field of
+Every key of the configuration table (README.md or docs/) and of ``infra.config.CONTEXT_KEYS`` (one field of
 ``StackConfig`` each) gets a bad value here; the app's entry (``app.main``) runs in this process with
 it, and must stop before anything is bundled with exactly one line on stderr.
 """
@@ -64,6 +64,7 @@ BAD: dict[str, dict[str, Any]] = {
     "subscriber_accounts": {"subscriber_accounts": "12345"},
     "allowed_accounts": {"allowed_accounts": "12345"},
 }
+TABLE_HEADER = "| key | default | meaning |"
 # What no setting accepts: not a number, not a boolean, not JSON, not an ARN, not a path.
 FALLBACK = "\u0000 not a valid value"
 # Each line says what to do: what is expected, what goes with what, or the fix itself.
@@ -71,16 +72,21 @@ FIX = re.compile(r"expected|fix: |set both or neither|needs |must |choose |quote
 
 
 def readme_keys() -> list[str]:
-    """The keys of the README's configuration table (a row may name two keys set together)."""
-    text = (REPO_ROOT / "README.md").read_text()
-    section = text.split("### Configuration", 1)[1]
-    keys: list[str] = []
-    for line in section.splitlines()[1:]:
-        if line.startswith("#"):
-            break
-        if line.startswith("| `"):
+    """The keys of the configuration table (``| key | default | meaning |``) of the README or docs/.
+
+    A row may name two keys set together.
+    """
+    for doc in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]:
+        text = doc.read_text()
+        if TABLE_HEADER not in text:
+            continue
+        keys: list[str] = []
+        for line in text.split(TABLE_HEADER, 1)[1].splitlines()[2:]:
+            if not line.startswith("|"):
+                break
             keys += re.findall(r"`([a-z][a-z0-9_]*)`", line.split("|")[1])
-    return keys
+        return keys
+    raise AssertionError(f"no configuration table ({TABLE_HEADER}) in README.md or docs/")
 
 
 DOCUMENTED = sorted(set(readme_keys()) | set(CONTEXT_KEYS))

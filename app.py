@@ -15,7 +15,7 @@ from pathlib import Path
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
-from infra.config import StackConfig
+from infra.config import StackConfig, check_known_keys
 from infra.errors import refusal, run
 from infra.functions import preflight
 from infra.stack import AgentWaitStack
@@ -30,6 +30,7 @@ def build_app(app: cdk.App | None = None) -> tuple[cdk.App, AgentWaitStack]:
     >>> app.synth()  # doctest: +SKIP
     """
     app = app or cdk.App()
+    check_known_keys(app.node.get_all_context())
     config = StackConfig.from_context(app.node.try_get_context)
     # The graph's import and the user's requirements, before any layer is bundled.
     preflight(config)

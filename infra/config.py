@@ -9,6 +9,7 @@ Examples
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field, fields
@@ -55,7 +56,7 @@ _USER_POOL_ARN = re.compile(r"^arn:aws[a-z-]*:cognito-idp:[a-z0-9-]+:\d{12}:user
 # A resource server's scope: <resource server identifier>/<scope name>, no spaces.
 _SCOPE = re.compile(r"^\S+/[^\s/]+$")
 
-__all__ = ["CONTEXT_KEYS", "ConfigError", "StackConfig"]
+__all__ = ["CONTEXT_KEYS", "ConfigError", "StackConfig", "check_known_keys"]
 
 
 def _signing_keys(value: Any) -> dict[str, str]:
@@ -355,3 +356,22 @@ class StackConfig:
 # registry (a test checks the README's configuration table lists each, and that a bad value of each
 # ends the synth with one line naming it).
 CONTEXT_KEYS: tuple[str, ...] = tuple(setting.name for setting in fields(StackConfig))
+# CDK's own context keys have a colon, a slash or an '@' ("@aws-cdk/...", "aws:cdk:..."); ours are snake_case.
+_OURS = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def check_known_keys(context: dict[str, Any]) -> None:
+    """Refuse a snake_case key the stack does not read (a typo would otherwise be ignored silently).
+
+    Examples
+    --------
+    >>> check_known_keys({"graph_sorce": "~/agent"})
+    Traceback (most recent call last):
+    ...
+    infra.errors.ConfigError: context graph_sorce: no such key
+    """
+    for key in sorted(context):
+        if _OURS.match(key) and key not in CONTEXT_KEYS:
+            close = difflib.get_close_matches(key, CONTEXT_KEYS, n=1)
+            hint = f"did you mean {close[0]}?" if close else "see the README's configuration table"
+            raise ConfigError(f"context {key}: no such key", fix=f"{hint} (remove it, or correct its name)")

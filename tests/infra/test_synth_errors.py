@@ -120,6 +120,18 @@ def test_a_bad_value_ends_the_synth_with_one_line_naming_the_key(
     assert FIX.search(lines[0]), lines
 
 
+def test_a_misspelt_key_is_refused_with_the_key_it_resembles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ignored silently, `-c graph_sorce=...` would deploy the sample instead of your agent.
+    monkeypatch.delenv(DEBUG_VARIABLE, raising=False)
+    lines = _synth_lines(capsys, tmp_path, {"graph_sorce": str(tmp_path), "@aws-cdk/core:x": True})
+    assert lines == [
+        "agent-wait: context graph_sorce: no such key; fix: did you mean graph_source? "
+        "(remove it, or correct its name)"
+    ]
+
+
 def test_a_graph_module_not_found_is_one_line_naming_graph(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

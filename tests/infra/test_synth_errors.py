@@ -144,6 +144,16 @@ def test_a_graph_module_not_found_is_one_line_naming_graph(
     ]
 
 
+def test_a_graph_attribute_not_found_is_one_line_naming_graph(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(DEBUG_VARIABLE, raising=False)
+    lines = _synth_lines(capsys, tmp_path, {"graph": "examples.refund_agent:no_such_factory"})
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("agent-wait: context graph='examples.refund_agent:no_such_factory': ")
+    assert "has no attribute 'no_such_factory'; fix: " in lines[0]
+
+
 def _agent(folder: Path, body: str) -> Path:
     (folder / "my_agent").mkdir(parents=True)
     (folder / "my_agent" / "__init__.py").write_text("")

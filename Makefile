@@ -80,14 +80,22 @@ test: $(STAMP) $(NPM_STAMP) lint ## Set up, lint and run the whole test suite on
 stress: $(STAMP) ## Races, load, a killed runner, a sink down, faults until the DLQ, schemathesis; prints what held (minutes, not in `make test`)
 	$(BIN)/python -m stress $(ARGS)
 
+# A mistake ends the app with one line naming the context key (infra/errors.py); cdk's own "Subprocess
+# exited" line after it is dropped, and pipefail keeps cdk's exit status.
+CDK_NOISE = -e 'node.js' -e 'jsii' -e '^\s*$$' -e '!!' -e ': Subprocess exited with error'
+CDK_SYNTH = npx cdk synth --quiet $(CDK_ARGS) 2>&1 | { grep -v -i $(CDK_NOISE) $(1) || true; }
+
 .PHONY: synth
 synth: $(STAMP) $(NPM_STAMP) ## Synthesize the CDK app into cdk.out (offline, no credentials)
-	npx cdk synth --quiet $(CDK_ARGS) 2>&1 | { grep -v -i -e 'node.js' -e 'jsii' -e '^\s*$$' -e '!!' || true; }
+	$(call CDK_SYNTH)
 	$(BIN)/python -m infra.report cdk.out
 
 .PHONY: deploy
+# Synthesized first (a mistake ends there, on one line; deploy's own flags are not synth's), then the
+# assembly in cdk.out is deployed.
 deploy: $(STAMP) $(NPM_STAMP) ## Deploy the stack into the account of your current AWS credentials
-	npx cdk deploy $(CDK_ARGS)
+	$(call CDK_SYNTH,-e '^Unknown option')
+	npx cdk deploy --app cdk.out $(CDK_ARGS)
 
 .PHONY: destroy
 destroy: $(STAMP) $(NPM_STAMP) ## Remove the deployed stack

@@ -9,9 +9,10 @@ Examples
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from infra.constants import (
@@ -65,8 +66,11 @@ API_BURST_RANGE = (1, 100_000)
 RUNNER_MAX_CONCURRENCY_RANGE = (2, 1000)
 # Reserved concurrency of one function: Lambda keeps 100 of the account's unreserved.
 RUNNER_RESERVED_RANGE = (1, 100_000)
+_USER_POOL_ARN = re.compile(r"^arn:aws[a-z-]*:cognito-idp:[a-z0-9-]+:\d{12}:userpool/[\w-]+_[0-9A-Za-z]+$")
+# A resource server's scope: <resource server identifier>/<scope name>, no spaces.
+_SCOPE = re.compile(r"^\S+/[^\s/]+$")
 
-__all__ = ["ConfigError", "StackConfig"]
+__all__ = ["CONTEXT_KEYS", "ConfigError", "StackConfig", "check_known_keys"]
 
 
 def _signing_keys(value: Any) -> dict[str, str]:
@@ -77,7 +81,9 @@ def _signing_keys(value: Any) -> dict[str, str]:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise ConfigError(f"context signing_keys: not JSON ({exc})") from exc
+            raise ConfigError(
+                f"context signing_keys: not JSON ({exc})", fix='{"key id": "<secret ARN>"} as JSON'
+            ) from exc
     if not isinstance(value, dict):
         raise ConfigError('context signing_keys: expected {"key id": "<secret ARN>"}')
     keys: dict[str, str] = {}
@@ -398,6 +404,17 @@ class StackConfig:
                 "validates JWTs natively only through a Cognito user pool authorizer"
                 " (see the README, section Deploy to AWS)"
             )
+        pool_arn = config.cognito_user_pool_arn
+        if pool_arn is not None and not _USER_POOL_ARN.match(pool_arn):
+            raise ConfigError(
+                f"context cognito_user_pool_arn={pool_arn!r}: expected "
+                "arn:aws:cognito-idp:<region>:<account>:userpool/<pool id>"
+            )
+        if config.jwt_audience is not None and not _SCOPE.match(config.jwt_audience):
+            raise ConfigError(
+                f"context jwt_audience={config.jwt_audience!r}: expected a resource server's scope, "
+                "<resource server>/<scope>"
+            )
         if config.alarm_topic_arn is not None and not _SNS_ARN.match(config.alarm_topic_arn):
             raise ConfigError(
                 f"context alarm_topic_arn={config.alarm_topic_arn!r}: "
@@ -437,3 +454,28 @@ class StackConfig:
         """The region of the user pool when it comes from ``jwt_issuer``; ``None`` for an ARN."""
         match = _COGNITO_ISSUER.match(self.jwt_issuer or "")
         return match.group(1) if match and not self.cognito_user_pool_arn else None
+
+
+# Every context key the stack reads: one field of StackConfig each, so a key added there is in this
+# registry (a test checks the README's configuration table lists each, and that a bad value of each
+# ends the synth with one line naming it).
+CONTEXT_KEYS: tuple[str, ...] = tuple(setting.name for setting in fields(StackConfig))
+# CDK's own context keys have a colon, a slash or an '@' ("@aws-cdk/...", "aws:cdk:..."); ours are snake_case.
+_OURS = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def check_known_keys(context: dict[str, Any]) -> None:
+    """Refuse a snake_case key the stack does not read (a typo would otherwise be ignored silently).
+
+    Examples
+    --------
+    >>> check_known_keys({"graph_sorce": "~/agent"})
+    Traceback (most recent call last):
+    ...
+    infra.errors.ConfigError: context graph_sorce: no such key
+    """
+    for key in sorted(context):
+        if _OURS.match(key) and key not in CONTEXT_KEYS:
+            close = difflib.get_close_matches(key, CONTEXT_KEYS, n=1)
+            hint = f"did you mean {close[0]}?" if close else "see the README's configuration table"
+            raise ConfigError(f"context {key}: no such key", fix=f"{hint} (remove it, or correct its name)")

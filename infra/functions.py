@@ -82,7 +82,10 @@ def graph_input_dir(
     relative = f"cdk.out/.graph-input/{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     path = constants.REPO_ROOT / relative / INPUT_SCHEMA_FILE
     if source is None and requirements is None:
-        write_input_schema(graph, path)
+        try:
+            write_input_schema(graph, path)
+        except Exception as exc:
+            raise _graph_error(graph, None, None, missing=_missing_module(exc), error=_said(exc)) from exc
         return relative
     paths = [str(source)] if source is not None else []
     if requirements is not None:
@@ -93,7 +96,7 @@ def graph_input_dir(
         paths += [str(graph_layer / "python"), str(build_layer("core", "host") / "python")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     done = subprocess.run(
-        [sys.executable, "-m", "wait_service.input_schema", graph, str(path)],
+        [sys.executable, "-c", _WRITE_SCHEMA, graph, str(path)],
         cwd=source or constants.REPO_ROOT,
         env=env,
         capture_output=True,
@@ -101,12 +104,107 @@ def graph_input_dir(
         timeout=300,
     )
     if done.returncode != 0:
-        where = f"graph_source {source}" if source is not None else "the project"
-        raise ConfigError(
-            f"context graph={graph!r}: cannot import it from {where} to write its input schema:\n"
-            + done.stderr.strip()[-3000:]
+        marker = [line for line in done.stderr.splitlines() if line.startswith(_FAILED)]
+        failure = json.loads(marker[-1][len(_FAILED) :]) if marker else {}
+        raise _graph_error(
+            graph,
+            source,
+            requirements,
+            missing=failure.get("missing"),
+            error=failure.get("error") or done.stderr.strip().splitlines()[-1:],
+            detail=done.stderr,
         )
     return relative
+
+
+def preflight(config: StackConfig) -> None:
+    """Check what only building would find, before any asset is bundled; a problem is a ConfigError.
+
+    The user's folder against ours, the graph's import (with ``graph_requirements`` installed, for
+    this host and for Lambda: the layer build is cached, so bundling it later copies it).
+    """
+    runner_sources(config)
+    graph_input_dir(
+        config.graph,
+        source=config.graph_source,
+        requirements=config.graph_requirements,
+        checkpointer=config.checkpointer,
+    )
+    if config.graph_requirements is not None:
+        # The same build the graph layer's bundling makes (infra.layers: a user's agent).
+        build_layer(
+            "graph",
+            "lambda",
+            checkpointer=config.checkpointer,
+            requirements_file=config.graph_requirements,
+            every_aws_service=True,
+        )
+
+
+# The child that writes a user's graph's schema: on failure, one marker line says what was missing.
+_FAILED = "agent-wait-graph-failed: "
+_WRITE_SCHEMA = f"""
+import json, sys, traceback
+from pathlib import Path
+try:
+    from wait_service.input_schema import write_input_schema
+    write_input_schema(sys.argv[1], Path(sys.argv[2]))
+except Exception as exc:
+    traceback.print_exc()
+    cause = exc
+    while cause is not None and not isinstance(cause, ModuleNotFoundError):
+        cause = cause.__cause__ or cause.__context__
+    said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    failure = {{"missing": getattr(cause, "name", None), "error": said}}
+    sys.stderr.write({_FAILED!r} + json.dumps(failure) + "\\n")
+    sys.exit(1)
+"""
+
+
+def _missing_module(exc: BaseException) -> str | None:
+    """The name of the module whose absence caused ``exc``, if one did."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ModuleNotFoundError):
+        cause = cause.__cause__ or cause.__context__
+    return cause.name if isinstance(cause, ModuleNotFoundError) else None
+
+
+def _said(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _graph_error(
+    graph: str,
+    source: Path | None,
+    requirements: Path | None,
+    *,
+    missing: str | None,
+    error: str | list[str],
+    detail: str = "",
+) -> ConfigError:
+    """One line for a graph that does not import: its module missing, a package missing, or what it raised."""
+    module = graph.partition(":")[0]
+    where = f"graph_source {source}" if source is not None else "the project (examples/, installed packages)"
+    said = error if isinstance(error, str) else " ".join(error)
+    if missing and (module == missing or module.startswith(missing + ".")):
+        top = missing.split(".", 1)[0]
+        return ConfigError(
+            f"context graph={graph!r}: no module named {missing!r} in {where}",
+            fix=f"set graph_source to the folder that holds {top}/, or correct graph",
+            detail=detail,
+        )
+    if missing:
+        file = f"add it to {requirements}" if requirements is not None else "list it in a requirements file"
+        return ConfigError(
+            f"context graph_requirements: the graph {graph!r} imports {missing!r}, which is not installed",
+            fix=f"{file} (name==version) and set graph_requirements to that file",
+            detail=detail,
+        )
+    return ConfigError(
+        f"context graph={graph!r}: importing it from {where} failed: {said}",
+        fix="correct the graph module, or graph (module:attribute of a factory taking checkpointer=)",
+        detail=detail,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -83,7 +83,9 @@ def context_accounts(key: str, value: Any) -> tuple[str, ...]:
             try:
                 items = json.loads(text)
             except ValueError as exc:
-                raise ConfigError(f"context {key}: not JSON ({exc})") from exc
+                raise ConfigError(
+                    f"context {key}: not JSON ({exc})", fix='a JSON list of account ids: ["111122223333"]'
+                ) from exc
         else:
             items = [part for part in re.split(r"[,\s]+", text) if part]
     if not isinstance(items, list):
@@ -92,7 +94,10 @@ def context_accounts(key: str, value: Any) -> tuple[str, ...]:
     for item in items:
         account = str(item).strip()
         if not _ACCOUNT.match(account):
-            raise ConfigError(f"context {key}: {item!r} is not a 12-digit AWS account id")
+            raise ConfigError(
+                f"context {key}: {item!r} is not a 12-digit AWS account id",
+                fix="list 12-digit account ids, as a JSON list or separated by commas",
+            )
         if account not in accounts:
             accounts.append(account)
     return tuple(accounts)
@@ -106,7 +111,7 @@ def context_tags(value: Any) -> dict[str, str]:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise ConfigError(f"context tags: not JSON ({exc})") from exc
+            raise ConfigError(f"context tags: not JSON ({exc})", fix='JSON {"key": "value"}') from exc
     if not isinstance(value, dict):
         raise ConfigError('context tags: expected a JSON object {"key": "value"}')
     tags: dict[str, str] = {}
@@ -116,7 +121,9 @@ def context_tags(value: Any) -> dict[str, str]:
                 f"context tags: key {key!r} must be 1-128 of letters, digits, spaces and _.:/=+-@"
             )
         if key.lower().startswith("aws:"):
-            raise ConfigError(f"context tags: key {key!r} uses the reserved prefix aws:")
+            raise ConfigError(
+                f"context tags: key {key!r} uses the reserved prefix aws:", fix="choose another tag key"
+            )
         if not isinstance(text, str) or len(text) > 256 or not _TAG_TEXT.match(text):
             raise ConfigError(
                 f"context tags[{key!r}]={text!r}: expected text of at most 256 letters, digits, "

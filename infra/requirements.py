@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Literal
 
 from infra.bytecode import compile_tree, find_interpreter
 from infra.constants import BUNDLE_CACHE_DIR, PIP_PLATFORM, PYTHON_VERSION, REPO_ROOT
+from infra.errors import ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -207,15 +208,23 @@ def build_layer(
         target,
         requirements_file=requirements_file,
     )
+    # A user's file is the likely cause of a failure: pip's output is kept for the one-line error.
+    mine = requirements_file is not None
     try:
-        subprocess.run(command, check=True)
+        subprocess.run(command, check=True, capture_output=mine, text=mine)
     except subprocess.CalledProcessError as exc:
         shutil.rmtree(building, ignore_errors=True)
         if requirements_file is None:
             raise
-        raise RuntimeError(
+        output = f"{exc.stdout or ''}{exc.stderr or ''}"
+        errors = [line.strip() for line in output.splitlines() if line.startswith("ERROR:")]
+        said = errors[0].removeprefix("ERROR:").strip() if errors else f"pip exited with {exc.returncode}"
+        platform = "this interpreter" if target == "host" else f"Lambda's Python {PYTHON_VERSION}, wheels"
+        raise ConfigError(
             f"context graph_requirements: pip could not install {requirements_file} together with the "
-            f"runner's pinned requirements (pip's message is above): {' '.join(command)}"
+            f"runner's pinned requirements for {platform}: {said}",
+            fix="correct that line of the file, or pin a version that fits the pins in pyproject.toml",
+            detail=f"{' '.join(command)}\n{output}",
         ) from exc
     # Console scripts point at the build host's interpreter and are never run in a layer.
     shutil.rmtree(site / "bin", ignore_errors=True)

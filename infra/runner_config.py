@@ -25,11 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.constants import REPO_ROOT
-
-
-class ConfigError(ValueError):
-    """A context value the stack cannot be built from; the message names the key."""
-
+from infra.errors import ConfigError as ConfigError  # re-exported: infra.config and constructs use it
 
 # Lambda's own variables (it refuses to deploy a function that sets them) and ours.
 RESERVED_PREFIXES: tuple[str, ...] = ("AWS_", "LAMBDA_", "_AWS_", "AGENT_WAIT_", "POWERTOOLS_")
@@ -67,7 +63,10 @@ def context_path(key: str, value: Any, *, folder: bool) -> Path | None:
     path = (REPO_ROOT / Path(value.strip()).expanduser()).resolve()
     kind = "folder" if folder else "file"
     if not (path.is_dir() if folder else path.is_file()):
-        raise ConfigError(f"context {key}: {kind} {path} not found")
+        raise ConfigError(
+            f"context {key}: {kind} {path} not found",
+            fix=f"set {key} to an existing {kind}, absolute or relative to {REPO_ROOT}",
+        )
     return path
 
 
@@ -139,8 +138,8 @@ def runner_secrets(value: Any) -> dict[str, str]:
         _check_env_name("runner_secrets", name)
         if not isinstance(arn, str) or not _SECRET_ARN.match(arn):
             raise ConfigError(
-                f"context runner_secrets: {name}={json.dumps(arn)} is not a Secrets Manager secret ARN "
-                "(arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>)"
+                f"context runner_secrets: {name}={json.dumps(arn)} is not a Secrets Manager secret ARN",
+                fix="its full ARN, arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>",
             )
         secrets[name] = arn
     return secrets
@@ -174,7 +173,9 @@ def runner_policy(value: Any) -> RunnerPolicy | None:
     try:
         document = json.loads(path.read_text())
     except ValueError as exc:
-        raise ConfigError(f"{where}: not JSON ({exc})") from exc
+        raise ConfigError(
+            f"{where}: not JSON ({exc})", fix='a JSON object {"Statement": [...], "acknowledge": [...]}'
+        ) from exc
     if not isinstance(document, dict):
         raise ConfigError(f'{where}: expected {{"Statement": [...]}}')
     unknown = sorted(set(document) - {"Version", "Statement", "acknowledge"})

@@ -85,7 +85,10 @@ def test_bad_context_names_the_key(context: dict[str, str], key: str) -> None:
 
 def test_jwt_pool_from_arn_or_cognito_issuer() -> None:
     from_arn = StackConfig.from_context(
-        {"auth": "jwt", "cognito_user_pool_arn": "arn:aws:cognito-idp:us-east-1:1:userpool/us-east-1_X"}.get
+        {
+            "auth": "jwt",
+            "cognito_user_pool_arn": "arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_X",
+        }.get
     )
     assert (from_arn.user_pool_id, from_arn.user_pool_region) == ("us-east-1_X", None)
     from_issuer = StackConfig.from_context(

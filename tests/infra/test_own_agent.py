@@ -258,3 +258,13 @@ def test_an_unacknowledged_wildcard_fails_the_synth(tmp_path: Path) -> None:
     assert [c["constructPath"] for c in violation["violatingConstructs"]] == [
         "agent-wait/Runner/GraphPolicy/Resource"
     ]
+    # What `make synth` ends with: one line naming the key (app.main raises this error).
+    from infra.errors import one_line, refusal
+
+    refused = refusal(tmp_path / "cdk.out")
+    assert refused is not None
+    assert one_line(refused) == (
+        f"agent-wait: context runner_policy: cdk-nag refuses AwsSolutions-IAM5[Resource::{MODEL_ARN}] on the "
+        'statements of the file; fix: narrow the statement, or add {"id": "<rule>", "reason": "..."} to the '
+        'file\'s "acknowledge"'
+    )

@@ -119,7 +119,10 @@ def _operator_principals(value: Any) -> tuple[str, ...]:
             try:
                 value = json.loads(text)
             except ValueError as exc:
-                raise ConfigError(f"context operator_principals: not JSON ({exc})") from exc
+                raise ConfigError(
+                    f"context operator_principals: not JSON ({exc}); expected a JSON list of ARNs, or "
+                    "ARNs separated by commas"
+                ) from exc
         else:
             value = [part.strip() for part in text.split(",") if part.strip()]
     if not isinstance(value, list):
@@ -127,8 +130,8 @@ def _operator_principals(value: Any) -> tuple[str, ...]:
     for arn in value:
         if not isinstance(arn, str) or not _PRINCIPAL_ARN.match(arn):
             raise ConfigError(
-                f"context operator_principals: {arn!r} is not an IAM role or user ARN "
-                "(arn:aws:iam::<account>:role/<name>)"
+                f"context operator_principals: {arn!r} is not an IAM role or user ARN; expected "
+                "arn:aws:iam::<account>:role/<name> or arn:aws:iam::<account>:user/<name>"
             )
     return tuple(value)
 

@@ -14,6 +14,8 @@ The consumers today:
   expired, revoked: :data:`wait_service.statuses.RESUMING`) -> the resume message on the inbox;
   a new run record (``run:<run_id>``, written with the thread item by
   :meth:`~wait_service.ledger.threads.ThreadStore.queue_run`) -> the start message.
+- :class:`~wait_service.resolution_events.ResolutionEvents`: a question answered, expired,
+  revoked, resumed or failing to resume, a run ending -> its event on the topic and the outbox.
 
 More work that follows a change (an audit archive, resolution events, counters) is one more
 consumer in the list given to :class:`LedgerStream`, never a second reader of the stream.
@@ -252,6 +254,7 @@ def build_ledger_stream(
     *,
     dynamodb: Any = None,
     sqs: Any = None,
+    sns: Any = None,
 ) -> LedgerStream:
     """The dispatcher's service wired to the resources named by ``settings``.
 
@@ -259,9 +262,18 @@ def build_ledger_stream(
     --------
     >>> stream = build_ledger_stream(Settings.from_env(os.environ))  # doctest: +SKIP
     """
+    from agent_wait.aws import SnsAnnounce, SqsAnnounce
     from wait_service.inbox import Inbox
     from wait_service.ledger import Ledger
+    from wait_service.resolution_events import ResolutionEvents
 
     ledger = Ledger(settings.require("ledger_table"), dynamodb, ttl_days=settings.ledger_ttl_days)
     inbox = Inbox(settings.require("inbox_url"), sqs)
-    return LedgerStream([OutboxDispatcher(ledger, inbox)])
+    # The outbox first: a retried record's second send is dropped there by FIFO deduplication.
+    events = ResolutionEvents(
+        [
+            SqsAnnounce(settings.require("outbox_url"), client=inbox._client),
+            SnsAnnounce(settings.require("topic_arn"), client=sns),
+        ]
+    )
+    return LedgerStream([OutboxDispatcher(ledger, inbox), events])

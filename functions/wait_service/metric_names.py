@@ -24,3 +24,5 @@ QUESTION_COLLISIONS: Final = "QuestionCollisions"
 # Messages the ledger stream's dispatcher put on the inbox: resumes of decided questions, run starts.
 RESUMES_DISPATCHED: Final = "ResumesDispatched"
 STARTS_DISPATCHED: Final = "StartsDispatched"
+# Resolution events (`wait.answered`, ..., `thread.failed`) the dispatcher published, by type.
+EVENTS_PUBLISHED: Final = "EventsPublished"

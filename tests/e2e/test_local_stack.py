@@ -59,10 +59,23 @@ def test_http_start_question_answer_result(local_stack: LocalProcess) -> None:
 
     # One printed line per event, in order, for this thread.
     names = eventually(lambda: _event_names(local_stack, thread_id, until="run done"), what="the event lines")
-    assert names == ["run started", "question raised", "answered", "resuming", "resumed", "run done"]
-    # The runner's lines name its function; the api's ("answered") do not.
+    assert [name for name in names if name != "event"] == [
+        "run started",
+        "question raised",
+        "answered",
+        "resuming",
+        "resumed",
+        "run done",
+    ]
+    # The dispatcher's line per resolution event it published: each once
+    published = eventually(lambda: _published(local_stack, thread_id, "thread.done"), what="the event lines")
+    assert sorted(published) == ["thread.done", "wait.answered", "wait.resumed"]
+    # The runner's lines name its function, the dispatcher's its own; the api's ("answered") none.
     for line in local_stack.lines:
         if f" thread={thread_id} " in line:
+            if line[10:25].strip() == "event":
+                assert line.endswith(" function=agent-wait-dispatcher"), line
+                continue
             assert line.endswith(" function=agent-wait-runner") == (" answered " not in line), line
 
 
@@ -77,6 +90,16 @@ def _event_names(local: LocalProcess, thread_id: str, until: str) -> list[str] |
     """Event names printed for ``thread_id`` (``HH:MM:SS  name  fields``) once ``until`` is among them."""
     names = [line[10:25].strip() for line in list(local.lines) if f" thread={thread_id} " in line + " "]
     return names if until in names else None
+
+
+def _published(local: LocalProcess, thread_id: str, until: str) -> list[str] | None:
+    """The types of the ``event`` lines printed for ``thread_id``, once ``until`` is among them."""
+    types = [
+        line.split(" type=", 1)[1].split(" ", 1)[0]
+        for line in list(local.lines)
+        if f" thread={thread_id} " in line and line[10:25].strip() == "event"
+    ]
+    return types if until in types else None
 
 
 def test_cli_start_see_answer_result(local_stack: LocalProcess) -> None:

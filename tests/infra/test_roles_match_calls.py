@@ -97,7 +97,10 @@ def calls() -> Iterator[dict[str, set[str]]]:
             "dynamodbstreams", region_name="us-east-1", config=Config(account_id_endpoint_mode="disabled")
         )
         stream = build_ledger_stream(
-            settings, dynamodb=dispatcher_calls.client("dynamodb"), sqs=dispatcher_calls.client("sqs")
+            settings,
+            dynamodb=dispatcher_calls.client("dynamodb"),
+            sqs=dispatcher_calls.client("sqs"),
+            sns=dispatcher_calls.client("sns"),
         )
         assert resources.ledger_stream_arn is not None
         reader = StreamReader(
@@ -205,10 +208,16 @@ def test_the_dispatcher_role_grants_exactly_what_the_dispatcher_and_its_mapping_
     own = granted(
         default_synth,
         stack.dispatcher.role,
-        [arn_of(default_synth, stack.ledger.table), arn_of(default_synth, stack.inbox.queue)],
+        [
+            arn_of(default_synth, stack.ledger.table),
+            arn_of(default_synth, stack.inbox.queue),
+            # The resolution events (`wait.answered`, `wait.resumed`, `thread.done`...).
+            {"Ref": logical_id(default_synth, stack.fanout.topic)},
+            arn_of(default_synth, stack.fanout.outbox),
+        ],
     )
 
-    assert own == calls["dispatcher"] == {"dynamodb:UpdateItem", "sqs:SendMessage"}
+    assert own == calls["dispatcher"] == {"dynamodb:UpdateItem", "sns:Publish", "sqs:SendMessage"}
     stream_grants = {
         action
         for actions, resource in role_actions(default_synth, stack.dispatcher.role)

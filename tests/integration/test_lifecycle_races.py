@@ -8,6 +8,7 @@ the REST resolver, whose request state is per process), released together by a b
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -52,8 +53,10 @@ class Sends:
         return sqs
 
     def _sent(self, params: dict[str, Any], **_: Any) -> None:
-        body = str(params.get("body", "")).replace(" ", "")
-        if f'"question_id":"{self.question_id}"' not in body or self.inbox_url not in body:
+        request = json.loads(params.get("body") or b"{}")
+        if request.get("QueueUrl") != self.inbox_url:
+            return
+        if json.loads(request.get("MessageBody") or "{}").get("question_id") != self.question_id:
             return
         with self._lock:
             self.count += 1

@@ -9,12 +9,12 @@ published once per question or run; a stream record handled twice (a retried bat
 again under the same ``dedupe_key``, which the outbox's FIFO deduplication drops and a topic
 subscriber drops on ``dedupe_key``.
 
-| transition in the item's images | event |
-|---|---|
-| a question's ``status`` moves to ``answered`` / ``expired`` / ``revoked`` | ``wait.answered`` / ``wait.expired`` / ``wait.revoked`` |
-| a question moves to ``resumed``, or (expired, revoked) gains ``resumed_at`` | ``wait.resumed`` (with the call's receipt) |
-| a question gains its first ``resume_failed`` stage | ``wait.resume_failed`` |
-| a thread's ``run_status`` moves to ``done`` / ``failed`` | ``thread.done`` / ``thread.failed`` |
+- a question's ``status`` moves to ``answered`` / ``expired`` / ``revoked``: ``wait.answered`` /
+  ``wait.expired`` / ``wait.revoked``;
+- a question moves to ``resumed``, or (expired, revoked) gains ``resumed_at``: ``wait.resumed``
+  (with the call's receipt);
+- a question gains its first ``resume_failed`` stage: ``wait.resume_failed``;
+- a thread's ``run_status`` moves to ``done`` / ``failed``: ``thread.done`` / ``thread.failed``.
 """
 
 from __future__ import annotations
@@ -111,7 +111,9 @@ def _question_events(change: LedgerChange) -> list[ResolutionEvent]:
         )
     elif moved and question.status == "expired":
         events.append(
-            WaitExpired.build(**common, default_applied=question.answer != EXPIRED_ANSWER, answer=question.answer)
+            WaitExpired.build(
+                **common, default_applied=question.answer != EXPIRED_ANSWER, answer=question.answer
+            )
         )
     elif moved and question.status == "revoked":
         events.append(
@@ -165,7 +167,9 @@ def _function_of(question: Any) -> str:
 
 
 def _stages(question: QuestionRecord, stage: str) -> int:
-    return sum(1 for entry in question.lifecycle if isinstance(entry, Mapping) and entry.get("stage") == stage)
+    return sum(
+        1 for entry in question.lifecycle if isinstance(entry, Mapping) and entry.get("stage") == stage
+    )
 
 
 def _receipt(receipt: Mapping[str, Any] | None) -> dict[str, Any] | None:

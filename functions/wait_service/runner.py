@@ -788,7 +788,8 @@ class RunnerService:
         metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
 
         def record() -> None:
-            if question is not None and self.ledger.mark_resume_failed(question, error, attempts=receive_count):
+            attempts = receive_count
+            if question is not None and self.ledger.mark_resume_failed(question, error, attempts=attempts):
                 metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
             self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, error))
 

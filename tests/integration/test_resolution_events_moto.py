@@ -32,9 +32,9 @@ RESOLUTION = ("wait.answered", "wait.expired", "wait.revoked", "wait.resumed", "
 
 def drain(sqs: Any, url: str) -> list[tuple[dict[str, Any], dict[str, str]]]:
     found: list[tuple[dict[str, Any], dict[str, str]]] = []
-    while got := sqs.receive_message(
-        QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
-    ).get("Messages", []):
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]).get(
+        "Messages", []
+    ):
         for message in got:
             attributes = {k: v["StringValue"] for k, v in (message.get("MessageAttributes") or {}).items()}
             found.append((json.loads(message["Body"]), attributes))
@@ -60,9 +60,7 @@ def test_fifty_racing_replies_publish_one_wait_answered(
 ) -> None:
     # Given a parked question and fifty responders, each a reply service with its own clients
     envelope = raise_question(resources, aws_client, "q-race")
-    services = [
-        ReplyService(Ledger(resources.ledger_table, aws_client("dynamodb"))) for _ in range(RACERS)
-    ]
+    services = [ReplyService(Ledger(resources.ledger_table, aws_client("dynamodb"))) for _ in range(RACERS)]
     barrier = threading.Barrier(RACERS)
     outcomes: list[Any] = [None] * RACERS
 

@@ -240,7 +240,15 @@ ResolutionEvent = Annotated[
 ]
 RESOLUTION_MODELS: dict[str, type[_Event]] = {
     model.event_type: model
-    for model in (WaitAnswered, WaitExpired, WaitRevoked, WaitResumed, WaitResumeFailed, ThreadDone, ThreadFailed)
+    for model in (
+        WaitAnswered,
+        WaitExpired,
+        WaitRevoked,
+        WaitResumed,
+        WaitResumeFailed,
+        ThreadDone,
+        ThreadFailed,
+    )
 }
 RESOLUTION_TYPES: tuple[str, ...] = tuple(RESOLUTION_MODELS)
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(ResolutionEvent)
@@ -276,10 +284,10 @@ def event_schemas() -> dict[str, dict[str, Any]]:
         schema["properties"]["type"] = {"const": type_, "title": "Type", "type": "string"}
         schema["title"] = type_
         schemas[type_] = schema
-    for type_, model in RESOLUTION_MODELS.items():
+    for name, model in RESOLUTION_MODELS.items():
         schema = model.model_json_schema(mode="serialization")
-        schema["title"] = type_
-        schemas[type_] = schema
+        schema["title"] = name
+        schemas[name] = schema
     for schema in schemas.values():
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schemas

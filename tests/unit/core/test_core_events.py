@@ -28,24 +28,39 @@ from agent_wait.policy import approval
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "docs" / "events"
 AT = "2026-11-30T10:00:00.000Z"
-QUESTION = {"question_id": "q-1", "thread_id": "t-1", "at": AT, "function": "issue_refund",
-            "policy_kind": "approval", "digest": "d" * 64}
+QUESTION = {
+    "question_id": "q-1",
+    "thread_id": "t-1",
+    "at": AT,
+    "function": "issue_refund",
+    "policy_kind": "approval",
+    "digest": "d" * 64,
+}
 
 
 def samples() -> list[Any]:
     envelope = build_envelope(
-        "t-1", Question(question_id="q-1", question={"function": "issue_refund", "args": {"amount": 40}},
-                        policy=approval(ttl=60))
+        "t-1",
+        Question(
+            question_id="q-1",
+            question={"function": "issue_refund", "args": {"amount": 40}},
+            policy=approval(ttl=60),
+        ),
     )
     return [
         envelope,
         envelope.follow_up("wait.escalated", 1, route="managers"),
         envelope.follow_up("wait.reminder", 1),
         WaitAnswered.build(**QUESTION, answer={"action": "approve"}, answered_by="ann"),
-        WaitExpired.build(**QUESTION, default_applied=False, answer={"action": "reject", "reason": "expired"}),
+        WaitExpired.build(
+            **QUESTION, default_applied=False, answer={"action": "reject", "reason": "expired"}
+        ),
         WaitRevoked.build(**QUESTION, reason="duplicate", revoked_by="ops"),
-        WaitResumed.build(**QUESTION, status="resumed",
-                          receipt={"ran": True, "args": {"amount": 40}, "outcome": "returned", "at": AT}),
+        WaitResumed.build(
+            **QUESTION,
+            status="resumed",
+            receipt={"ran": True, "args": {"amount": 40}, "outcome": "returned", "at": AT},
+        ),
         WaitResumeFailed.build(**QUESTION, status="resume_failed", error="ValueError: boom", attempts=5),
         ThreadDone.build(thread_id="t-1", run_id="r-1", at=AT, output_bytes=11, summary='{"ok":true}'),
         ThreadFailed.build(thread_id="t-1", run_id=None, at=AT, started_at=AT, error="boom"),
@@ -57,7 +72,9 @@ def test_every_event_type_has_its_committed_schema_equal_to_the_models() -> None
     assert sorted(schemas) == sorted((*EVENT_TYPES, *RESOLUTION_TYPES))
     for type_, schema in schemas.items():
         path = SCHEMAS / f"{type_}.schema.json"
-        assert path.exists(), f"missing {path}: regenerate with agent_wait.events.write_schemas('docs/events')"
+        assert path.exists(), (
+            f"missing {path}: regenerate with agent_wait.events.write_schemas('docs/events')"
+        )
         assert json.loads(path.read_text()) == schema, (
             f"{path} differs from the model: regenerate with agent_wait.events.write_schemas('docs/events')"
         )
@@ -109,4 +126,8 @@ def test_dedupe_keys_are_stable_and_event_ids_fresh() -> None:
 def test_a_bare_interrupt_names_its_function_interrupt() -> None:
     envelope = build_envelope("t-1", Question(question_id="q-1", question="Which colour?"))
     attributes = {k: v["StringValue"] for k, v in message_attributes(envelope).items()}
-    assert (attributes["function"], attributes["status"], attributes["policy_kind"]) == ("interrupt", "raised", "text")
+    assert (attributes["function"], attributes["status"], attributes["policy_kind"]) == (
+        "interrupt",
+        "raised",
+        "text",
+    )

@@ -31,7 +31,12 @@ if TYPE_CHECKING:
     from wait_service.api import WaitApi
 
 APPROVE = {"action": "approve"}
-RECEIPT = {"ran": True, "args": {"customer": "c-17", "amount": 40}, "outcome": "returned", "at": "2026-11-30T10:00:05Z"}
+RECEIPT = {
+    "ran": True,
+    "args": {"customer": "c-17", "amount": 40},
+    "outcome": "returned",
+    "at": "2026-11-30T10:00:05Z",
+}
 
 
 def redeliver(aws: Aws) -> None:
@@ -78,7 +83,11 @@ def test_an_answer_publishes_one_wait_answered_on_both_sinks_with_filter_attribu
     [answered] = events(aws)
     assert answered["type"] == "wait.answered"
     assert answered["dedupe_key"] == "wait.answered:q-1"
-    assert (answered["answer"], answered["answered_by"], answered["digest"]) == (APPROVE, "ann", envelope.digest)
+    assert (answered["answer"], answered["answered_by"], answered["digest"]) == (
+        APPROVE,
+        "ann",
+        envelope.digest,
+    )
     # ... and the topic's subscriber got it once from the first read, with the filter attributes
     [(body, attributes)] = [(b, a) for b, a in subscribed if b["type"] == "wait.answered"]
     assert body["event_id"] == answered["event_id"]
@@ -106,7 +115,11 @@ def test_wait_created_carries_the_same_filter_attributes(aws: Aws) -> None:
         "status": "raised",
         "policy_kind": "approval",
     }
-    assert (escalated["type"], escalated["status"], escalated["route"]) == ("wait.escalated", "escalated", "managers")
+    assert (escalated["type"], escalated["status"], escalated["route"]) == (
+        "wait.escalated",
+        "escalated",
+        "managers",
+    )
 
 
 def test_a_redelivered_resume_publishes_one_wait_resumed_with_its_receipt(aws: Aws, api: WaitApi) -> None:
@@ -170,7 +183,9 @@ def test_an_expiry_publishes_one_wait_expired_saying_whether_the_default_applied
     assert expired["dedupe_key"] == "wait.expired:q-1"
 
 
-def test_a_failing_graph_publishes_one_thread_failed_and_one_wait_resume_failed(aws: Aws, api: WaitApi) -> None:
+def test_a_failing_graph_publishes_one_thread_failed_and_one_wait_resume_failed(
+    aws: Aws, api: WaitApi
+) -> None:
     # Given an answered question whose resume ran a graph that raised (recorded as the runner does)
     envelope = aws.raise_question("t-1", "q-1")
     run_id = start_run(aws, api, "t-1")

@@ -17,11 +17,12 @@ __all__ = ["SnsAnnounce"]
 
 
 class SnsAnnounce(BaseAnnounce):
-    """Publish the envelope JSON (or a resolution event's, :mod:`agent_wait.events`) to ``topic_arn``.
+    """Publish the envelope JSON to ``topic_arn`` (or a resolution event's: :mod:`agent_wait.events`).
 
     Message attributes ``type``, ``dedupe_key``, ``thread_id``, ``function``, ``status`` and
-    ``policy_kind`` (and ``route`` on an escalation; String) let subscribers filter. On a FIFO topic (ARN ending ``.fifo``) the message also gets
-    ``MessageGroupId = thread_id`` and ``MessageDeduplicationId = dedupe_key``.
+    ``policy_kind`` (and ``route`` on an escalation; String) let subscribers filter. On a FIFO
+    topic (ARN ending ``.fifo``) the message also gets ``MessageGroupId = thread_id`` and
+    ``MessageDeduplicationId = dedupe_key``.
 
     Parameters
     ----------

@@ -271,7 +271,7 @@ def enqueue_outage(api: Api, stack: LocalStack, *, threads: int = 10, outage: fl
     started = [f"outage-start-{stamp}-{n}" for n in range(threads)]
     for thread_id in answered:
         api.start(thread_id)
-    parked = {thread_id: wait_for(lambda t=thread_id: api.parked(t)) for thread_id in answered}
+    parked = {thread_id: wait_for(partial(api.parked, thread_id)) for thread_id in answered}
     if not outcome.check(all(parked.values()), "the threads to answer parked first"):
         return outcome
     inbox = stack.resources.inbox_url.rsplit("/", 1)[-1].encode()

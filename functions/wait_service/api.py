@@ -515,7 +515,7 @@ class WaitApi:
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                     202: {
-                        "description": "recorded; the resume follows from the ledger (certain, no retry needed)",
+                        "description": "recorded; the resume follows from the ledger, certain",
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                 },

@@ -52,9 +52,13 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
 
     from wait_service.inbox import Inbox
     from wait_service.ledger import Ledger
+    from wait_service.settings import Settings
 
 EventName = Literal["INSERT", "MODIFY", "REMOVE"]
 ItemKind = Literal["question", "thread", "run", "other"]
@@ -250,11 +254,11 @@ class OutboxDispatcher:
 
 
 def build_ledger_stream(
-    settings: Any,
+    settings: Settings,
     *,
-    dynamodb: Any = None,
-    sqs: Any = None,
-    sns: Any = None,
+    dynamodb: DynamoDBClient | None = None,
+    sqs: SQSClient | None = None,
+    sns: SNSClient | None = None,
 ) -> LedgerStream:
     """The dispatcher's service wired to the resources named by ``settings``.
 

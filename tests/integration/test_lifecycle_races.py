@@ -49,14 +49,13 @@ class Sends:
         self._lock = threading.Lock()
 
     def watch(self, sqs: Any) -> Any:
-        sqs.meta.events.register("before-call.sqs.SendMessage", self._sent)
+        sqs.meta.events.register("before-parameter-build.sqs.SendMessage", self._sent)
         return sqs
 
     def _sent(self, params: dict[str, Any], **_: Any) -> None:
-        request = json.loads(params.get("body") or b"{}")
-        if request.get("QueueUrl") != self.inbox_url:
+        if params.get("QueueUrl") != self.inbox_url:
             return
-        if json.loads(request.get("MessageBody") or "{}").get("question_id") != self.question_id:
+        if json.loads(params["MessageBody"]).get("question_id") != self.question_id:
             return
         with self._lock:
             self.count += 1

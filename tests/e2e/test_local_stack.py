@@ -145,7 +145,10 @@ def test_cli_start_see_answer_result(local_stack: LocalProcess) -> None:
     tail = run_cli("tail", "--queue-url", local_stack.info["outbox queue"], "--once", "--json")
     assert tail.returncode == 0
     envelopes = [json.loads(line) for line in tail.stdout.splitlines()]
-    assert question_id in {envelope["question_id"] for envelope in envelopes}
+    assert question_id in {envelope.get("question_id") for envelope in envelopes}
+    # The outbox carries how the question and the run ended too, each once
+    ended = [e["type"] for e in envelopes if e["thread_id"] == thread_id and e["type"] != "wait.created"]
+    assert sorted(ended) == ["thread.done", "wait.answered", "wait.resumed"]
 
 
 def test_cli_usage_and_connection_errors() -> None:

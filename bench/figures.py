@@ -451,7 +451,7 @@ CHUNKS = 6
 
 
 def reply_throughput(rounds: int, batch: int = 300) -> list[Figure]:
-    """Replies per CPU second, ours against the bare resolver making the same 4 calls, in two setups.
+    """Replies per CPU second, ours against the bare resolver making the same 2 calls, in two setups.
 
     The goal's figure answers AWS at the HTTP layer, so both sides run boto3 as a Lambda does. The
     second figure replaces boto3 itself with a Python object: what is left is the framework and, on
@@ -531,7 +531,7 @@ def reply_throughput(rounds: int, batch: int = 300) -> list[Figure]:
         figure = _ratio_figure(
             f"reply throughput in-process, {label} ({batch} replies per half, CPU time)",
             pairs,
-            "bare resolver making the same 4 calls",
+            "bare resolver making the same 2 calls",
             goal=goal or 0.0,
             higher=True,
         )
@@ -541,7 +541,7 @@ def reply_throughput(rounds: int, batch: int = 300) -> list[Figure]:
         bare_us = statistics.median(pairs.baseline) / batch * 1e6
         figure.ours = f"{batch / statistics.median(pairs.ours):.0f} replies/s ({ours_us:.0f} µs each)"
         figure.baseline = (
-            f"bare resolver, same 4 calls: {batch / statistics.median(pairs.baseline):.0f} replies/s "
+            f"bare resolver, same 2 calls: {batch / statistics.median(pairs.baseline):.0f} replies/s "
             f"({bare_us:.0f} µs each)"
         )
         extra = f"ours spends {ours_us - bare_us:.0f} µs more per reply than the bare resolver"

@@ -2,8 +2,9 @@
 
 Same routes, methods, parameter annotations and pydantic models as ``wait_service.api``, and the same
 two boto3 clients, but none of our code: no ledger, services, error mapping or observability. Its
-reply route makes the same AWS calls as ours (get the question, record the answer, enqueue the resume,
-note it enqueued), so the benchmark's ratios show what our code adds on top of the framework.
+reply route makes the same AWS calls as ours (get the question, record the answer: the resume follows
+from the ledger's stream, outside the request), so the benchmark's ratios show what our code adds on
+top of the framework.
 ``bench.__main__`` checks that its routes still match the api's.
 """
 
@@ -165,15 +166,7 @@ def build_app(
                 ":d": {"S": "delivered"},
             },
         )
-        thread_id = question.get("thread_id", {}).get("S", "")
-        body = json.dumps({"thread_id": thread_id, "question_id": question_id, "answer": request.answer})
-        sqs.send_message(QueueUrl=queue_url, MessageBody=body, MessageGroupId=thread_id)
-        dynamodb.update_item(
-            TableName=table,
-            Key=key,
-            UpdateExpression="SET resume_enqueued_at = :now",
-            ExpressionAttributeValues={":now": {"S": "now"}},
-        )
+        assert question
         return Response(status_code=202, content_type=JSON, body=ReplyAccepted(question_id=question_id))
 
     @app.post("/questions/<question_id>/revoke", responses={200: {"description": "revoked"}, **errors})

@@ -49,6 +49,18 @@ def test_api_handler_imports_from_the_built_assets_without_langgraph(report: Ass
     )
 
 
+def test_dispatcher_handler_imports_from_the_built_assets_without_langgraph(report: AssemblyReport) -> None:
+    dispatcher = next(f for f in report.functions if f.name == "Dispatcher")
+    assert [layer.display_name for layer in dispatcher.layers] == [
+        "Layers/Core/Code",
+        "Layers/AgentWait/Code",
+    ]
+    result = report.import_handler(dispatcher)
+    assert result.ok, result.output
+    assert "langgraph" not in result.modules
+    assert {"handler", "wait_service", "aws_lambda_powertools"} <= set(result.modules)
+
+
 def test_runner_handler_imports_from_the_built_assets(report: AssemblyReport) -> None:
     runner = next(f for f in report.functions if f.name == "Runner")
     result = report.import_handler(runner)

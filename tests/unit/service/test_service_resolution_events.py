@@ -281,3 +281,41 @@ def test_event_time_is_the_ledger_write_time(aws: Aws, api: WaitApi, clock: Fake
     aws.dispatch()
     [answered] = events(aws, "wait.answered")
     assert answered["occurred_at"] == iso(clock.now)
+
+
+def test_a_resume_whose_graph_raises_publishes_its_failure_events_once(aws: Aws, clock: FakeClock) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from test_service_runner import failing_runner
+
+    from wait_service.inbox import ResumeMessage
+    from wait_service.ledger import Ledger
+    from wait_service.runner import build_runner
+
+    # Given an answered question whose thread's graph raises when resumed, the message handled twice
+    runner = build_runner(
+        aws.settings,
+        dynamodb=aws.dynamodb,
+        sns=aws.sns,
+        sqs=aws.sqs,
+        checkpointer=InMemorySaver(),
+        clock=clock,
+    )
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
+    aws.raise_question("t-1", "q-1")
+    ledger.record_answer("q-1", APPROVE, answered_by="ann")
+    service, _ = failing_runner(runner, {"t-1"}, pending=("q-1",))
+    message = ResumeMessage(thread_id="t-1", question_id="q-1")
+    assert service.run(message).status == "failed"
+    service.run(message)
+
+    # When the dispatcher reads the stream, twice over
+    aws.dispatch()
+    redeliver(aws)
+
+    # Then one wait.resume_failed (one attempt: a graph's error is not retried) and one thread.failed
+    found = events(aws)
+    [resume_failed] = [e for e in found if e["type"] == "wait.resume_failed"]
+    assert (resume_failed["attempts"], resume_failed["error"]) == (1, "Boom: model unavailable for t-1")
+    [failed] = [e for e in found if e["type"] == "thread.failed"]
+    assert failed["error"] == "Boom: model unavailable for t-1"
+    assert [e["type"] for e in found].count("wait.answered") == 1

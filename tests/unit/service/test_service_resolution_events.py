@@ -319,3 +319,39 @@ def test_a_resume_whose_graph_raises_publishes_its_failure_events_once(aws: Aws,
     [failed] = [e for e in found if e["type"] == "thread.failed"]
     assert failed["error"] == "Boom: model unavailable for t-1"
     assert [e["type"] for e in found].count("wait.answered") == 1
+
+
+def test_a_resume_failing_every_attempt_publishes_one_resume_failed_with_its_attempts(
+    aws: Aws, clock: FakeClock
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from test_service_runner import THROTTLED, failing_runner
+
+    from wait_service.inbox import ResumeMessage
+    from wait_service.ledger import Ledger
+    from wait_service.runner import build_runner
+
+    runner = build_runner(
+        aws.settings,
+        dynamodb=aws.dynamodb,
+        sns=aws.sns,
+        sqs=aws.sqs,
+        checkpointer=InMemorySaver(),
+        clock=clock,
+    )
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
+    aws.raise_question("t-1", "q-1")
+    ledger.record_answer("q-1", APPROVE, answered_by="ann")
+    service, _ = failing_runner(runner, {"t-1"}, error=THROTTLED, pending=("q-1",))
+    message = ResumeMessage(thread_id="t-1", question_id="q-1")
+    # Every attempt is throttled; retries publish nothing, the last attempt records the failure
+    for attempt in (1, 2, 3):
+        with pytest.raises(ClientError):
+            service.run(message, receive_count=attempt)
+
+    aws.dispatch()
+
+    found = events(aws)
+    [resume_failed] = [e for e in found if e["type"] == "wait.resume_failed"]
+    assert resume_failed["attempts"] == 3
+    assert [e["type"] for e in found].count("thread.failed") == 1

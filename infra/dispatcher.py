@@ -1,4 +1,4 @@
-"""The dispatcher: the one reader of the ledger's stream (the outbox relay, and what plugs in after it)."""
+"""The dispatcher: the one reader of the ledger's stream (the outbox relay, the resolution events)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants
-from infra.functions import LEDGER_DISPATCHER_ACTIONS, ServiceFunction
+from infra.functions import LEDGER_DISPATCHER_ACTIONS, TOPIC_KEY_ACTIONS, ServiceFunction
 from infra.nag import acknowledge
 from wait_service.resources import (
     DISPATCHER,
@@ -21,6 +21,7 @@ from wait_service.resources import (
 
 if TYPE_CHECKING:
     from infra.config import StackConfig
+    from infra.fanout import Fanout
     from infra.inbox import Inbox
     from infra.layers import Layers
     from infra.ledger import Ledger
@@ -45,10 +46,13 @@ class Dispatcher(Construct):
     and then sends the record's metadata to ``ledger-stream-dlq`` (a standard queue: a stream
     mapping's on-failure destination cannot be FIFO).
 
+    It also publishes the resolution events (``wait.answered`` ... ``thread.failed``) to the
+    topic and the outbox: its role may publish there and use the topic's key.
+
     Examples
     --------
     >>> Dispatcher(stack, "Dispatcher", config=cfg, layers=layers, ledger=ledger, inbox=inbox,
-    ...            prefix="agent-wait-")  # doctest: +SKIP
+    ...            fanout=fanout, prefix="agent-wait-")  # doctest: +SKIP
     """
 
     def __init__(
@@ -60,6 +64,7 @@ class Dispatcher(Construct):
         layers: Layers,
         ledger: Ledger,
         inbox: Inbox,
+        fanout: Fanout,
         prefix: str,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -73,12 +78,14 @@ class Dispatcher(Construct):
             environment={
                 "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
                 "AGENT_WAIT_INBOX_URL": inbox.queue.queue_url,
+                "AGENT_WAIT_TOPIC_ARN": fanout.topic.topic_arn,
+                "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
             },
             memory_mb=constants.API_MEMORY_MB,
             timeout_seconds=DISPATCHER_TIMEOUT_SECONDS,
             service=config.stack_name,
-            description="agent-wait dispatcher: enqueues what the ledger's changes need (starts, resumes)",
+            description="agent-wait dispatcher: enqueues starts and resumes, publishes resolution events",
         )
         fn = self.service
         self.function = fn.function
@@ -86,6 +93,9 @@ class Dispatcher(Construct):
         fn.allow(LEDGER_DISPATCHER_ACTIONS, [ledger.table.table_arn])
         fn.allow(STREAM_READ_ACTIONS, [stream_arn])
         fn.allow(["sqs:SendMessage"], [inbox.queue.queue_arn])
+        fn.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn])
+        fn.allow(["sns:Publish"], [fanout.topic.topic_arn])
+        fn.allow(TOPIC_KEY_ACTIONS, [fanout.key.key_arn])
 
         self.dlq = sqs.Queue(
             self,

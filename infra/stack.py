@@ -74,6 +74,7 @@ class AgentWaitStack(cdk.Stack):
             layers=self.layers,
             ledger=self.ledger,
             inbox=self.inbox,
+            fanout=self.fanout,
             prefix=prefix,
         )
         self.runner = RunnerFunction(

@@ -107,7 +107,10 @@ def dispatch(resources: LocalResources, aws_client: Any) -> Any:
         reader = readers.get(id(sqs))
         if reader is None:
             stream = build_ledger_stream(
-                Settings.from_env(resources.env()), dynamodb=aws_client("dynamodb"), sqs=client
+                Settings.from_env(resources.env()),
+                dynamodb=aws_client("dynamodb"),
+                sqs=client,
+                sns=aws_client("sns"),
             )
             assert resources.ledger_stream_arn is not None
             reader = readers[id(sqs)] = StreamReader(

@@ -294,6 +294,13 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     tail.add_argument("--peek", action="store_true", help="leave messages in the queue")
     tail.add_argument("--once", action="store_true", help="exit when the queue has nothing more")
     tail.add_argument("--max", type=int, help="exit after this many envelopes")
+    tail.add_argument(
+        "--type",
+        action="append",
+        metavar="TYPE",
+        help="print only events of this type (repeatable, or a comma list: wait.answered,thread.failed); "
+        "the others are still consumed unless --peek is given",
+    )
 
     dlq_common = OneLineParser(add_help=False)
     dlq_common.add_argument(

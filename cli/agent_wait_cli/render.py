@@ -163,7 +163,43 @@ def thread_detail(thread: Mapping[str, Any]) -> str:
     )
 
 
+# The field that says what a resolution event reports, by type.
+_RESOLUTION_DETAIL = {
+    "wait.answered": "answer",
+    "wait.expired": "answer",
+    "wait.revoked": "reason",
+    "wait.resumed": "receipt",
+    "wait.resume_failed": "error",
+    "thread.done": "summary",
+    "thread.failed": "error",
+}
+
+
 def envelope_line(envelope: Mapping[str, Any]) -> str:
+    """One line per event: a question as it was raised, or what a resolution event reports.
+
+    Examples
+    --------
+    >>> print(envelope_line({"type": "wait.revoked", "occurred_at": "2026-11-30T10:00:00Z",
+    ...     "thread_id": "t-1", "question_id": "q-1", "reason": "duplicate"}))
+    2026-11-30T10:00:00Z  wait.revoked  thread=t-1  question=q-1  reason="duplicate"
+    """
+    detail = _RESOLUTION_DETAIL.get(str(envelope.get("type")))
+    if detail is not None:
+        subject = (
+            f"question={envelope.get('question_id')}"
+            if "question_id" in envelope
+            else f"run={envelope.get('run_id')}"
+        )
+        return "  ".join(
+            [
+                str(envelope.get("occurred_at", "-")),
+                str(envelope.get("type")),
+                f"thread={envelope.get('thread_id')}",
+                subject,
+                f"{detail}={json.dumps(envelope.get(detail), ensure_ascii=False)[:160]}",
+            ]
+        )
     policy = _mapping(envelope.get("policy"))
     return "  ".join(
         [

@@ -12,6 +12,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent_wait.envelope import EVENT_TYPES
+from agent_wait.events import RESOLUTION_TYPES
 from agent_wait_cli import render
 from agent_wait_cli.client import ApiConnectionError, UsageError, is_loopback
 
@@ -86,6 +88,32 @@ def check_queue_url(queue_url: str) -> str:
     return queue_url
 
 
+KNOWN_TYPES: tuple[str, ...] = (*EVENT_TYPES, *RESOLUTION_TYPES)
+
+
+def parse_types(values: list[str] | None) -> frozenset[str] | None:
+    """The event types ``--type`` asked for (repeated or comma separated); ``None``: every type.
+
+    Examples
+    --------
+    >>> sorted(parse_types(["wait.answered,thread.failed", "wait.created"]))
+    ['thread.failed', 'wait.answered', 'wait.created']
+    >>> parse_types(None) is None
+    True
+    >>> parse_types(["wait.anwsered"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    agent_wait_cli.client.UsageError: --type 'wait.anwsered' is not an event type; one of wait.created, ...
+    """
+    if not values:
+        return None
+    types = {part.strip() for value in values for part in value.split(",") if part.strip()}
+    for type_ in sorted(types):
+        if type_ not in KNOWN_TYPES:
+            raise UsageError(f"--type {type_!r} is not an event type; one of {', '.join(KNOWN_TYPES)}")
+    return frozenset(types)
+
+
 def follow(
     args: argparse.Namespace,
     out: TextIO,
@@ -99,6 +127,7 @@ def follow(
     stop = stop or threading.Event()
     sleep = sleep or stop.wait
     check_queue_url(args.queue_url)
+    types = parse_types(getattr(args, "type", None))
     endpoint = endpoint_for(args.queue_url, args.endpoint_url)
     local = endpoint is not None and is_loopback(endpoint)
     if client is None:
@@ -131,6 +160,11 @@ def follow(
         for message in fresh:
             seen.add(message["MessageId"])
             envelope = unwrap(message.get("Body") or "")
+            wanted = types is None or (isinstance(envelope, Mapping) and envelope.get("type") in types)
+            if not wanted:
+                if not args.peek:
+                    client.delete_message(QueueUrl=args.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                continue
             if args.json:
                 out.write(json.dumps(envelope, ensure_ascii=False) + "\n")
             elif isinstance(envelope, Mapping):

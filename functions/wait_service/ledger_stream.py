@@ -14,6 +14,8 @@ The consumers today:
   expired, revoked: :data:`wait_service.statuses.RESUMING`) -> the resume message on the inbox;
   a new run record (``run:<run_id>``, written with the thread item by
   :meth:`~wait_service.ledger.threads.ThreadStore.queue_run`) -> the start message.
+- :class:`~wait_service.resolution_events.ResolutionEvents`: a question answered, expired,
+  revoked, resumed or failing to resume, a run ending -> its event on the topic and the outbox.
 
 - :class:`wait_service.archive.ArchiveConsumer`: each change of a decided question -> one record
   of the audit archive (Firehose deployed, JSON Lines locally), when an archive is configured.
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
     from wait_service.inbox import Inbox
@@ -259,6 +262,7 @@ def build_ledger_stream(
     dynamodb: DynamoDBClient | None = None,
     sqs: SQSClient | None = None,
     firehose: Any = None,
+    sns: SNSClient | None = None,
 ) -> LedgerStream:
     """The dispatcher's service wired to the resources named by ``settings``.
 
@@ -266,13 +270,22 @@ def build_ledger_stream(
     --------
     >>> stream = build_ledger_stream(Settings.from_env(os.environ))  # doctest: +SKIP
     """
+    from agent_wait.aws import SnsAnnounce, SqsAnnounce
     from wait_service.archive import ArchiveConsumer, archive_sink
     from wait_service.inbox import Inbox
     from wait_service.ledger import Ledger
+    from wait_service.resolution_events import ResolutionEvents
 
     ledger = Ledger(settings.require("ledger_table"), dynamodb, ttl_days=settings.ledger_ttl_days)
     inbox = Inbox(settings.require("inbox_url"), sqs)
-    consumers: list[Consumer] = [OutboxDispatcher(ledger, inbox)]
+    # The outbox first: a retried record's second send is dropped there by FIFO deduplication.
+    events = ResolutionEvents(
+        [
+            SqsAnnounce(settings.require("outbox_url"), client=inbox._client),
+            SnsAnnounce(settings.require("topic_arn"), client=sns),
+        ]
+    )
+    consumers: list[Consumer] = [OutboxDispatcher(ledger, inbox), events]
     # The audit archive: every decided question, before the ledger's TTL can remove it.
     sink = archive_sink(
         stream_name=getattr(settings, "archive_stream", None),

@@ -29,3 +29,5 @@ QUESTIONS_UNRECORDABLE: Final = "QuestionsUnrecordable"
 # Messages the ledger stream's dispatcher put on the inbox: resumes of decided questions, run starts.
 RESUMES_DISPATCHED: Final = "ResumesDispatched"
 STARTS_DISPATCHED: Final = "StartsDispatched"
+# Resolution events (`wait.answered`, ..., `thread.failed`) the dispatcher published, by type.
+EVENTS_PUBLISHED: Final = "EventsPublished"

@@ -875,7 +875,7 @@ class RunnerService:
         error = f"{type(exc).__name__}: {exc}" if exc is not None else "the graph failed"
         logger.warning("run failed: the graph raised", extra={"error": error}, exc_info=exc)
         metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
-        if question is not None and self.ledger.mark_resume_failed(question, error):
+        if question is not None and self.ledger.mark_resume_failed(question, error, attempts=1):
             metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
         self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, error))
         return RunOutcome(thread_id=thread_id, status="failed", error=error)
@@ -896,7 +896,8 @@ class RunnerService:
         metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
 
         def record() -> None:
-            if question is not None and self.ledger.mark_resume_failed(question, error):
+            attempts = receive_count
+            if question is not None and self.ledger.mark_resume_failed(question, error, attempts=attempts):
                 metrics.add_metric(name=RESUME_FAILURES, unit=MetricUnit.Count, value=1)
             self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, error))
 

@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 START_TIMEOUT = 120.0
 STEP_TIMEOUT = 60.0
+# One JSON Schema per event type: every event a local stack publishes is checked against its own.
+SCHEMAS = ROOT / "docs" / "events"
 
 
 def cli_path() -> str:
@@ -41,6 +43,8 @@ class LocalProcess:
     process: subprocess.Popen[str]
     lines: list[str] = field(default_factory=list)
     info: dict[str, str] = field(default_factory=dict)
+    # The events read from the subscriber queue when the stack stopped (see invalid_events).
+    events: list[dict[str, Any]] = field(default_factory=list)
     _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
 
     @property
@@ -74,14 +78,53 @@ class LocalProcess:
         raise AssertionError("agent-wait local printed no API line:\n" + "\n".join(self.lines))
 
     def stop(self, timeout: float = 30.0) -> int:
+        invalid: list[str] = []
         if self.process.poll() is None:
+            invalid = self.invalid_events()
             self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout=timeout)
+            code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
             raise
+        assert not invalid, "events that do not match their schema (docs/events/):\n" + "\n".join(invalid)
+        return code
+
+    def invalid_events(self) -> list[str]:
+        """Every event the stack published to its topic, each checked against its type's schema.
+
+        The subscriber queue takes every publish (raw delivery): draining it before the stack stops
+        checks each event the test made the stack emit, whatever the test read itself.
+        """
+        import boto3
+        import jsonschema
+
+        if "subscriber queue" not in self.info or "moto" not in self.info:
+            return []
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=self.info["moto"],
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+        url = self.info["subscriber queue"]
+        invalid: list[str] = []
+        while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            for message in got:
+                event = json.loads(message["Body"])
+                self.events.append(event)
+                schema = SCHEMAS / f"{event.get('type')}.schema.json"
+                if not schema.exists():
+                    invalid.append(f"no schema for {event.get('type')!r}: {message['Body'][:300]}")
+                    continue
+                try:
+                    jsonschema.validate(event, json.loads(schema.read_text()))
+                except jsonschema.ValidationError as exc:
+                    invalid.append(f"{event.get('type')}: {exc.message}: {message['Body'][:300]}")
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        return invalid
 
 
 def start_local(*extra: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> LocalProcess:

@@ -60,10 +60,23 @@ def test_http_start_question_answer_result(local_stack: LocalProcess) -> None:
 
     # One printed line per event, in order, for this thread.
     names = eventually(lambda: _event_names(local_stack, thread_id, until="run done"), what="the event lines")
-    assert names == ["run started", "question raised", "answered", "resuming", "resumed", "run done"]
-    # The runner's lines name its function; the api's ("answered") do not.
+    assert [name for name in names if name != "event"] == [
+        "run started",
+        "question raised",
+        "answered",
+        "resuming",
+        "resumed",
+        "run done",
+    ]
+    # The dispatcher's line per resolution event it published: each once
+    published = eventually(lambda: _published(local_stack, thread_id, "thread.done"), what="the event lines")
+    assert sorted(published) == ["thread.done", "wait.answered", "wait.resumed"]
+    # The runner's lines name its function, the dispatcher's its own; the api's ("answered") none.
     for line in local_stack.lines:
         if f" thread={thread_id} " in line:
+            if line[10:25].strip() == "event":
+                assert line.endswith(" function=agent-wait-dispatcher"), line
+                continue
             assert line.endswith(" function=agent-wait-runner") == (" answered " not in line), line
 
 
@@ -149,6 +162,16 @@ def _event_names(local: LocalProcess, thread_id: str, until: str) -> list[str] |
     return names if until in names else None
 
 
+def _published(local: LocalProcess, thread_id: str, until: str) -> list[str] | None:
+    """The types of the ``event`` lines printed for ``thread_id``, once ``until`` is among them."""
+    types = [
+        line.split(" type=", 1)[1].split(" ", 1)[0]
+        for line in list(local.lines)
+        if f" thread={thread_id} " in line and line[10:25].strip() == "event"
+    ]
+    return types if until in types else None
+
+
 def test_cli_start_see_answer_result(local_stack: LocalProcess) -> None:
     api = ["--api", local_stack.api]
     thread_id = f"e2e-cli-{uuid.uuid4().hex[:6]}"
@@ -192,7 +215,10 @@ def test_cli_start_see_answer_result(local_stack: LocalProcess) -> None:
     tail = run_cli("tail", "--queue-url", local_stack.info["outbox queue"], "--once", "--json")
     assert tail.returncode == 0
     envelopes = [json.loads(line) for line in tail.stdout.splitlines()]
-    assert question_id in {envelope["question_id"] for envelope in envelopes}
+    assert question_id in {envelope.get("question_id") for envelope in envelopes}
+    # The outbox carries how the question and the run ended too, each once
+    ended = [e["type"] for e in envelopes if e["thread_id"] == thread_id and e["type"] != "wait.created"]
+    assert sorted(ended) == ["thread.done", "wait.answered", "wait.resumed"]
 
 
 def test_cli_usage_and_connection_errors() -> None:

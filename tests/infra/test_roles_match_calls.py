@@ -114,6 +114,7 @@ def calls() -> Iterator[dict[str, set[str]]]:
             dynamodb=dispatcher_calls.client("dynamodb"),
             sqs=dispatcher_calls.client("sqs"),
             firehose=dispatcher_calls.client("firehose"),
+            sns=dispatcher_calls.client("sns"),
         )
         assert resources.ledger_stream_arn is not None
         reader = StreamReader(
@@ -225,10 +226,17 @@ def test_the_dispatcher_role_grants_exactly_what_the_dispatcher_and_its_mapping_
             arn_of(default_synth, stack.ledger.table),
             arn_of(default_synth, stack.inbox.queue),
             {"Fn::GetAtt": [stack.get_logical_id(stack.archive.stream), "Arn"]},
+            # The resolution events (`wait.answered`, `wait.resumed`, `thread.done`...).
+            {"Ref": logical_id(default_synth, stack.fanout.topic)},
+            arn_of(default_synth, stack.fanout.outbox),
         ],
     )
 
-    assert own == calls["dispatcher"] == {"dynamodb:UpdateItem", "sqs:SendMessage", "firehose:PutRecordBatch"}
+    assert (
+        own
+        == calls["dispatcher"]
+        == {"dynamodb:UpdateItem", "sns:Publish", "sqs:SendMessage", "firehose:PutRecordBatch"}
+    )
     stream_grants = {
         action
         for actions, resource in role_actions(default_synth, stack.dispatcher.role)

@@ -508,6 +508,10 @@ def test_dispatcher_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     {"Fn::GetAtt": [logical_id(default_synth, stack.ledger.table), "StreamArn"]},
                 ),
                 (("sqs:SendMessage",), arn_of(default_synth, stack.inbox.queue)),
+                # The resolution events, on the outbox and the topic (whose key encrypts them)
+                (("sqs:SendMessage",), arn_of(default_synth, stack.fanout.outbox)),
+                (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
+                (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
                 # The mapping's on-failure destination
                 (
                     ("sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"),

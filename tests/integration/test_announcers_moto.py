@@ -52,6 +52,10 @@ def test_sns_standard_topic_reaches_a_subscribed_queue_with_attributes(
         "type": "wait.created",
         "dedupe_key": "wait.created:q-sns",
         "thread_id": "thread-sns",
+        # The keys of subscribers' filter policies (docs/events.md)
+        "function": envelope.question["function"],  # type: ignore[index,call-overload]
+        "status": "raised",
+        "policy_kind": envelope.policy.kind,
     }
 
 

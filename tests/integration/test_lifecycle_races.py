@@ -41,8 +41,10 @@ class Sends:
     """Counts the sends naming one question on every client it watches (FIFO deduplication would
     hide a second)."""
 
-    def __init__(self, question_id: str) -> None:
+    def __init__(self, question_id: str, inbox_url: str) -> None:
         self.question_id = question_id
+        # The resume goes to the inbox; the resolution events to the outbox are not resumes.
+        self.inbox_url = inbox_url
         self.count = 0
         self._lock = threading.Lock()
 
@@ -51,6 +53,8 @@ class Sends:
         return sqs
 
     def _sent(self, params: dict[str, Any], **_: Any) -> None:
+        if params.get("QueueUrl") != self.inbox_url:
+            return
         if json.loads(params["MessageBody"]).get("question_id") != self.question_id:
             return
         with self._lock:
@@ -96,7 +100,7 @@ def race_once(
         now=RAISED,
     )
     DynamoDbAnnounce(resources.ledger_table, client=dynamodb).deliver(envelope)
-    sends = Sends(question_id)
+    sends = Sends(question_id, resources.inbox_url)
     replier, revoker, lifecycle = racers(resources, aws_client)
     barrier = threading.Barrier(3)
     outcomes: dict[str, Any] = {}

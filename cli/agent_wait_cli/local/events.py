@@ -17,7 +17,10 @@ The lines come from what the stack itself sees, never from the handlers' logs:
   can receive it first: its ``resuming`` line waits (a few seconds at most) for the reply's exchange
   to end, and a thread's lines read in the order things happened;
 - ``expired``, ``escalated``, ``reminded``: a question's timer fired and did that (``timer``
-  lines say when it did nothing, or failed).
+  lines say when it did nothing, or failed);
+- ``event``: the dispatcher published a resolution event (``type=wait.answered`` ...
+  ``thread.failed``) to the topic and the outbox, for a change of the ledger's stream; these lines
+  end with ``function=<dispatcher function name>``.
 
 Every line is one line: values are JSON on one line, cut to a length. The lines the runner's
 work causes end with ``function=<runner function name>``, as a Lambda's log lines name it.
@@ -153,6 +156,30 @@ class EventLog:
 
     def _runner_line(self, what: str, **fields: str) -> None:
         self.emit(what, **fields, function=self._runner)
+
+    # -- the ledger's stream ------------------------------------------------------------------
+
+    def published(self, records: list[dict[str, Any]], *, function: str = "") -> None:
+        """After the dispatcher handled a batch of the ledger's stream: one ``event`` line per
+        resolution event it published (``wait.answered`` ... ``thread.failed``), read from the same
+        transitions the dispatcher reads."""
+        from wait_service.ledger_stream import LedgerChange
+        from wait_service.resolution_events import events_of
+
+        for record in records:
+            try:
+                change = LedgerChange.from_record(record)
+            except ValueError:
+                continue
+            for event in events_of(change):
+                self.emit(
+                    "event",
+                    type=event.type,
+                    thread=event.thread_id,
+                    question=getattr(event, "question_id", None) or "",
+                    dedupe_key=event.dedupe_key,
+                    function=function,
+                )
 
     # -- poller -------------------------------------------------------------------------------
 

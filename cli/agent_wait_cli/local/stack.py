@@ -297,7 +297,7 @@ class LocalStack:
             sqs=self.client("sqs"),
             dlq_url=self._resources.stream_dlq_url,
             # What the dispatcher enqueued is on the inbox now: the poller need not wait it out.
-            on_batch=lambda _records: poller.wake(),
+            on_batch=lambda records: _after_dispatch(poller, events, records),
         )
         group = self._resources.schedule_group
         assert group is not None
@@ -526,3 +526,10 @@ class LocalStack:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _after_dispatch(poller: InboxPoller, events: EventLog | None, records: list[dict[str, Any]]) -> None:
+    """What the dispatcher enqueued is on the inbox now; print the events it published."""
+    poller.wake()
+    if events is not None:
+        events.published(records, function=DISPATCHER_FUNCTION)

@@ -325,13 +325,20 @@ class QuestionStore(LedgerTable):
             return self._stage_request(question.question_id, "resumed", actor=actor, first=first)
         return self._move_request(question.question_id, "resumed", actor=actor, ends=True, first=first)
 
-    def mark_resume_failed(self, question: QuestionRecord, error: str, *, actor: str = "runner") -> bool:
-        """The last attempt to resume the thread with the question's answer failed."""
+    def mark_resume_failed(
+        self, question: QuestionRecord, error: str, *, actor: str = "runner", attempts: int | None = None
+    ) -> bool:
+        """The last attempt to resume the thread with the question's answer failed.
+
+        ``attempts`` (how many were made) is kept as ``resume_attempts`` for the
+        ``wait.resume_failed`` event.
+        """
+        extra: dict[str, Any] = {"error": error}
+        if attempts is not None:
+            extra["resume_attempts"] = attempts
         if question.status in CLOSED:
-            return self._stage_after_close(
-                question.question_id, "resume_failed", actor=actor, extra={"error": error}
-            )
-        return self._move(question.question_id, "resume_failed", actor=actor, extra={"error": error})
+            return self._stage_after_close(question.question_id, "resume_failed", actor=actor, extra=extra)
+        return self._move(question.question_id, "resume_failed", actor=actor, extra=extra)
 
     def _stage_after_close(
         self,

@@ -93,6 +93,11 @@ class TestSnsAnnounce(AnnounceConformance):
                 "type": "wait.created",
                 "dedupe_key": envelope.dedupe_key,
                 "thread_id": envelope.thread_id,
+                "function": envelope.question["function"]  # type: ignore[index,call-overload]
+                if isinstance(envelope.question, dict)
+                else "interrupt",
+                "status": "raised",
+                "policy_kind": envelope.policy.kind,
             }
         # A standard topic gives no order guarantee; the suite compares in publish order.
         return sorted((Envelope.model_validate_json(m["Body"]) for m in messages), key=lambda e: e.event_id)

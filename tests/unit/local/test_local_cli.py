@@ -491,6 +491,71 @@ def test_tail_peek_leaves_messages() -> None:
     assert queue.deleted == [] and "question=q" in out.getvalue()
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [["--type", "wait.answered,thread.failed"], ["--type", "wait.answered", "--type", "thread.failed"]],
+)
+def test_tail_type_prints_only_those_types_and_still_consumes_the_rest(flags: list[str]) -> None:
+    bodies = [
+        {"type": "wait.created", "thread_id": "t-1", "question_id": "q-1"},
+        {"type": "wait.answered", "thread_id": "t-1", "question_id": "q-1", "answer": {"action": "approve"}},
+        {"type": "thread.done", "thread_id": "t-1", "run_id": "r-1", "summary": "{}"},
+        {"type": "thread.failed", "thread_id": "t-2", "run_id": "r-2", "error": "boom"},
+    ]
+    queue = FakeQueue([json.dumps(b) for b in bodies])
+    args = build_parser({}).parse_args(
+        ["tail", "--queue-url", "http://127.0.0.1:5000/1/outbox.fifo", "--once", "--json", *flags]
+    )
+    out = io.StringIO()
+
+    assert follow(args, out, io.StringIO(), client=queue, sleep=lambda s: None) == 0
+
+    assert [json.loads(line)["type"] for line in out.getvalue().splitlines()] == [
+        "wait.answered",
+        "thread.failed",
+    ]
+    assert queue.deleted == ["h0", "h1", "h2", "h3"]
+
+
+def test_tail_type_lines_say_what_each_resolution_event_reports() -> None:
+    queue = FakeQueue(
+        [
+            json.dumps(
+                {
+                    "type": "wait.revoked",
+                    "occurred_at": "2026-11-30T10:00:00.000Z",
+                    "thread_id": "t-1",
+                    "question_id": "q-1",
+                    "reason": "duplicate",
+                }
+            )
+        ]
+    )
+    args = build_parser({}).parse_args(["tail", "--queue-url", "http://127.0.0.1:5000/1/q", "--once"])
+    out = io.StringIO()
+
+    follow(args, out, io.StringIO(), client=queue, sleep=lambda s: None)
+
+    assert (
+        out.getvalue()
+        == '2026-11-30T10:00:00.000Z  wait.revoked  thread=t-1  question=q-1  reason="duplicate"\n'
+    )
+
+
+def test_tail_an_unknown_type_is_a_one_line_usage_error() -> None:
+    err_out = io.StringIO()
+    code = main(
+        ["tail", "--queue-url", "http://127.0.0.1:5000/1/q", "--type", "wait.answered,wait.anwsered"],
+        out=io.StringIO(),
+        err=err_out,
+    )
+
+    err = err_out.getvalue()
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "wait.anwsered" in err and "wait.answered" in err
+
+
 def test_tail_helpers() -> None:
     assert unwrap("not json") == "not json"
     assert endpoint_for("http://localhost:5000/1/q", None) == "http://localhost:5000"

@@ -272,3 +272,32 @@ def test_a_poison_message_nested_200000_deep_does_not_stop_the_event_lines() -> 
     log.batch_done(BatchResult([deep], succeeded=["p"]))
 
     assert lines == ["10:00:05  poison           bytes=400000"]
+
+
+def test_the_dispatchers_published_events_are_one_line_each() -> None:
+    lines: list[str] = []
+    log = EventLog(lines.append, lambda _: None, lambda _: None, now=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    question = {
+        "dedupe_key": {"S": "wait.created:q-1"},
+        "question_id": {"S": "q-1"},
+        "thread_id": {"S": "t-1"},
+    }
+    answered = {
+        "eventName": "MODIFY",
+        "dynamodb": {
+            "SequenceNumber": "7",
+            "Keys": {"dedupe_key": {"S": "wait.created:q-1"}},
+            "OldImage": question | {"status": {"S": "delivered"}},
+            "NewImage": question | {"status": {"S": "answered"}, "answered_by": {"S": "ann"}},
+        },
+    }
+    delivered = answered | {
+        "dynamodb": answered["dynamodb"] | {"NewImage": question | {"status": {"S": "delivered"}}}
+    }
+
+    log.published([answered, delivered, {"eventName": "bogus"}], function="agent-wait-dispatcher")
+
+    assert lines == [
+        "00:00:00  event            type=wait.answered thread=t-1 question=q-1 dedupe_key=wait.answered:q-1"
+        " function=agent-wait-dispatcher"
+    ]

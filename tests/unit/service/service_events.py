@@ -92,7 +92,7 @@ class Aws:
 
             if self.streams is None:
                 raise RuntimeError("the Aws fixture has no dynamodbstreams client")
-            service = build_ledger_stream(self.settings, dynamodb=self.dynamodb, sqs=self.sqs)
+            service = build_ledger_stream(self.settings, dynamodb=self.dynamodb, sqs=self.sqs, sns=self.sns)
             handler = load_handler("dispatcher")
             self._reader = StreamReader(
                 self.streams,

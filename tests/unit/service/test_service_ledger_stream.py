@@ -124,7 +124,7 @@ def test_a_failing_enqueue_is_retried_from_the_stream_until_it_goes(aws: Aws, ap
     envelope = aws.raise_question("t-1", "q-1")
     api.replies.reply("q-1", APPROVE, principal="ann", if_match=f'"{envelope.digest}"')
     failed = fail_sends(aws, 3)
-    service = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs)
+    service = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs, sns=aws.sns)
     reader = StreamReader(
         aws.streams,
         aws.resources.ledger_stream_arn,
@@ -147,7 +147,7 @@ def test_a_record_handled_twice_sends_one_message(aws: Aws, api: WaitApi) -> Non
     api.replies.reply("q-1", APPROVE, principal="ann", if_match=f'"{envelope.digest}"')
     api.runs.start("t-2", {"customer": "c-17", "amount": 40})
     event = {"Records": stream_records(aws)}
-    service = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs)
+    service = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs, sns=aws.sns)
 
     # When the whole batch is handled twice (a mapping's retry after a timeout)
     assert _handle(event, None, service) == {"batchItemFailures": []}
@@ -214,7 +214,7 @@ def test_a_failing_consumer_fails_only_its_record_and_later_consumers_plug_in(aw
 
 
 def test_a_record_that_is_not_a_ledger_change_is_skipped_not_retried(aws: Aws) -> None:
-    service = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs)
+    service = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs, sns=aws.sns)
     record = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "7", "Keys": {"pk": {"S": "x"}}}}
 
     assert _handle({"Records": [record]}, None, service) == {"batchItemFailures": []}

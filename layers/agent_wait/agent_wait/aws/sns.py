@@ -11,16 +11,18 @@ from agent_wait.aws._attributes import message_attributes
 
 if TYPE_CHECKING:
     from agent_wait.envelope import Envelope
+    from agent_wait.events import ResolutionEvent
 
 __all__ = ["SnsAnnounce"]
 
 
 class SnsAnnounce(BaseAnnounce):
-    """Publish the envelope JSON to ``topic_arn``.
+    """Publish the envelope JSON to ``topic_arn`` (or a resolution event's: :mod:`agent_wait.events`).
 
-    Message attributes ``type``, ``dedupe_key`` and ``thread_id`` (String) let subscribers
-    filter. On a FIFO topic (ARN ending ``.fifo``) the message also gets
-    ``MessageGroupId = thread_id`` and ``MessageDeduplicationId = dedupe_key``.
+    Message attributes ``type``, ``dedupe_key``, ``thread_id``, ``function``, ``status`` and
+    ``policy_kind`` (and ``route`` on an escalation; String) let subscribers filter. On a FIFO
+    topic (ARN ending ``.fifo``) the message also gets ``MessageGroupId = thread_id`` and
+    ``MessageDeduplicationId = dedupe_key``.
 
     Parameters
     ----------
@@ -40,7 +42,7 @@ class SnsAnnounce(BaseAnnounce):
         self.client = client if client is not None else boto3.client("sns")
         self.name = name
 
-    def deliver(self, envelope: Envelope) -> None:
+    def deliver(self, envelope: Envelope | ResolutionEvent) -> None:
         kwargs: dict[str, Any] = {
             "TopicArn": self.topic_arn,
             "Message": envelope.to_json(),

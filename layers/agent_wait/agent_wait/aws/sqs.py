@@ -11,6 +11,7 @@ from agent_wait.aws._attributes import message_attributes
 
 if TYPE_CHECKING:
     from agent_wait.envelope import Envelope
+    from agent_wait.events import ResolutionEvent
 
 __all__ = ["SqsAnnounce"]
 
@@ -40,7 +41,7 @@ class SqsAnnounce(BaseAnnounce):
         self.client = client if client is not None else boto3.client("sqs")
         self.name = name
 
-    def deliver(self, envelope: Envelope) -> None:
+    def deliver(self, envelope: Envelope | ResolutionEvent) -> None:
         kwargs: dict[str, Any] = {
             "QueueUrl": self.queue_url,
             "MessageBody": envelope.to_json(),

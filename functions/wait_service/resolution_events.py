@@ -1,0 +1,178 @@
+"""Resolution events: the ledger's stream tells downstream systems how each wait and run ended.
+
+:class:`ResolutionEvents` is a consumer of the ledger's stream (:mod:`wait_service.ledger_stream`):
+from the two images of each change it reads one *transition* and publishes its event
+(:mod:`agent_wait.events`) to the topic and the outbox through the announcers that publish
+``wait.created``. A transition is seen once per change because the ledger's conditional writes
+allow it once (two racing replies: one ``raised → answered`` write succeeds), so each event is
+published once per question or run; a stream record handled twice (a retried batch) publishes it
+again under the same ``dedupe_key``, which the outbox's FIFO deduplication drops and a topic
+subscriber drops on ``dedupe_key``.
+
+- a question's ``status`` moves to ``answered`` / ``expired`` / ``revoked``: ``wait.answered`` /
+  ``wait.expired`` / ``wait.revoked``;
+- a question moves to ``resumed``, or (expired, revoked) gains ``resumed_at``: ``wait.resumed``
+  (with the call's receipt);
+- a question gains its first ``resume_failed`` stage: ``wait.resume_failed``;
+- a thread's ``run_status`` moves to ``done`` / ``failed``: ``thread.done`` / ``thread.failed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from agent_wait.aws._attributes import BARE_FUNCTION
+from agent_wait.events import (
+    ThreadDone,
+    ThreadFailed,
+    WaitAnswered,
+    WaitExpired,
+    WaitResumed,
+    WaitResumeFailed,
+    WaitRevoked,
+)
+from wait_service.ledger import QuestionRecord
+from wait_service.ledger.questions import EXPIRED_ANSWER
+from wait_service.metric_names import EVENTS_PUBLISHED
+from wait_service.observability import logger, metrics
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from agent_wait.aws import SnsAnnounce, SqsAnnounce
+    from agent_wait.events import ResolutionEvent
+    from wait_service.ledger_stream import LedgerChange
+
+
+class ResolutionEvents:
+    """Publishes the resolution event of each ledger change that ends a wait or a run.
+
+    Parameters
+    ----------
+    sinks:
+        The announcers to deliver to (the outbox's :class:`SqsAnnounce`, the topic's
+        :class:`SnsAnnounce`). ``deliver`` is called, not ``announce``: a sink that fails raises,
+        and the stream record is retried (the FIFO outbox drops what it already took).
+
+    Examples
+    --------
+    >>> events = ResolutionEvents([SqsAnnounce(outbox_url), SnsAnnounce(topic_arn)])  # doctest: +SKIP
+    >>> LedgerStream([OutboxDispatcher(ledger, inbox), events])  # doctest: +SKIP
+    """
+
+    name = "resolution-events"
+
+    def __init__(self, sinks: Sequence[SnsAnnounce | SqsAnnounce]) -> None:
+        self.sinks = list(sinks)
+
+    def handle(self, change: LedgerChange) -> None:
+        for event in events_of(change):
+            for sink in self.sinks:
+                sink.deliver(event)
+            metrics.add_metric(name=EVENTS_PUBLISHED, unit=MetricUnit.Count, value=1)
+            logger.info(
+                "event published",
+                extra={"type": event.type, "dedupe_key": event.dedupe_key, "thread_id": event.thread_id},
+            )
+
+
+def events_of(change: LedgerChange) -> list[ResolutionEvent]:
+    """The resolution events a ledger change carries (none for most changes)."""
+    if change.new is None:
+        return []
+    if change.kind == "question":
+        return _question_events(change)
+    if change.kind == "thread":
+        return _thread_events(change)
+    return []
+
+
+def _question_events(change: LedgerChange) -> list[ResolutionEvent]:
+    question = QuestionRecord.from_item(change.new or {})
+    old = QuestionRecord.from_item(change.old) if change.old else None
+    common: dict[str, Any] = {
+        "question_id": question.question_id,
+        "thread_id": question.thread_id,
+        "at": question.updated_at or question.answered_at or "",
+        "function": _function_of(question.question),
+        "policy_kind": str(question.policy.get("kind") or "none"),
+        "digest": question.digest,
+    }
+    events: list[ResolutionEvent] = []
+    moved = old is None or old.status != question.status
+    if moved and question.status == "answered":
+        events.append(
+            WaitAnswered.build(
+                **common, answer=question.answer, answered_by=question.answered_by, reason=question.reason
+            )
+        )
+    elif moved and question.status == "expired":
+        events.append(
+            WaitExpired.build(
+                **common, default_applied=question.answer != EXPIRED_ANSWER, answer=question.answer
+            )
+        )
+    elif moved and question.status == "revoked":
+        events.append(
+            WaitRevoked.build(
+                **common, reason=question.reason or "", revoked_by=question.answered_by or "unknown"
+            )
+        )
+    # A person's answer moves `answered -> resumed`; a closed question keeps its status and gains
+    # `resumed_at`.
+    into_resumed = moved and question.status == "resumed"
+    if into_resumed or (question.resumed_at is not None and (old is None or old.resumed_at is None)):
+        events.append(WaitResumed.build(**common, status=question.status, receipt=_receipt(question.receipt)))
+    if _stages(question, "resume_failed") and not (old and _stages(old, "resume_failed")):
+        attempts = change.new_value("resume_attempts")
+        events.append(
+            WaitResumeFailed.build(
+                **common,
+                status=question.status,
+                error=question.error or "unknown",
+                attempts=int(attempts) if attempts is not None else None,
+            )
+        )
+    return events
+
+
+def _thread_events(change: LedgerChange) -> list[ResolutionEvent]:
+    status = change.new_value("run_status")
+    if status not in ("done", "failed") or change.old_value("run_status") == status:
+        return []
+    common: dict[str, Any] = {
+        "thread_id": str(change.new_value("thread_id")),
+        "run_id": change.new_value("current_run"),
+        "at": str(change.new_value("updated_at") or ""),
+        "started_at": change.new_value("started_at"),
+    }
+    if status == "failed":
+        return [ThreadFailed.build(**common, error=str(change.new_value("error") or "unknown"))]
+    output = change.new_value("output")
+    omitted = change.new_value("output_omitted")
+    if isinstance(output, str):
+        size, summary = len(output.encode()), ThreadDone.summarize(output)
+    else:
+        size = int(omitted or 0)
+        summary = f"(an output of {size} bytes, kept in the thread's checkpoint only)"
+    return [ThreadDone.build(**common, output_bytes=size, summary=summary)]
+
+
+def _function_of(question: Any) -> str:
+    name = question.get("function") if isinstance(question, Mapping) else None
+    return name if isinstance(name, str) and name else BARE_FUNCTION
+
+
+def _stages(question: QuestionRecord, stage: str) -> int:
+    return sum(
+        1 for entry in question.lifecycle if isinstance(entry, Mapping) and entry.get("stage") == stage
+    )
+
+
+def _receipt(receipt: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not receipt:
+        return None
+    return {key: receipt.get(key) for key in ("ran", "args", "outcome", "error", "at") if key in receipt}

@@ -511,11 +511,12 @@ class RunnerFunction(ServiceFunction):
                 SECRET_READ_ACTIONS, sorted({secret_grant(arn) for arn in config.runner_secrets.values()})
             )
         self.graph_policy = self._add_graph_policy(config)
-        # A run deferred behind a thread's questions is sent back to the inbox by the runner itself
-        # once the thread is free: SQS -> runner -> the same SQS, one hop per deferred run. Lambda's
-        # recursive loop detection would stop such a chain after about 16 hops and drop the message
-        # to the DLQ; the chain is bounded (each hop consumes one deferred run of the thread and
-        # sends at most one), so the loop is allowed.
+        # A run deferred behind a thread's questions goes back to the inbox once the thread is free:
+        # runner -> ledger -> stream -> dispatcher -> inbox -> runner, one hop per deferred run.
+        # Lambda's recursive loop detection (which follows SQS, SNS, S3 and Lambda, not DynamoDB
+        # streams) would stop such a chain after about 16 hops and drop the message to the DLQ; the
+        # chain is bounded (each hop consumes one deferred run of the thread and starts at most one),
+        # so the loop is allowed whatever path a later change gives it.
         cfn_function = self.function.node.default_child
         assert isinstance(cfn_function, lambda_.CfnFunction)
         cfn_function.recursive_loop = "Allow"

@@ -51,8 +51,12 @@ _GRAPH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _COGNITO_ISSUER = re.compile(r"^https://cognito-idp\.([a-z0-9-]+)\.amazonaws\.com/([\w-]+_[0-9A-Za-z]+)/?$")
 _SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# A Secrets Manager secret's name (1-512 of these characters), or its full ARN.
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
+_EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+_WEBHOOK_KEYS = frozenset({"url", "secret_name", "types", "key_id"})
 
-__all__ = ["ConfigError", "StackConfig"]
+__all__ = ["ConfigError", "StackConfig", "WebhookConfig"]
 
 
 def _signing_keys(value: Any) -> dict[str, str]:
@@ -76,6 +80,65 @@ def _signing_keys(value: Any) -> dict[str, str]:
             )
         keys[key_id] = arn
     return keys
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """One entry of context ``webhooks``: where to POST which event types, signed with which secret.
+
+    ``key_id`` (optional, default ``secret_name``) is sent as ``X-Wait-Key-Id``.
+    """
+
+    url: str
+    secret_name: str
+    types: tuple[str, ...]
+    key_id: str
+
+
+def _webhooks(value: Any) -> tuple[WebhookConfig, ...]:
+    """``webhooks`` context: a list (``cdk.json``) or its JSON text (``-c webhooks=...``)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"context webhooks: not JSON ({exc})") from exc
+    if not isinstance(value, list):
+        raise ConfigError('context webhooks: expected a list of {"url", "secret_name", "types"}')
+    hooks: list[WebhookConfig] = []
+    for index, item in enumerate(value):
+        where = f"context webhooks[{index}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f'{where}: expected {{"url", "secret_name", "types"}}')
+        unknown = sorted(set(item) - _WEBHOOK_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r} (expected url, secret_name, types, key_id)"
+            )
+        url = item.get("url")
+        if not isinstance(url, str) or not re.match(r"^https?://[^/\s?#]+[^\s]*$", url):
+            raise ConfigError(f"{where}.url={url!r}: expected an http(s) URL")
+        if url.startswith("http://"):
+            raise ConfigError(f"{where}.url={url!r}: expected https:// (events travel signed, not encrypted)")
+        secret = item.get("secret_name")
+        if not isinstance(secret, str) or not (_SECRET_NAME.match(secret) or _SECRET_ARN.match(secret)):
+            raise ConfigError(
+                f"{where}.secret_name={secret!r}: expected the name (or full ARN) of a Secrets Manager secret"
+            )
+        types = item.get("types")
+        if not isinstance(types, list) or not types:
+            raise ConfigError(
+                f'{where}.types={types!r}: expected a non-empty list of event types ("wait.created")'
+            )
+        for event_type in types:
+            if not isinstance(event_type, str) or not _EVENT_TYPE.match(event_type):
+                raise ConfigError(f"{where}.types: {event_type!r} is not an event type like 'wait.created'")
+        key_id = item.get("key_id", secret.rsplit(":", 1)[-1] if secret.startswith("arn:") else secret)
+        if not isinstance(key_id, str) or not key_id or len(key_id) > 256 or not key_id.isprintable():
+            raise ConfigError(f"{where}.key_id={key_id!r}: expected 1-256 printable characters")
+        hooks.append(WebhookConfig(url, secret, tuple(dict.fromkeys(types)), key_id))
+    return tuple(hooks)
 
 
 @dataclass(frozen=True)
@@ -144,6 +207,9 @@ class StackConfig:
         Accounts that may subscribe to the topic and read the outbox queue.
     allowed_accounts
         Accounts whose SigV4-signed callers the API's resource policy admits (``auth=iam``).
+    webhooks
+        Receivers the chosen event types are POSTed to, signed (:class:`WebhookConfig`; context
+        ``webhooks``, a JSON list of ``{"url", "secret_name", "types"}``).
 
     Examples
     --------
@@ -190,6 +256,7 @@ class StackConfig:
     kms_key_arn: str | None = None
     subscriber_accounts: tuple[str, ...] = ()
     allowed_accounts: tuple[str, ...] = ()
+    webhooks: tuple[WebhookConfig, ...] = ()
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -268,6 +335,7 @@ class StackConfig:
             kms_key_arn=context_arn("kms_key_arn", get("kms_key_arn"), "kms_key"),
             subscriber_accounts=context_accounts("subscriber_accounts", get("subscriber_accounts")),
             allowed_accounts=context_accounts("allowed_accounts", get("allowed_accounts")),
+            webhooks=_webhooks(get("webhooks")),
         )
         check_names_apart(config.runner_environment, config.runner_secrets)
         for key in ("slack_bot_token_secret", "slack_signing_secret"):

@@ -86,6 +86,7 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             log_path=log_path,
             checkpointer=checkpointer,
             graph_source=graph_source,
+            webhooks=list(getattr(args, "webhook", [])),
         ),
         write=write,
     )
@@ -107,6 +108,8 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write(f"moto: {stack.moto.endpoint}")
         write(f"outbox queue: {resources.outbox_url}")
         write(f"subscriber queue: {resources.subscriber_url}")
+        for number, (url, _) in enumerate(stack.config.webhooks, start=1):
+            write(f"webhook {number}: {url} (key id webhook-{number}; dead letters: {stack.webhook_dlq_url})")
         write(f"graph: {args.graph}")
         write(f"checkpointer: {checkpointer}")
         if graph_source is not None:

@@ -26,3 +26,14 @@ TTL_DAYS = 90
 # then; an offloaded checkpoint object outlives its item by this margin, so no item that can still
 # be read points at a deleted object.
 TTL_DELETION_LAG_DAYS = 7
+# Webhooks: the seed's retry rule (at most 5 attempts, exponential backoff capped at 30 minutes
+# between tries), carried out by the delivery queue's visibility, never by sleeping in a Lambda.
+WEBHOOK_MAX_ATTEMPTS = 5
+WEBHOOK_BASE_DELAY_SECONDS = 300
+WEBHOOK_MAX_DELAY_SECONDS = 30 * 60
+# One POST per event, each bounded; a batch of them fits the function's timeout, which the delivery
+# queue's visibility timeout covers (Lambda requires it to be at least the function's timeout).
+WEBHOOK_REQUEST_TIMEOUT_SECONDS = 5
+WEBHOOK_BATCH_SIZE = 10
+WEBHOOK_TIMEOUT_SECONDS = 60
+WEBHOOK_VISIBILITY_SECONDS = WEBHOOK_TIMEOUT_SECONDS

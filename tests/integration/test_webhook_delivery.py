@@ -160,9 +160,7 @@ def test_a_receiver_failing_four_times_gets_the_event_on_the_fifth_with_growing_
     # and the visibility set after each failure grew exponentially, capped at 30 minutes
     assert "up to 5 attempts, capped at 30 minutes between tries" in SEED_RETRY_RULE
     assert hook.visibility == [300, 600, 1200, 1800]
-    assert all(
-        b == 2 * a or b == WEBHOOK_MAX_DELAY_SECONDS for a, b in itertools.pairwise(hook.visibility)
-    )
+    assert all(b == 2 * a or b == WEBHOOK_MAX_DELAY_SECONDS for a, b in itertools.pairwise(hook.visibility))
     assert max(hook.visibility) == WEBHOOK_MAX_DELAY_SECONDS
     # and every attempt was the exact published body, signed (v0 scheme) with a key id and dedupe key
     for request in receiver.requests:

@@ -9,7 +9,13 @@ publishes it, and the stack's own delivery queue, poller and webhooks handler (l
 from __future__ import annotations
 
 import json
+import os
+import re
+import socket
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,6 +26,7 @@ import pytest
 from agent_wait import signing
 from agent_wait.aws import SnsAnnounce
 from agent_wait.testing import sample_envelope
+from agent_wait.webhook import WebhookAnnounce
 from agent_wait_cli.commands import build_parser
 from agent_wait_cli.local.stack import LocalStack, StackConfig
 
@@ -82,3 +89,36 @@ def test_a_malformed_webhook_flag_is_refused(value: str, capsys: pytest.CaptureF
     with pytest.raises(SystemExit):
         build_parser().parse_args(["local", "--webhook", value])
     assert "expected URL=SECRET" in capsys.readouterr().err
+
+
+def readme_receiver() -> str:
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"```python\n(.*?)```", text[text.index("<!-- webhook-receiver -->") :], re.S)
+    assert match, "the README lost its webhook receiver"
+    return match.group(1)
+
+
+def test_the_readme_receiver_accepts_a_delivery_and_refuses_a_forgery(tmp_path: Path) -> None:
+    code = readme_receiver()
+    assert len([line for line in code.splitlines() if line.strip()]) <= 12
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "WEBHOOK_SECRET": "s3cret", "PORT": str(port)}
+    process = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the receiver listens (bounded)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None, "the receiver never listened"
+                threading.Event().wait(0.05)
+        url = f"http://127.0.0.1:{port}/hooks/agent-wait?team=a"
+        body = sample_envelope("q-readme", "t-readme").to_json().encode()
+        assert WebhookAnnounce(url, "s3cret", key_id="k").post(body, "wait.created:q-readme") == 204
+        assert WebhookAnnounce(url, "forged", key_id="k").post(body, "wait.created:q-readme") == 401
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -182,6 +182,8 @@ class Webhooks(Construct):
             subscriptions.SqsSubscription(
                 queue,
                 raw_message_delivery=True,
+                # An event SNS cannot hand to the delivery queue lands in the same alarmed DLQ.
+                dead_letter_queue=self.dlq,
                 filter_policy={"type": sns.SubscriptionFilter.string_filter(allowlist=sorted(hook.types))}
                 if policy
                 else None,

@@ -66,6 +66,8 @@ def test_each_queue_is_subscribed_raw_with_a_filter_policy_on_the_type_attribute
                 "Endpoint": arn_of(signed_synth, queue),
                 "RawMessageDelivery": True,
                 "FilterPolicy": {"type": sorted(hook["types"])},
+                # what SNS itself cannot deliver lands in the same alarmed DLQ
+                "RedrivePolicy": {"deadLetterTargetArn": arn_of(signed_synth, hooks.dlq)},
             }
             for queue, hook in zip(hooks.queues, WEBHOOKS, strict=True)
         ),

@@ -305,8 +305,9 @@ def webhook_calls() -> Iterator[set[str]]:
     with mock_aws():
         setup = Recorder()
         sqs, sns = setup.client("sqs"), setup.client("sns")
-        resources = create_resources(setup.client("dynamodb"), sqs, sns)
-        created = create_webhook_queues(sqs, sns, resources.topic_arn, [("wait.created",)])
+        # (its own prefix: the module's other recordings may still hold moto's state)
+        resources = create_resources(setup.client("dynamodb"), sqs, sns, prefix="hooks-")
+        created = create_webhook_queues(sqs, sns, resources.topic_arn, [("wait.created",)], prefix="hooks-")
         [(queue_url, queue_arn)] = created.queues
         setup.client("secretsmanager").create_secret(Name="hooks/tickets", SecretString="s3cret")
         function_calls = Recorder()

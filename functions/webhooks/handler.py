@@ -1,11 +1,8 @@
 """The webhooks Lambda: delivery-queue batches in, signed POSTs out, partial batch failures back.
 
-A record whose delivery failed and will be retried is reported in ``batchItemFailures`` after its
-visibility was set to the backoff delay (``wait_service.webhooks``); every other record (delivered,
-skipped, or moved to the webhooks DLQ) is deleted by the event source mapping. A batch in which
-every record failed is reported the same way, never raised: a receiver being down is not an error
-of this function. Settings are read once per cold start; ``build_service`` is the seam tests
-replace (or they call :func:`handle` with their own service).
+A failed delivery to be retried is reported in ``batchItemFailures`` once its visibility is set to
+the backoff delay (``wait_service.webhooks``); the rest (delivered, skipped, dead-lettered) is
+deleted. A batch that failed whole is reported, not raised: a receiver being down is no error here.
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-# Before anything imports pydantic (see the runner's handler).
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
 from wait_service.observability import logger, metrics, tracer

@@ -131,15 +131,6 @@ class Webhooks(Construct):
         fn.allow(
             SECRET_READ_ACTIONS, sorted({secret_resource(stack, h.secret_name) for h in config.webhooks})
         )
-        for hook in config.webhooks:
-            if not hook.secret_name.startswith("arn:"):
-                acknowledge(
-                    fn.role,
-                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
-                    f"<AWS::AccountId>:secret:{hook.secret_name}-??????]",
-                    "A secret named without its ARN is granted as <name>-??????: the six characters "
-                    "Secrets Manager appends, so only that one secret matches.",
-                )
         self.mappings = []
         for number, queue in enumerate(self.queues, start=1):
             mapping = lambda_.EventSourceMapping(

@@ -136,3 +136,15 @@ def test_the_webhooks_dlq_is_alarmed(signed_synth: Synth) -> None:
     assert props["Dimensions"] == [
         {"Name": "QueueName", "Value": {"Fn::GetAtt": [logical_id(signed_synth, hooks.dlq), "QueueName"]}}
     ]
+
+
+def test_the_delivery_handler_imports_from_the_built_assets(signed_synth: Synth) -> None:
+    from infra.report import AssemblyReport
+
+    report = AssemblyReport.load(signed_synth.outdir)
+    [delivery] = [f for f in report.functions if "The webhooks Lambda" in (f.path / "handler.py").read_text()]
+    assert [layer.display_name for layer in delivery.layers] == ["Layers/Core/Code", "Layers/AgentWait/Code"]
+    result = report.import_handler(delivery)
+    assert result.ok, result.output
+    assert "langgraph" not in result.modules
+    assert {"handler", "wait_service", "agent_wait", "aws_lambda_powertools"} <= set(result.modules)

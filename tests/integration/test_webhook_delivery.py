@@ -272,3 +272,28 @@ def test_the_function_skips_a_type_its_webhook_did_not_ask_for(
     batch = hook.invoke()
 
     assert batch.succeeded and receiver.requests == []
+
+
+def test_a_missing_secret_fails_the_record_and_the_redrive_policy_catches_it(
+    resources: LocalResources, aws_client: Any, receiver_factory: Any
+) -> None:
+    # The function itself failing (here: its secret is gone) is not a delivery failure: no backoff,
+    # nothing sent; the queue hands the message back and, after maxReceiveCount, moves it to the DLQ.
+    receiver = receiver_factory([], 204)
+    hook = Deployment(resources, aws_client, receiver, ("wait.created",))
+    [webhook] = hook.delivery.webhooks.values()
+    hook.delivery.webhooks[webhook.queue_name] = Webhook(
+        webhook.queue_url, webhook.url, "no-such-secret", webhook.key_id, webhook.types
+    )
+    assert hook.announce.announce(sample_envelope("q-nosecret", "t-nosecret"))
+
+    failures = 0
+    while (batch := hook.invoke()).received:
+        assert batch.failed and not batch.succeeded
+        failures += 1
+        assert failures <= WEBHOOK_QUEUES.max_receive_count
+
+    assert failures == WEBHOOK_QUEUES.max_receive_count
+    assert receiver.requests == [] and hook.visibility == []
+    [dead] = hook.messages(hook.dlq_url)
+    assert json.loads(dead["Body"])["dedupe_key"] == "wait.created:q-nosecret"

@@ -69,8 +69,12 @@ RUNNER_RESERVED_RANGE = (1, 100_000)
 _USER_POOL_ARN = re.compile(r"^arn:aws[a-z-]*:cognito-idp:[a-z0-9-]+:\d{12}:userpool/[\w-]+_[0-9A-Za-z]+$")
 # A resource server's scope: <resource server identifier>/<scope name>, no spaces.
 _SCOPE = re.compile(r"^\S+/[^\s/]+$")
+# A Secrets Manager secret's name (1-512 of these characters), or its full ARN.
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
+_EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+_WEBHOOK_KEYS = frozenset({"url", "secret_name", "types", "key_id"})
 
-__all__ = ["CONTEXT_KEYS", "ConfigError", "StackConfig", "check_known_keys"]
+__all__ = ["CONTEXT_KEYS", "ConfigError", "StackConfig", "WebhookConfig", "check_known_keys"]
 
 
 def _signing_keys(value: Any) -> dict[str, str]:
@@ -134,6 +138,65 @@ def _operator_principals(value: Any) -> tuple[str, ...]:
                 "arn:aws:iam::<account>:role/<name> or arn:aws:iam::<account>:user/<name>"
             )
     return tuple(value)
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """One entry of context ``webhooks``: where to POST which event types, signed with which secret.
+
+    ``key_id`` (optional, default ``secret_name``) is sent as ``X-Wait-Key-Id``.
+    """
+
+    url: str
+    secret_name: str
+    types: tuple[str, ...]
+    key_id: str
+
+
+def _webhooks(value: Any) -> tuple[WebhookConfig, ...]:
+    """``webhooks`` context: a list (``cdk.json``) or its JSON text (``-c webhooks=...``)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"context webhooks: not JSON ({exc})") from exc
+    if not isinstance(value, list):
+        raise ConfigError('context webhooks: expected a list of {"url", "secret_name", "types"}')
+    hooks: list[WebhookConfig] = []
+    for index, item in enumerate(value):
+        where = f"context webhooks[{index}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f'{where}: expected {{"url", "secret_name", "types"}}')
+        unknown = sorted(set(item) - _WEBHOOK_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r} (expected url, secret_name, types, key_id)"
+            )
+        url = item.get("url")
+        if not isinstance(url, str) or not re.match(r"^https?://[^/\s?#]+[^\s]*$", url):
+            raise ConfigError(f"{where}.url={url!r}: expected an http(s) URL")
+        if url.startswith("http://"):
+            raise ConfigError(f"{where}.url={url!r}: expected https:// (events travel signed, not encrypted)")
+        secret = item.get("secret_name")
+        if not isinstance(secret, str) or not (_SECRET_NAME.match(secret) or _SECRET_ARN.match(secret)):
+            raise ConfigError(
+                f"{where}.secret_name={secret!r}: expected the name (or full ARN) of a Secrets Manager secret"
+            )
+        types = item.get("types")
+        if not isinstance(types, list) or not types:
+            raise ConfigError(
+                f'{where}.types={types!r}: expected a non-empty list of event types ("wait.created")'
+            )
+        for event_type in types:
+            if not isinstance(event_type, str) or not _EVENT_TYPE.match(event_type):
+                raise ConfigError(f"{where}.types: {event_type!r} is not an event type like 'wait.created'")
+        key_id = item.get("key_id", secret.rsplit(":", 1)[-1] if secret.startswith("arn:") else secret)
+        if not isinstance(key_id, str) or not key_id or len(key_id) > 256 or not key_id.isprintable():
+            raise ConfigError(f"{where}.key_id={key_id!r}: expected 1-256 printable characters")
+        hooks.append(WebhookConfig(url, secret, tuple(dict.fromkeys(types)), key_id))
+    return tuple(hooks)
 
 
 @dataclass(frozen=True)
@@ -217,6 +280,9 @@ class StackConfig:
     operator_principals
         IAM roles (or users) of the people on call: the inbox's policy lets them send, so that they
         can redrive its DLQ (``agent-wait dlq redrive``); no one else but the stack's functions may.
+    webhooks
+        Receivers the chosen event types are POSTed to, signed (:class:`WebhookConfig`; context
+        ``webhooks``, a JSON list of ``{"url", "secret_name", "types"}``).
 
     Examples
     --------
@@ -269,6 +335,7 @@ class StackConfig:
     operator_principals: tuple[str, ...] = ()
     audit_retention_days: int = AUDIT_RETENTION_DAYS
     audit_object_lock: str | None = None
+    webhooks: tuple[WebhookConfig, ...] = ()
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -376,6 +443,7 @@ class StackConfig:
                 "days",
             ),
             audit_object_lock=text("audit_object_lock"),
+            webhooks=_webhooks(get("webhooks")),
         )
         if config.audit_object_lock is not None and config.audit_object_lock not in AUDIT_OBJECT_LOCK_MODES:
             raise ConfigError(

@@ -21,6 +21,7 @@ from infra.observability import Observability, Watched, WatchedTable
 from infra.operate import KEY_USE_ACTIONS, CustomerManagedKey, DeletionProtection
 from infra.operators import OperatorPolicy
 from infra.timers import Timers
+from infra.webhooks import Webhooks
 from wait_service.resources import LEDGER
 
 if TYPE_CHECKING:
@@ -117,6 +118,11 @@ class AgentWaitStack(cdk.Stack):
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
         self.runner.set_reply_url(self.api.url)
         self.fanout.share_with(config.subscriber_accounts)
+        self.webhooks: Webhooks | None = None
+        if config.webhooks:
+            self.webhooks = Webhooks(
+                self, "Webhooks", config=config, layers=self.layers, fanout=self.fanout, prefix=prefix
+            )
         self._apply_stack_wide(config)
 
         self.observability = Observability(
@@ -128,6 +134,7 @@ class AgentWaitStack(cdk.Stack):
                 "runner": self.runner.function,
                 "lifecycle": self.timers.lifecycle.function,
                 "dispatcher": self.dispatcher.function,
+                **({"webhooks": self.webhooks.delivery.function} if self.webhooks else {}),
             },
             api=self.api.api,
             watched=Watched(
@@ -137,6 +144,7 @@ class AgentWaitStack(cdk.Stack):
                     "lifecycle": self.timers.dlq,
                     "timers": self.timers.schedule_dlq,
                     "stream": self.dispatcher.dlq,
+                    **({"webhooks": self.webhooks.dlq} if self.webhooks else {}),
                 },
                 inbox=self.inbox.queue,
                 outbox=self.fanout.outbox,
@@ -202,7 +210,10 @@ class AgentWaitStack(cdk.Stack):
             cdk.Aspects.of(self).add(CustomerManagedKey(config.kms_key_arn))
             # Every function sends to or reads a queue under the key (and the api and lifecycle may
             # decrypt secrets encrypted with it); Scheduler sends to the timers DLQ with its role.
-            for fn in (self.api_function, self.runner, self.timers.lifecycle, self.dispatcher.service):
+            functions = [self.api_function, self.runner, self.timers.lifecycle, self.dispatcher.service]
+            if self.webhooks is not None:
+                functions.append(self.webhooks.delivery)
+            for fn in functions:
                 fn.allow(KEY_USE_ACTIONS, [config.kms_key_arn])
             self.timers.scheduler_role.add_to_policy(
                 iam.PolicyStatement(actions=list(KEY_USE_ACTIONS), resources=[config.kms_key_arn])

@@ -62,6 +62,14 @@ def _key_arg(text: str) -> tuple[str, str]:
     return key_id, secret
 
 
+def _webhook_arg(text: str) -> tuple[str, str]:
+    """``URL=SECRET``: the URL ends at its first ``=`` (so it has no query string), the secret is the rest."""
+    url, sep, secret = text.partition("=")
+    if not sep or not secret or not url.startswith(("http://", "https://")) or "?" in url:
+        raise argparse.ArgumentTypeError("expected URL=SECRET, the URL http(s):// without a query string")
+    return url, secret
+
+
 def _global_options(
     parser: argparse.ArgumentParser, env: Mapping[str, str], *, suppress: bool
 ) -> argparse.ArgumentParser:
@@ -170,6 +178,15 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         default=[],
         metavar="ID=SECRET",
         help="require requests signed with this key (repeatable); the principal is hmac:<key id>",
+    )
+    local.add_argument(
+        "--webhook",
+        type=_webhook_arg,
+        action="append",
+        default=[],
+        metavar="URL=SECRET",
+        help="POST every event of the topic to URL, signed with SECRET (X-Wait-Key-Id webhook-<n>), "
+        "retried with backoff, as a deployed `webhooks` entry does (repeatable)",
     )
     local.add_argument("--log-level", default="WARNING", help="the handlers' LOG_LEVEL (default WARNING)")
     local.add_argument(

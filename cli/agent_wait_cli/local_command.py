@@ -87,6 +87,7 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             checkpointer=checkpointer,
             graph_source=graph_source,
             archive_dir=Path(args.archive_dir) if args.archive_dir else None,
+            webhooks=list(getattr(args, "webhook", [])),
         ),
         write=write,
     )
@@ -111,6 +112,8 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write(
             f"audit archive: {stack.archive_dir} (decided questions, JSON Lines under audit/date=YYYY-MM-DD/)"
         )
+        for number, (url, _) in enumerate(stack.config.webhooks, start=1):
+            write(f"webhook {number}: {url} (key id webhook-{number}; dead letters: {stack.webhook_dlq_url})")
         write(f"graph: {args.graph}")
         write(f"checkpointer: {checkpointer}")
         if graph_source is not None:

@@ -34,3 +34,14 @@ DISPATCHER_MAX_RETRY_ATTEMPTS = 50
 # how long one that can never go holds up the records behind it.
 DISPATCHER_MAX_RECORD_AGE_SECONDS = 3600
 DISPATCHER_TIMEOUT_SECONDS = 30
+# Webhooks: the seed's retry rule (at most 5 attempts, exponential backoff capped at 30 minutes
+# between tries), carried out by the delivery queue's visibility, never by sleeping in a Lambda.
+WEBHOOK_MAX_ATTEMPTS = 5
+WEBHOOK_BASE_DELAY_SECONDS = 300
+WEBHOOK_MAX_DELAY_SECONDS = 30 * 60
+# One POST per event, each bounded; a batch of them fits the function's timeout, which the delivery
+# queue's visibility timeout covers (Lambda requires it to be at least the function's timeout).
+WEBHOOK_REQUEST_TIMEOUT_SECONDS = 5
+WEBHOOK_BATCH_SIZE = 10
+WEBHOOK_TIMEOUT_SECONDS = 60
+WEBHOOK_VISIBILITY_SECONDS = WEBHOOK_TIMEOUT_SECONDS

@@ -27,6 +27,10 @@ from wait_service.constants import (  # noqa: F401
     RUNNER_TIMEOUT_SECONDS,
     TTL_DAYS,
     TTL_DELETION_LAG_DAYS,
+    WEBHOOK_BATCH_SIZE,
+    WEBHOOK_MAX_ATTEMPTS,
+    WEBHOOK_TIMEOUT_SECONDS,
+    WEBHOOK_VISIBILITY_SECONDS,
 )
 
 if TYPE_CHECKING:
@@ -185,6 +189,39 @@ class BucketSpec:
                 "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
             }
         ]
+
+
+@dataclass(frozen=True)
+class WebhookQueueSpec:
+    """The delivery queues of webhooks: one standard queue per webhook, one shared standard DLQ.
+
+    Queue ``n`` (from 1) is named ``<name>-<n>`` and subscribed to the topic with raw message
+    delivery and a filter policy on the ``type`` message attribute. A message is received at most
+    ``max_receive_count`` times (the delivery function moves it to the DLQ itself after its last
+    attempt; the redrive policy catches a function that failed instead).
+    """
+
+    logical_id: str
+    name: str
+    dlq_logical_id: str
+    dlq_name: str
+    max_receive_count: int
+    visibility_timeout: int
+    retention_seconds: int = 14 * 24 * 3600
+
+    def queue_name(self, number: int) -> str:
+        return f"{self.name}-{number}"
+
+    def attributes(self) -> dict[str, str]:
+        return {
+            "VisibilityTimeout": str(self.visibility_timeout),
+            "MessageRetentionPeriod": str(self.retention_seconds),
+        }
+
+    @staticmethod
+    def filter_policy(types: tuple[str, ...]) -> dict[str, list[str]] | None:
+        """The subscription's filter policy for ``types`` (``None``: every event)."""
+        return {"type": sorted(types)} if types else None
 
 
 @dataclass(frozen=True)
@@ -385,6 +422,14 @@ def dead_letter_queues() -> tuple[DeadLetterSpec, ...]:
     return tuple(found.values())
 
 
+WEBHOOK_QUEUES = WebhookQueueSpec(
+    logical_id="WebhookQueue",
+    name="webhook",
+    dlq_logical_id="WebhookDlq",
+    dlq_name="webhooks-dlq",
+    max_receive_count=WEBHOOK_MAX_ATTEMPTS,
+    visibility_timeout=WEBHOOK_VISIBILITY_SECONDS,
+)
 # The local stack's stand-ins for what the stack deploys: the lifecycle function the timers invoke
 # and the role they invoke it with (moto stores them; the local clock invokes the handler itself).
 LOCAL_ACCOUNT = "123456789012"
@@ -493,6 +538,44 @@ def create_queue(client: SQSClient, spec: QueueSpec, prefix: str) -> tuple[str, 
     url = client.create_queue(QueueName=prefix + spec.name, Attributes=attributes)["QueueUrl"]  # type: ignore[arg-type]
     arn = client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return url, arn, dlq_url
+
+
+@dataclass
+class LocalWebhookQueues:
+    """The delivery queues :func:`create_webhook_queues` made: (url, arn) per webhook, and the DLQ."""
+
+    queues: list[tuple[str, str]]
+    dlq_url: str
+
+
+def create_webhook_queues(
+    sqs: SQSClient, sns: SNSClient, topic_arn: str, types: list[tuple[str, ...]], prefix: str = "agent-wait-"
+) -> LocalWebhookQueues:
+    """One delivery queue per entry of ``types`` (its event types; empty: all), subscribed to the topic."""
+    spec = WEBHOOK_QUEUES
+    dlq_url = sqs.create_queue(
+        QueueName=prefix + spec.dlq_name,
+        Attributes={"MessageRetentionPeriod": str(spec.retention_seconds)},
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    queues: list[tuple[str, str]] = []
+    for number, wanted in enumerate(types, start=1):
+        attributes = spec.attributes() | {
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
+            )
+        }
+        url = sqs.create_queue(QueueName=prefix + spec.queue_name(number), Attributes=attributes)["QueueUrl"]  # type: ignore[arg-type]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        subscription = {"RawMessageDelivery": "true"}
+        policy = spec.filter_policy(wanted)
+        if policy is not None:
+            subscription["FilterPolicy"] = json.dumps(policy)
+        sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, Attributes=subscription)
+        queues.append((url, arn))
+    return LocalWebhookQueues(queues=queues, dlq_url=dlq_url)
 
 
 def create_bucket(client: S3Client, spec: BucketSpec, name: str) -> str:

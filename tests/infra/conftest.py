@@ -50,14 +50,29 @@ BUCKET_CONTEXT = {
     "audit_object_lock": "governance",
 }
 
-# Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret.
+# Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret;
+# and two webhooks (a secret by name, one by full ARN with its own key id).
 _SECRETS = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:agent-wait/"
+WEBHOOKS = [
+    {
+        "url": "https://tickets.example.com/hooks/agent-wait",
+        "secret_name": "agent-wait/tickets-webhook",
+        "types": ["wait.created", "wait.escalated"],
+    },
+    {
+        "url": "https://payments.example.com/agent-wait?team=refunds",
+        "secret_name": _SECRETS + "payments-webhook-XyZ123",
+        "types": ["wait.reminder"],
+        "key_id": "payments",
+    },
+]
 SIGNED_CONTEXT = {
     "stack_name": "aw-signed",
     "signing_keys": json.dumps({"ops": _SECRETS + "ops-AbCdEf", "pager": _SECRETS + "pager-GhIjKl"}),
     "slack_channel": "C0123456789",
     "slack_bot_token_secret": _SECRETS + "slack-bot-MnOpQr",
     "slack_signing_secret": _SECRETS + "slack-signing-StUvWx",
+    "webhooks": json.dumps(WEBHOOKS),
 }
 
 # Every operating option on at once: alarm email, tags, WAF, a customer-managed key, subscriber and

@@ -156,3 +156,59 @@ def test_signing_and_slack_context_is_checked(context: dict[str, str], named: st
 def test_slack_interactions_are_on_with_a_signing_secret() -> None:
     assert not StackConfig.from_context({}.get).slack_enabled
     assert StackConfig.from_context({"slack_signing_secret": OPS_ARN}.get).slack_enabled
+
+
+HOOK = {
+    "url": "https://tickets.example.com/hooks",
+    "secret_name": "agent-wait/tickets",
+    "types": ["wait.created"],
+}
+
+
+def test_webhooks_come_as_a_list_or_its_json() -> None:
+    as_json = StackConfig.from_context({"webhooks": json.dumps([HOOK])}.get)
+    as_list = StackConfig.from_context({"webhooks": [HOOK, HOOK | {"key_id": "k2"}]}.get)
+    [hook] = as_json.webhooks
+    assert (hook.url, hook.secret_name, hook.types, hook.key_id) == (
+        "https://tickets.example.com/hooks",
+        "agent-wait/tickets",
+        ("wait.created",),
+        "agent-wait/tickets",  # the key id defaults to the secret's name
+    )
+    assert [h.key_id for h in as_list.webhooks] == ["agent-wait/tickets", "k2"]
+    assert StackConfig.from_context({}.get).webhooks == ()
+    assert StackConfig.from_context({"webhooks": ""}.get).webhooks == ()
+    by_arn = StackConfig.from_context({"webhooks": [HOOK | {"secret_name": OPS_ARN}]}.get)
+    assert by_arn.webhooks[0].key_id == OPS_ARN.rsplit(":", 1)[-1]
+
+
+@pytest.mark.parametrize(
+    ("webhooks", "named"),
+    [
+        ("[not json", "context webhooks: not JSON"),
+        (json.dumps(HOOK), "context webhooks: expected a list"),
+        (json.dumps(["https://x"]), "context webhooks[0]: expected"),
+        (json.dumps([HOOK | {"secrets": "x"}]), "context webhooks[0]: unknown key 'secrets'"),
+        (json.dumps([HOOK | {"url": "ftp://x/h"}]), "context webhooks[0].url='ftp://x/h'"),
+        (
+            json.dumps([HOOK | {"url": "http://x/h"}]),
+            "context webhooks[0].url='http://x/h': expected https://",
+        ),
+        (
+            json.dumps([HOOK, HOOK | {"secret_name": "bad name!"}]),
+            "context webhooks[1].secret_name='bad name!'",
+        ),
+        (
+            json.dumps([{k: v for k, v in HOOK.items() if k != "secret_name"}]),
+            "context webhooks[0].secret_name",
+        ),
+        (json.dumps([HOOK | {"types": []}]), "context webhooks[0].types=[]"),
+        (json.dumps([HOOK | {"types": "wait.created"}]), "context webhooks[0].types='wait.created'"),
+        (json.dumps([HOOK | {"types": ["created"]}]), "context webhooks[0].types: 'created'"),
+        (json.dumps([HOOK | {"key_id": ""}]), "context webhooks[0].key_id=''"),
+    ],
+)
+def test_webhooks_context_is_checked_with_one_line_naming_the_key(webhooks: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)) as raised:
+        StackConfig.from_context({"webhooks": webhooks}.get)
+    assert "\n" not in str(raised.value)

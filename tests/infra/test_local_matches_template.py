@@ -276,3 +276,50 @@ def test_the_ledger_streams_mapping_is_the_one_the_local_reader_plays(default_sy
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     dlq_id = logical_id(default_synth, stack.dispatcher.dlq)
     assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [dlq_id, "Arn"]}
+
+
+def test_webhook_queues_and_subscriptions_match(signed_synth: Synth, aws_client: Any) -> None:
+    # `agent-wait local --webhook` and context `webhooks` build the same delivery queues, DLQ and
+    # raw, type-filtered subscriptions (signed_synth configures conftest.WEBHOOKS).
+    from conftest import WEBHOOKS
+
+    from wait_service.resources import create_resources, create_webhook_queues
+
+    sqs, sns = aws_client("sqs"), aws_client("sns")
+    local = create_resources(aws_client("dynamodb"), sqs, sns, prefix="t-wh-")
+    types = [tuple(hook["types"]) for hook in WEBHOOKS]
+    created = create_webhook_queues(sqs, sns, local.topic_arn, types, prefix="t-wh-")
+    hooks = signed_synth.stack.webhooks
+    assert hooks is not None
+    queues = signed_synth.resources("AWS::SQS::Queue")
+    subscriptions = {
+        s["Endpoint"]: sns.get_subscription_attributes(SubscriptionArn=s["SubscriptionArn"])["Attributes"]
+        for s in sns.list_subscriptions_by_topic(TopicArn=local.topic_arn)["Subscriptions"]
+    }
+    deployed_subscriptions = {
+        json.dumps(s["Properties"]["Endpoint"]): s["Properties"]
+        for s in signed_synth.resources("AWS::SNS::Subscription").values()
+    }
+    for (url, arn), construct in zip(created.queues, hooks.queues, strict=True):
+        deployed = queues[logical_id(signed_synth, construct)]["Properties"]
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        assert "FifoQueue" not in attributes and "FifoQueue" not in deployed
+        assert attributes["VisibilityTimeout"] == str(deployed["VisibilityTimeout"])
+        assert attributes["MessageRetentionPeriod"] == str(deployed["MessageRetentionPeriod"])
+        assert (
+            json.loads(attributes["RedrivePolicy"])["maxReceiveCount"]
+            == deployed["RedrivePolicy"]["maxReceiveCount"]
+        )
+        assert url.rsplit("/", 1)[1].removeprefix("t-wh-") == deployed["QueueName"].removeprefix("aw-signed-")
+        subscription = subscriptions[arn]
+        template = deployed_subscriptions[
+            json.dumps({"Fn::GetAtt": [logical_id(signed_synth, construct), "Arn"]})
+        ]
+        assert subscription["RawMessageDelivery"] == "true" and template["RawMessageDelivery"] is True
+        assert json.loads(subscription["FilterPolicy"]) == template["FilterPolicy"]
+    dlq = queues[logical_id(signed_synth, hooks.dlq)]["Properties"]
+    assert created.dlq_url.rsplit("/", 1)[1].removeprefix("t-wh-") == dlq["QueueName"].removeprefix(
+        "aw-signed-"
+    )
+    dlq_attributes = sqs.get_queue_attributes(QueueUrl=created.dlq_url, AttributeNames=["All"])["Attributes"]
+    assert dlq_attributes["MessageRetentionPeriod"] == str(dlq["MessageRetentionPeriod"])

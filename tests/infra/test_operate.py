@@ -130,12 +130,16 @@ def readme_alarm_names() -> set[str]:
     return names
 
 
-def test_the_readme_lists_exactly_the_alarms_of_the_template(default_synth: Synth, jwt_synth: Synth) -> None:
-    for synth in (default_synth, jwt_synth):
+def test_the_readme_lists_exactly_the_alarms_of_the_template(
+    default_synth: Synth, jwt_synth: Synth, signed_synth: Synth
+) -> None:
+    for synth in (default_synth, jwt_synth, signed_synth):
         template_alarms = synth.resources("AWS::CloudWatch::Alarm")
         assert len(template_alarms) == len(synth.stack.observability.alarms)
-    # The default's alarms, and the checkpoint tables' of checkpointer=dynamodb (jwt_synth).
-    assert readme_alarm_names() == alarm_ids(default_synth) | alarm_ids(jwt_synth)
+    # The default's alarms, the checkpoint tables' of checkpointer=dynamodb (jwt_synth), and the
+    # webhooks' DLQ and delivery function (signed_synth configures webhooks).
+    assert readme_alarm_names() == alarm_ids(default_synth) | alarm_ids(jwt_synth) | alarm_ids(signed_synth)
+    assert {"WebhooksDlqDepth", "WebhooksErrors", "WebhooksThrottles"} <= alarm_ids(signed_synth)
 
 
 def test_the_readme_covers_the_alarms_of_every_variant(any_synth: Synth, options_synth: Synth) -> None:

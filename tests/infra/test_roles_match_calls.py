@@ -356,3 +356,79 @@ def test_the_runner_role_grants_what_the_dynamodb_checkpointer_calls(
     assert stack.checkpoints.writes_table is not None
     tables = [arn_of(jwt_synth, stack.checkpoints.table), arn_of(jwt_synth, stack.checkpoints.writes_table)]
     assert granted(jwt_synth, stack.runner.role, tables) == dynamodb_checkpoint_calls
+
+
+@pytest.fixture(scope="module")
+def webhook_calls() -> Iterator[set[str]]:
+    """The actions the webhooks delivery function calls: four retries, then the DLQ."""
+    from pathlib import Path
+
+    from agent_wait.aws import SnsAnnounce
+    from agent_wait.testing import sample_envelope
+    from agent_wait_cli.local.runtime import load_handler
+    from wait_service.resources import create_webhook_queues
+    from wait_service.secrets import secret_getter
+    from wait_service.sqs_events import consume_batch
+    from wait_service.webhooks import Webhook, WebhookDelivery
+
+    handle = load_handler(
+        Path(__file__).resolve().parents[2] / "functions" / "webhooks" / "handler.py",
+        "webhooks_handler_roles_test",
+        "handle",
+    )
+    with mock_aws():
+        setup = Recorder()
+        sqs, sns = setup.client("sqs"), setup.client("sns")
+        # (its own prefix: the module's other recordings may still hold moto's state)
+        resources = create_resources(setup.client("dynamodb"), sqs, sns, prefix="hooks-")
+        created = create_webhook_queues(sqs, sns, resources.topic_arn, [("wait.created",)], prefix="hooks-")
+        [(queue_url, queue_arn)] = created.queues
+        setup.client("secretsmanager").create_secret(Name="hooks/tickets", SecretString="s3cret")
+        function_calls = Recorder()
+        delivery = WebhookDelivery(
+            [
+                Webhook(
+                    queue_url, "https://tickets.example.com/h", "hooks/tickets", "tickets", ("wait.created",)
+                )
+            ],
+            sqs=function_calls.client("sqs"),
+            dlq_url=created.dlq_url,
+            get_secret=secret_getter(client=function_calls.client("secretsmanager")),
+            opener=lambda request, timeout: 503,
+        )
+        SnsAnnounce(resources.topic_arn, client=sns).announce(sample_envelope("q-roles", "t-roles"))
+        while consume_batch(
+            sqs,
+            queue_url,
+            lambda event, context: handle(event, context, delivery),
+            None,
+            queue_arn=queue_arn,
+            release_failed=True,
+        ).received:
+            pass
+        assert sqs.receive_message(QueueUrl=created.dlq_url).get("Messages")
+        yield function_calls.actions
+
+
+def test_the_webhooks_role_grants_exactly_what_the_delivery_function_calls(
+    signed_synth: Synth, webhook_calls: set[str]
+) -> None:
+    # The event source mapping's receive/delete/attributes on the delivery queues are the mapping's
+    # (asserted in test_webhooks_template.py); the rest is the code's.
+    from infra.webhooks import DELIVERY_CONSUME_ACTIONS
+
+    hooks = signed_synth.stack.webhooks
+    assert hooks is not None
+    every_grant = {
+        action for actions, _ in role_actions(signed_synth, hooks.delivery.role) for action in actions
+    }
+    own = every_grant - PLATFORM - (set(DELIVERY_CONSUME_ACTIONS) - {"sqs:ChangeMessageVisibility"})
+    assert (
+        own
+        == webhook_calls
+        == {
+            "secretsmanager:GetSecretValue",
+            "sqs:ChangeMessageVisibility",
+            "sqs:SendMessage",
+        }
+    )

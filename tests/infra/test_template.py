@@ -291,9 +291,10 @@ def test_topic_is_standard_kms_encrypted_and_tls_only(default_synth: Synth) -> N
     )
 
 
-def test_no_subscription_is_deployed(any_synth: Synth) -> None:
+def test_no_subscription_is_deployed_but_the_webhooks_delivery_queues(any_synth: Synth) -> None:
     # The raw-delivery SQS subscriber is a local-stack convenience; users subscribe their own systems.
-    any_synth.template.resource_count_is("AWS::SNS::Subscription", 0)
+    # The stack subscribes only the delivery queue of each configured webhook.
+    any_synth.template.resource_count_is("AWS::SNS::Subscription", len(any_synth.stack.config.webhooks))
 
 
 def test_inbox_feeds_the_runner_with_partial_batch_failures(default_synth: Synth) -> None:

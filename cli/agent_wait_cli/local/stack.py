@@ -55,7 +55,10 @@ from wait_service.resources import (
     LIFECYCLE_TIMEOUT_SECONDS,
     RUNNER_BATCH_SIZE,
     RUNNER_TIMEOUT_SECONDS,
+    WEBHOOK_BATCH_SIZE,
+    WEBHOOK_TIMEOUT_SECONDS,
     create_resources,
+    create_webhook_queues,
 )
 from wait_service.settings import DEFAULT_GRAPH
 
@@ -72,6 +75,7 @@ LOCAL_SLACK_CHANNEL = "C-LOCAL"
 API_FUNCTION = "agent-wait-api"
 RUNNER_FUNCTION = "agent-wait-runner"
 DISPATCHER_FUNCTION = "agent-wait-dispatcher"
+WEBHOOKS_FUNCTION = "agent-wait-webhooks"
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -116,6 +120,11 @@ class StackConfig:
         The audit archive's folder: the stream's reader writes each decided question there as
         JSON Lines (``audit/date=YYYY-MM-DD/audit.jsonl``). ``None``: a new folder in the temp
         folder (:attr:`LocalStack.archive_dir` names it; it outlives the stack).
+    webhooks:
+        ``(url, secret)`` pairs (``--webhook URL=SECRET``): each gets a delivery queue subscribed
+        to the topic (every event type) and its secret in (moto's) Secrets Manager, and the
+        webhooks handler (``functions/webhooks/handler.py``) consumes the queues as the deployed
+        event source mappings do.
     """
 
     project: Path = field(default_factory=Path.cwd)
@@ -134,6 +143,7 @@ class StackConfig:
     checkpointer: str = "aws"
     graph_source: Path | None = None
     archive_dir: Path | None = None
+    webhooks: list[tuple[str, str]] = field(default_factory=list)
 
 
 class LocalStack:
@@ -177,6 +187,10 @@ class LocalStack:
         self.moto = SerializedMotoServer(host="127.0.0.1", port=self.config.moto_port, log_requests=False)
         self.gateway: Gateway | None = None
         self.poller: InboxPoller | None = None
+        self.webhook_pollers: list[InboxPoller] = []
+        self.webhook_dlq_url: str | None = None
+        self._webhook_queues: list[tuple[str, str]] = []
+        self._webhooks_handler: Handler | None = None
         self.events: EventLog | None = None
         self._resources: LocalResources | None = None
         self._saved_env: dict[str, str | None] = {}
@@ -265,6 +279,7 @@ class LocalStack:
             }
         )
         self._set_env(self._secrets_env())
+        self._set_env(self._webhooks_env())
         self._load_handlers()
         self._reroute_handler_logs()
         if self.config.hmac_keys:
@@ -312,7 +327,23 @@ class LocalStack:
             on_failure=self._lifecycle_failed,
         )
         self.streams.start()
+        for url, arn in self._webhook_queues:
+            self.webhook_pollers.append(
+                InboxPoller(
+                    self.client("sqs"),
+                    url,
+                    arn,
+                    self.config.region,
+                    self._invoke_webhooks,
+                    context_factory=context_factory(
+                        WEBHOOKS_FUNCTION, WEBHOOK_TIMEOUT_SECONDS, self.config.region
+                    ),
+                    batch_size=WEBHOOK_BATCH_SIZE,
+                )
+            )
         self.poller.start()
+        for webhook_poller in self.webhook_pollers:
+            webhook_poller.start()
         self.clock.start()
         self.gateway.start()
 
@@ -348,6 +379,35 @@ class LocalStack:
                 env["AGENT_WAIT_SLACK_API_URL"] = self.config.slack_api
         return env
 
+    def _webhooks_env(self) -> dict[str, str | None]:
+        """``--webhook``: a delivery queue per receiver on the topic, its secret in Secrets Manager."""
+        from wait_service.webhooks import WEBHOOK_DLQ_VARIABLE, WEBHOOKS_VARIABLE, Webhook
+
+        if not self.config.webhooks:
+            return {}
+        assert self._resources is not None
+        created = create_webhook_queues(
+            self.client("sqs"),
+            self.client("sns"),
+            self._resources.topic_arn,
+            [() for _ in self.config.webhooks],
+            prefix=self.config.prefix,
+        )
+        self._webhook_queues = created.queues
+        self.webhook_dlq_url = created.dlq_url
+        secrets = self.client("secretsmanager")
+        hooks = []
+        for number, ((url, secret), (queue_url, _)) in enumerate(
+            zip(self.config.webhooks, created.queues, strict=True), start=1
+        ):
+            name = f"{self.config.prefix}webhook/{number}"
+            secrets.create_secret(Name=name, SecretString=secret)
+            hooks.append(Webhook(queue_url=queue_url, url=url, secret_name=name, key_id=f"webhook-{number}"))
+        return {
+            WEBHOOKS_VARIABLE: json.dumps([hook.to_dict() for hook in hooks]),
+            WEBHOOK_DLQ_VARIABLE: created.dlq_url,
+        }
+
     def _load_handlers(self) -> None:
         project = self.config.project.resolve()
         functions = project / "functions"
@@ -377,6 +437,10 @@ class LocalStack:
         if self._dispatcher_handler is None:
             self._dispatcher_handler = load_handler(
                 functions / "dispatcher" / "handler.py", "agent_wait_local_dispatcher_handler"
+            )
+        if self.config.webhooks and self._webhooks_handler is None:
+            self._webhooks_handler = load_handler(
+                functions / "webhooks" / "handler.py", "agent_wait_local_webhooks_handler"
             )
 
     def _after_exchange(self, exchange: Exchange) -> None:
@@ -409,6 +473,11 @@ class LocalStack:
             raise RuntimeError("the dispatcher handler is not loaded")
         return self._dispatcher_handler(event, context)
 
+    def _invoke_webhooks(self, event: dict[str, Any], context: Any) -> Any:
+        if self._webhooks_handler is None:
+            raise RuntimeError("the webhooks handler is not loaded")
+        return self._webhooks_handler(event, context)
+
     def _invoke_lifecycle(self, event: dict[str, Any], context: Any) -> Any:
         if self._lifecycle_handler is None:
             raise RuntimeError("the lifecycle handler is not loaded")
@@ -436,6 +505,9 @@ class LocalStack:
         if self.poller is not None:
             self.poller.stop()
             self.poller = None
+        for webhook_poller in self.webhook_pollers:
+            webhook_poller.stop()
+        self.webhook_pollers = []
         self.moto.stop()
         self._restore_logging()
         for name, value in self._saved_env.items():

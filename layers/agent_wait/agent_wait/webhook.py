@@ -173,16 +173,41 @@ class WebhookAnnounce(BaseAnnounce):
 
     def request_for(self, envelope: Envelope, body: bytes) -> urllib.request.Request:
         """The signed request for one attempt, stamped with the current clock."""
+        return self.signed_request(body, envelope.dedupe_key)
+
+    def signed_request(self, body: bytes, dedupe_key: str | None = None) -> urllib.request.Request:
+        """The signed ``POST`` of the exact bytes ``body``, stamped with the current clock.
+
+        Examples
+        --------
+        >>> hook = WebhookAnnounce("https://example.invalid/h", "k", key_id="k1", clock=lambda: 1700000000)
+        >>> request = hook.signed_request(b"{}", "wait.created:q1")
+        >>> stamp = request.get_header("X-wait-request-timestamp")
+        >>> signature = request.get_header("X-wait-signature")
+        >>> verify("k", stamp, signature, "POST", "/h", b"{}", now=1700000000)
+        True
+        >>> request.get_header("X-wait-key-id")
+        'k1'
+        """
         timestamp = int(self._clock())
         headers = {
             "Content-Type": "application/json",
             SIGNATURE_HEADER: sign(self._secret, timestamp, "POST", self.signed_path, body),
             TIMESTAMP_HEADER: str(timestamp),
-            DEDUPE_HEADER: envelope.dedupe_key,
         }
+        if dedupe_key is not None:
+            headers[DEDUPE_HEADER] = dedupe_key
         if self.key_id is not None:
             headers[KEY_ID_HEADER] = self.key_id
         return urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+
+    def post(self, body: bytes, dedupe_key: str | None = None) -> int:
+        """One signed attempt: the receiver's HTTP status; raises ``OSError`` on a network error.
+
+        For callers that schedule retries themselves (the deployed delivery function retries
+        through its queue's visibility, never by sleeping).
+        """
+        return self._opener(self.signed_request(body, dedupe_key), self.timeout)
 
     def deliver(self, envelope: Envelope) -> None:
         body = envelope.to_json().encode("utf-8")
@@ -193,7 +218,7 @@ class WebhookAnnounce(BaseAnnounce):
             if attempt > 1:
                 self._sleep(self.delay_before(attempt))
             try:
-                status = self._opener(self.request_for(envelope, body), self.timeout)
+                status = self.post(body, envelope.dedupe_key)
             except OSError as exc:  # URLError, timeouts and connection errors are all OSErrors
                 last_error = f"{type(exc).__name__}: {exc}"
             else:

@@ -144,6 +144,10 @@ class StackConfig:
         Accounts that may subscribe to the topic and read the outbox queue.
     allowed_accounts
         Accounts whose SigV4-signed callers the API's resource policy admits (``auth=iam``).
+    snapstart
+        Lambda SnapStart on the runner and the api: each deploy publishes a version whose
+        initialized environment is snapshotted, and an alias of it is what the inbox and API Gateway
+        invoke (see the README, section SnapStart, for its cost and trade-offs).
 
     Examples
     --------
@@ -190,6 +194,7 @@ class StackConfig:
     kms_key_arn: str | None = None
     subscriber_accounts: tuple[str, ...] = ()
     allowed_accounts: tuple[str, ...] = ()
+    snapstart: bool = False
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -268,6 +273,7 @@ class StackConfig:
             kms_key_arn=context_arn("kms_key_arn", get("kms_key_arn"), "kms_key"),
             subscriber_accounts=context_accounts("subscriber_accounts", get("subscriber_accounts")),
             allowed_accounts=context_accounts("allowed_accounts", get("allowed_accounts")),
+            snapstart=context_bool("snapstart", get("snapstart"), default=False),
         )
         check_names_apart(config.runner_environment, config.runner_secrets)
         for key in ("slack_bot_token_secret", "slack_signing_secret"):

@@ -84,7 +84,7 @@ class AgentWaitStack(cdk.Stack):
         )
         self.timers.allow_scheduling(self.runner)
         self.inbox.only_senders([self.api_function.role, self.runner.role, self.timers.lifecycle.role])
-        self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
+        self.api = RestApi(self, "Api", config=config, handler=self.api_function.target)
         self.runner.set_reply_url(self.api.url)
         self.fanout.share_with(config.subscriber_accounts)
         self._apply_stack_wide(config)

@@ -26,3 +26,6 @@ TTL_DAYS = 90
 # then; an offloaded checkpoint object outlives its item by this margin, so no item that can still
 # be read points at a deleted object.
 TTL_DELETION_LAG_DAYS = 7
+# Slack posts its interactions here (the api serves it only when a signing secret is configured);
+# a plain string here so the api routes by it without loading the Slack module.
+SLACK_INTERACTIONS_PATH = "/slack/interactions"

@@ -34,11 +34,13 @@ JWT_CONTEXT = {
     "default_ttl": "3600",
     "graph": "examples.refund_agent:build_graph",
 }
+# Also SnapStart: the runner and the api invoked through an alias of a published version.
 BUCKET_CONTEXT = {
     "stack_name": "aw-bucket",
     "checkpoint_bucket": "true",
     "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:on-call",
     "runner_max_concurrency": "25",
+    "snapstart": "true",
 }
 
 # Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret.

@@ -861,16 +861,17 @@ def test_snapstart_runs_the_runner_and_the_api_from_an_alias_of_a_published_vers
     # The triggers invoke the alias: the inbox mapping, every API route, and API Gateway's permission.
     runner_alias = logical_id(bucket_synth, stack.runner.alias)
     (mapping,) = bucket_synth.resources("AWS::Lambda::EventSourceMapping").values()
-    assert mapping["Properties"]["FunctionName"] == {"Ref": runner_alias}
+    assert runner_alias in json.dumps(mapping["Properties"]["FunctionName"])
     api_alias = logical_id(bucket_synth, stack.api_function.alias)
     for props in _methods(bucket_synth).values():
         assert api_alias in json.dumps(props["Integration"]["Uri"])
-    invoked = {
+    invoked = [
         json.dumps(p["Properties"]["FunctionName"])
         for p in bucket_synth.resources("AWS::Lambda::Permission").values()
         if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
-    }
-    assert invoked == {json.dumps({"Ref": api_alias})}
+    ]
+    assert invoked
+    assert all(api_alias in function for function in invoked)
 
 
 def test_without_snapstart_the_triggers_invoke_the_functions(default_synth: Synth) -> None:

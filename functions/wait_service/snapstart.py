@@ -71,7 +71,7 @@ def register_hooks(environ: Mapping[str, str]) -> bool:
     if environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") != SNAP_START_INIT:
         return False
     try:
-        from snapshot_restore_py import (  # type: ignore[import-not-found]
+        from snapshot_restore_py import (
             register_after_restore,
             register_before_snapshot,
         )

@@ -283,6 +283,10 @@ class StackConfig:
     webhooks
         Receivers the chosen event types are POSTed to, signed (:class:`WebhookConfig`; context
         ``webhooks``, a JSON list of ``{"url", "secret_name", "types"}``).
+    snapstart
+        Lambda SnapStart on the runner and the api: each deploy publishes a version whose
+        initialized environment is snapshotted, and an alias of it is what the inbox and API Gateway
+        invoke (see the README, section SnapStart, for its cost and trade-offs).
 
     Examples
     --------
@@ -336,6 +340,7 @@ class StackConfig:
     audit_retention_days: int = AUDIT_RETENTION_DAYS
     audit_object_lock: str | None = None
     webhooks: tuple[WebhookConfig, ...] = ()
+    snapstart: bool = False
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -444,6 +449,7 @@ class StackConfig:
             ),
             audit_object_lock=text("audit_object_lock"),
             webhooks=_webhooks(get("webhooks")),
+            snapstart=context_bool("snapstart", get("snapstart"), default=False),
         )
         if config.audit_object_lock is not None and config.audit_object_lock not in AUDIT_OBJECT_LOCK_MODES:
             raise ConfigError(

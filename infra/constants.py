@@ -25,6 +25,8 @@ ARCHITECTURE: Final = "arm64"
 PIP_PLATFORM: Final = "manylinux2014_aarch64"
 
 API_MEMORY_MB: Final = 512
+# With SnapStart (context snapstart=true): the alias of the published version the triggers invoke.
+SNAPSTART_ALIAS: Final = "live"
 RUNNER_MEMORY_MB: Final = 1024  # LangGraph's import and graph runs are CPU-bound; CPU scales with memory.
 LOG_RETENTION: Final = "ONE_MONTH"  # a member of aws_logs.RetentionDays
 # Ledger items and checkpoints expire together (the runner's checkpointer uses the same days).

@@ -282,6 +282,7 @@ class ServiceFunction(Construct):
         description: str,
         function_name: str | None = None,
         reserved_concurrency: int | None = None,
+        snapstart: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -314,6 +315,7 @@ class ServiceFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snapstart else None,
             environment={
                 "POWERTOOLS_SERVICE_NAME": service,
                 "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
@@ -321,6 +323,15 @@ class ServiceFunction(Construct):
                 **environment,
             },
         )
+        # SnapStart snapshots published versions only: each deploy publishes one (a new version when
+        # the code or configuration changed) and moves the alias the triggers invoke to it.
+        self.alias: lambda_.Alias | None = None
+        self.target: lambda_.IFunction = self.function
+        if snapstart:
+            self.alias = lambda_.Alias(
+                self, "Live", alias_name=constants.SNAPSTART_ALIAS, version=self.function.current_version
+            )
+            self.target = self.alias
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
@@ -381,6 +392,7 @@ class ApiFunction(ServiceFunction):
             timeout_seconds=API_TIMEOUT_SECONDS,
             service=config.stack_name,
             description="agent-wait api: threads, questions and replies",
+            snapstart=config.snapstart,
         )
         self.allow(LEDGER_API_ACTIONS, [ledger.table.table_arn])
         self.allow(LEDGER_API_INDEX_ACTIONS, ledger.index_arns)
@@ -482,6 +494,7 @@ class RunnerFunction(ServiceFunction):
             reserved_concurrency=config.runner_reserved_concurrency,
             service=config.stack_name,
             description="agent-wait runner: runs and resumes graphs from the inbox",
+            snapstart=config.snapstart,
         )
         checkpoint_actions = (
             CHECKPOINT_AWS_ACTIONS if config.checkpointer == "aws" else CHECKPOINT_DYNAMODB_ACTIONS
@@ -528,7 +541,7 @@ class RunnerFunction(ServiceFunction):
         self.inbox_mapping = lambda_.EventSourceMapping(
             self,
             "InboxMapping",
-            target=self.function,
+            target=self.target,
             event_source_arn=inbox.queue.queue_arn,
             batch_size=RUNNER_BATCH_SIZE,
             max_concurrency=config.runner_max_concurrency,

@@ -115,7 +115,7 @@ class AgentWaitStack(cdk.Stack):
             sources=[self.inbox.queue, self.fanout.outbox],
             functions=[self.timers.function_arn],
         )
-        self.api = RestApi(self, "Api", config=config, handler=self.api_function.function)
+        self.api = RestApi(self, "Api", config=config, handler=self.api_function.target)
         self.runner.set_reply_url(self.api.url)
         self.fanout.share_with(config.subscriber_accounts)
         self.webhooks: Webhooks | None = None

@@ -14,6 +14,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from wait_service.api import WaitApi, build_api
 from wait_service.observability import logger, metrics, tracer
 from wait_service.settings import FunctionService, Settings
+from wait_service.snapstart import register_hooks
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -27,6 +28,8 @@ def build_service() -> WaitApi:
 # Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
 _service = FunctionService(lambda: build_service())
 _service.warm(os.environ)
+# With SnapStart: pools emptied before the snapshot, randomness reseeded in each restored copy.
+register_hooks(os.environ)
 
 
 def service() -> WaitApi:

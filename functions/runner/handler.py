@@ -22,6 +22,7 @@ from wait_service.observability import logger, metrics, tracer
 from wait_service.runner import RunnerService, build_runner
 from wait_service.secrets import export_secrets
 from wait_service.settings import FunctionService, Settings
+from wait_service.snapstart import register_hooks
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -41,6 +42,8 @@ def build_service() -> RunnerService:
 # Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
 _service = FunctionService(lambda: build_service())
 _service.warm(os.environ)
+# With SnapStart: pools emptied before the snapshot, randomness reseeded in each restored copy.
+register_hooks(os.environ)
 
 
 def service() -> RunnerService:

@@ -32,6 +32,7 @@ from wait_service.answer_limits import (
     check_reply_fits,
 )
 from wait_service.audit import audit_of
+from wait_service.constants import SLACK_INTERACTIONS_PATH
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.input_schema import check_input, read_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
@@ -51,7 +52,6 @@ from wait_service.replies import ANONYMOUS, ReplyService, etag_for
 from wait_service.request_gate import Gated, body_size, gate, route_shapes
 from wait_service.runs import RunService
 from wait_service.signing import SignatureRejectedError, is_signed_path, is_signed_route
-from wait_service.slack import SLACK_INTERACTIONS_PATH
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -640,8 +640,13 @@ def build_api(
     >>> api = build_api(Settings.from_env(os.environ))  # doctest: +SKIP
     """
     from wait_service.signing import build_signed_requests
-    from wait_service.slack import build_slack_interactions
 
+    if dynamodb is None:
+        import boto3
+
+        # One client for the ledger, the signed routes' replay guard and idempotent starts: a
+        # client of their own would cost each of them milliseconds of every cold start.
+        dynamodb = boto3.client("dynamodb")
     ledger = Ledger(
         settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
     )
@@ -652,7 +657,12 @@ def build_api(
         secretsmanager=secretsmanager,
         dynamodb=dynamodb,
     )
-    slack = build_slack_interactions(settings, replies, secretsmanager=secretsmanager)
+    slack = None
+    if settings.slack_signing_secret:
+        # Only a deployment with Slack loads the Slack module.
+        from wait_service.slack import build_slack_interactions
+
+        slack = build_slack_interactions(settings, replies, secretsmanager=secretsmanager)
     runs = RunService(ledger)
     starts = IdempotentStarts(runs, ledger.table_name, dynamodb=dynamodb)
     inbox_sign_in = None

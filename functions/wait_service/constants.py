@@ -45,3 +45,6 @@ WEBHOOK_REQUEST_TIMEOUT_SECONDS = 5
 WEBHOOK_BATCH_SIZE = 10
 WEBHOOK_TIMEOUT_SECONDS = 60
 WEBHOOK_VISIBILITY_SECONDS = WEBHOOK_TIMEOUT_SECONDS
+# Slack posts its interactions here (the api serves it only when a signing secret is configured);
+# a plain string here so the api routes by it without loading the Slack module.
+SLACK_INTERACTIONS_PATH = "/slack/interactions"

@@ -59,7 +59,6 @@ if TYPE_CHECKING:
     from wait_service.replies import ReplyService
     from wait_service.settings import Settings
 
-SLACK_INTERACTIONS_PATH = "/slack/interactions"
 SLACK_SIGNATURE_HEADER = "X-Slack-Signature"
 SLACK_TIMESTAMP_HEADER = "X-Slack-Request-Timestamp"
 SLACK_PRINCIPAL_PREFIX = "slack:"

@@ -34,6 +34,7 @@ JWT_CONTEXT = {
     "default_ttl": "3600",
     "graph": "examples.refund_agent:build_graph",
 }
+# Also SnapStart: the runner and the api invoked through an alias of a published version.
 BUCKET_CONTEXT = {
     "stack_name": "aw-bucket",
     "checkpoint_bucket": "true",
@@ -48,6 +49,7 @@ BUCKET_CONTEXT = {
     ),
     "audit_retention_days": "730",
     "audit_object_lock": "governance",
+    "snapstart": "true",
 }
 
 # Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret;

@@ -47,6 +47,12 @@ def test_checkpoint_bucket_defaults_to_on_where_the_checkpointer_can_offload() -
     assert StackConfig.from_context({"runner_max_concurrency": "200"}.get).runner_max_concurrency == 200
 
 
+def test_snapstart_is_off_unless_asked_for() -> None:
+    assert StackConfig().snapstart is False
+    assert StackConfig.from_context({"snapstart": "true"}.get).snapstart is True
+    assert StackConfig.from_context({"snapstart": ""}.get).snapstart is False
+
+
 def test_empty_strings_from_cdk_json_mean_unset() -> None:
     assert StackConfig.from_context({"default_ttl": "", "auth": "", "jwt_issuer": ""}.get) == StackConfig()
 
@@ -76,6 +82,7 @@ def test_empty_strings_from_cdk_json_mean_unset() -> None:
             {"runner_reserved_concurrency": "20", "runner_max_concurrency": "50"},
             "runner_reserved_concurrency",
         ),
+        ({"snapstart": "sometimes"}, "snapstart"),
     ],
 )
 def test_bad_context_names_the_key(context: dict[str, str], key: str) -> None:

@@ -925,3 +925,66 @@ def test_only_the_stacks_roles_may_send_to_the_inbox(default_synth: Synth) -> No
     senders = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
     # Only the dispatcher sends starts and resumes, from the ledger's stream.
     assert senders == [arn_of(default_synth, stack.dispatcher.role)]
+
+
+# -- SnapStart (context snapstart=true) -------------------------------------------------------------
+
+
+def test_snapstart_runs_the_runner_and_the_api_from_an_alias_of_a_published_version(
+    bucket_synth: Synth,
+) -> None:
+    stack = bucket_synth.stack
+    functions = bucket_synth.resources("AWS::Lambda::Function")
+    versions = bucket_synth.resources("AWS::Lambda::Version")
+    aliases = {
+        alias["Properties"]["FunctionName"]["Ref"]: alias
+        for alias in bucket_synth.resources("AWS::Lambda::Alias").values()
+    }
+    for construct in (stack.api_function, stack.runner):
+        function_id = logical_id(bucket_synth, construct.function)
+        assert functions[function_id]["Properties"]["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+        alias = aliases[function_id]["Properties"]
+        assert alias["Name"] == constants.SNAPSTART_ALIAS
+        version_id = alias["FunctionVersion"]["Fn::GetAtt"][0]
+        assert versions[version_id]["Properties"]["FunctionName"] == {"Ref": function_id}
+    # The lifecycle function keeps its cold starts: a timer's latency is nobody's wait.
+    assert (
+        "SnapStart" not in functions[logical_id(bucket_synth, stack.timers.lifecycle.function)]["Properties"]
+    )
+    assert set(aliases) == {logical_id(bucket_synth, c.function) for c in (stack.api_function, stack.runner)}
+
+    # The triggers invoke the alias: the inbox mapping, every API route, and API Gateway's permission.
+    runner_alias = logical_id(bucket_synth, stack.runner.alias)
+    mapping = _inbox_mapping(bucket_synth)
+    assert runner_alias in json.dumps(mapping["Properties"]["FunctionName"])
+    api_alias = logical_id(bucket_synth, stack.api_function.alias)
+    for props in _methods(bucket_synth).values():
+        assert api_alias in json.dumps(props["Integration"]["Uri"])
+    invoked = [
+        json.dumps(p["Properties"]["FunctionName"])
+        for p in bucket_synth.resources("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    ]
+    assert invoked
+    assert all(api_alias in function for function in invoked)
+
+
+def test_without_snapstart_the_triggers_invoke_the_functions(default_synth: Synth) -> None:
+    assert default_synth.resources("AWS::Lambda::Alias") == {}
+    for props in default_synth.resources("AWS::Lambda::Function").values():
+        assert "SnapStart" not in props["Properties"]
+    mapping = _inbox_mapping(default_synth)
+    assert mapping["Properties"]["FunctionName"] == {
+        "Ref": logical_id(default_synth, default_synth.stack.runner.function)
+    }
+
+
+def _inbox_mapping(synth: Synth) -> dict[str, Any]:
+    """The event source mapping that hands the inbox's messages to the runner."""
+    inbox = json.dumps(arn_of(synth, synth.stack.inbox.queue))
+    [mapping] = [
+        m
+        for m in synth.resources("AWS::Lambda::EventSourceMapping").values()
+        if json.dumps(m["Properties"]["EventSourceArn"]) == inbox
+    ]
+    return mapping

@@ -9,6 +9,15 @@ every cold start when it slipped in:
 - Powertools Parameters: only for runner secrets, and none are configured here;
 - ``langchain_core.tools``: the LangGraph adapter recognises its injected-argument markers without it;
 - the X-Ray SDK: the tracer is built at the first traced call.
+
+LangSmith (about 220 modules, with OpenTelemetry and its own HTTP client) is loaded although
+nothing uses it unless LangSmith tracing is on, and it cannot honestly be kept out: LangGraph's
+``Pregel`` is a LangChain ``Runnable``, and ``langchain_core.runnables.base`` imports its tracers,
+hence ``langsmith.run_trees``, at module level (``langgraph._internal._runnable`` imports
+``LangChainTracer`` too). Only a lazy stand-in planted in ``sys.modules`` would avoid it, which is
+patching the installed packages by another name. The last test here fails on the day LangGraph
+stops loading it: then ``langsmith`` belongs in ``NEVER_AT_INIT``. Until then SnapStart (context
+``snapstart=true``) is how a deployment stops paying for it at every cold start.
 """
 
 from __future__ import annotations
@@ -58,3 +67,20 @@ def test_the_runner_init_builds_its_service_without_modules_it_never_uses() -> N
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_langsmith_comes_with_langgraph_itself() -> None:
+    code = (
+        "import json, sys\n"
+        "import langchain_core.runnables.config, langgraph.checkpoint.base\n"
+        "before = 'langsmith.run_trees' in sys.modules\n"
+        "from langchain_core.runnables import Runnable\n"
+        "import langgraph.graph\n"
+        "print(json.dumps([before, 'langsmith.run_trees' in sys.modules]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    # Not loaded by the narrower modules; loaded by ``Runnable`` itself, which LangGraph builds on.
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, True]

@@ -1,0 +1,66 @@
+"""The api's init builds what every request needs, and leaves what only some routes use for later.
+
+A fresh interpreter imports the api handler configured as in Lambda (no Slack, no sign-in, fake
+credentials: building clients calls no AWS API) and lists what got loaded and built:
+
+- Slack's module: only a deployment with a Slack signing secret serves ``/slack/interactions``;
+- the inbox page: read at the first ``GET /inbox``;
+- Powertools idempotency: built at the first ``POST /threads/{id}/runs`` with an ``Idempotency-Key``;
+- Powertools Parameters: the signing keys are read at the first signed request;
+- the X-Ray SDK: the tracer is built at the first traced call;
+- LangGraph: the api never runs a graph;
+- one DynamoDB client and one SQS client: the ledger, the signed routes' replay guard and
+  idempotent starts share the one DynamoDB client (each client costs milliseconds to build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+ENVIRONMENT = {
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "cold",
+    "AWS_SECRET_ACCESS_KEY": "cold",
+    "POWERTOOLS_METRICS_NAMESPACE": "AgentWaitColdTest",
+    "AGENT_WAIT_LEDGER_TABLE": "ledger",
+    "AGENT_WAIT_INBOX_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/inbox.fifo",
+}
+
+NEVER_AT_INIT = (
+    "wait_service.slack",
+    "agent_wait.slack",
+    "wait_service.inbox_page",
+    "aws_lambda_powertools.utilities.idempotency",
+    "aws_lambda_powertools.utilities.parameters",
+    "aws_xray_sdk",
+    "langgraph",
+    "langchain_core",
+)
+
+
+def test_the_api_init_loads_no_route_only_module_and_builds_two_clients() -> None:
+    code = (
+        "import gc, json, sys\n"
+        f"sys.path[:0] = [{str(ROOT / 'functions' / 'api')!r}, {str(ROOT)!r}]\n"
+        "import handler\n"
+        "assert handler._service._service is not None, 'the service was not built at init'\n"
+        "from botocore.client import BaseClient\n"
+        "clients = sorted(o.meta.service_model.service_name for o in gc.get_objects()"
+        " if isinstance(o, BaseClient))\n"
+        f"loaded = sorted(m for m in sys.modules if m.startswith({NEVER_AT_INIT!r}))\n"
+        "print(json.dumps({'loaded': loaded, 'clients': clients}))\n"
+    )
+    environment = {"PATH": os.environ.get("PATH", ""), **ENVIRONMENT}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"loaded": [], "clients": ["dynamodb", "sqs"]}

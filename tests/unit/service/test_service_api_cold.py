@@ -45,7 +45,7 @@ NEVER_AT_INIT = (
 )
 
 
-def test_the_api_init_loads_no_route_only_module_and_builds_two_clients() -> None:
+def test_the_api_init_loads_no_route_only_module_and_builds_one_client() -> None:
     code = (
         "import gc, json, sys\n"
         f"sys.path[:0] = [{str(ROOT / 'functions' / 'api')!r}, {str(ROOT)!r}]\n"
@@ -63,4 +63,6 @@ def test_the_api_init_loads_no_route_only_module_and_builds_two_clients() -> Non
     )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found == {"loaded": [], "clients": ["dynamodb", "sqs"]}
+    # One DynamoDB client, shared by the ledger, the replay guard and idempotent starts; no SQS client:
+    # the api only writes the ledger, whose stream's dispatcher sends the messages.
+    assert found == {"loaded": [], "clients": ["dynamodb"]}

@@ -310,7 +310,9 @@ def test_a_failure_at_each_call_of_a_resumes_last_attempt_marks_its_question_res
     question_id = parked_and_answered(aws, clock, "t-last-count", saver)
     faults = CallFaults()
     message = ResumeMessage(thread_id="t-last-count", question_id=question_id)
-    assert runner_with(aws, clock, faults, saver).run(message, receive_count=MAX_RECEIVE_COUNT).status == "done"
+    assert (
+        runner_with(aws, clock, faults, saver).run(message, receive_count=MAX_RECEIVE_COUNT).status == "done"
+    )
     calls = faults.writes
     # (the resume's own checks come first: the question's read, then the thread marked running)
     assert calls[0].startswith("dynamodb:GetItem:"), calls

@@ -111,7 +111,13 @@ class AgentWaitStack(cdk.Stack):
             self,
             "Operators",
             name=f"{config.stack_name}-operator",
-            dlqs=[self.inbox.dlq, self.fanout.outbox_dlq, self.timers.dlq, self.dispatcher.dlq],
+            dlqs=[
+                self.inbox.dlq,
+                self.fanout.outbox_dlq,
+                self.timers.dlq,
+                self.timers.schedule_dlq,
+                self.dispatcher.dlq,
+            ],
             sources=[self.inbox.queue, self.fanout.outbox],
             functions=[self.timers.function_arn],
         )

@@ -12,6 +12,8 @@ depends on what the DLQ holds:
   otherwise), then the record is deleted. Deployed, that is Lambda's ``Invoke`` with
   ``InvocationType=Event``; on the local stack, which has no Lambda service, a one-shot schedule
   due now, which the local clock fires into the same handler.
+- the timers' DLQ (``timers``, EventBridge Scheduler's): the body is the timer's input; the
+  lifecycle function is invoked with it again, the same way.
 
 SQS drops a FIFO message whose deduplication id it saw less than five minutes ago, so a message
 sent that recently is refused (with the time from which it can go) rather than lost.
@@ -138,7 +140,14 @@ class DeadLetter:
         return self.payload()
 
     def error(self) -> str | None:
-        """Why it failed, when the message says (a destination record's response)."""
+        """Why it failed, when the message says (a destination record's response, Scheduler's
+        ``ERROR_CODE``/``ERROR_MESSAGE`` attributes)."""
+        code, message = (
+            str(self.message_attributes.get(name, {}).get("StringValue", ""))
+            for name in ("ERROR_CODE", "ERROR_MESSAGE")
+        )
+        if code or message:
+            return f"{code or 'Error'}: {message}".strip()
         record = self.record()
         response = record.get("responsePayload")
         if isinstance(response, Mapping) and (response.get("errorType") or response.get("errorMessage")):
@@ -294,6 +303,12 @@ class DeadLetters:
         if spec.redrive == "lambda-destination":
             self._reinvoke(letter)
             return
+        if spec.redrive == "scheduler-target":
+            work = letter.payload()
+            if not isinstance(work, Mapping) or "question_id" not in work:
+                raise DlqError("not a timer's input (no question_id)")
+            self.invoker.invoke(self.prefix + spec.source, work)
+            return
         url = self.url(spec.source)
         if url is None:
             raise DlqError(f"the queue {self.prefix}{spec.source} does not exist")
@@ -397,7 +412,7 @@ def summary(letter: DeadLetter) -> str:
                 f"stream records {info.get('startSequenceNumber')}..{info.get('endSequenceNumber')} "
                 f"({info.get('batchSize')})"
             )
-    if letter.dlq.redrive == "lambda-destination" and "timer" in work:
+    if letter.dlq.redrive in ("lambda-destination", "scheduler-target") and "timer" in work:
         return f"timer {work.get('timer')} n={work.get('n')} question={work.get('question_id')}"
     if "thread_id" in work and "question_id" in work:
         return f"resume thread={work['thread_id']} question={work['question_id']}"

@@ -133,7 +133,7 @@ class QueueSpec:
         }
 
 
-RedriveKind = Literal["queue", "lambda-destination", "stream-batch"]
+RedriveKind = Literal["queue", "lambda-destination", "scheduler-target", "stream-batch"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,9 @@ class DeadLetterSpec:
     - ``lambda-destination``: the message is a Lambda on-failure destination record of the
       function ``source`` (``<prefix><source>``); its ``requestPayload`` is invoked again,
       asynchronously, as the first invocation was.
+    - ``scheduler-target``: the message is an EventBridge Scheduler dead letter: its body is the
+      input the schedule gave the function ``source`` (``<prefix><source>``), which is invoked
+      with it again, asynchronously, as the schedule would have.
     - ``stream-batch``: the message is a stream event source mapping's on-failure record: where
       the failed records are in the stream (``DDBStreamBatchInfo``), not the records.
 
@@ -393,8 +396,8 @@ def dead_letter_queues() -> tuple[DeadLetterSpec, ...]:
 
     Examples
     --------
-    >>> [dlq.name for dlq in dead_letter_queues()][:3]
-    ['inbox', 'outbox', 'lifecycle']
+    >>> [dlq.name for dlq in dead_letter_queues()]
+    ['inbox', 'outbox', 'ledger-stream', 'timers', 'lifecycle']
     """
     found: dict[str, DeadLetterSpec] = {}
     for value in list(globals().values()):
@@ -413,6 +416,14 @@ def dead_letter_queues() -> tuple[DeadLetterSpec, ...]:
                 redrive="stream-batch",
                 source=value.logical_id.lower(),
                 holds="where in the ledger's stream the records are that its reader failed on every retry",
+            )
+        elif isinstance(value, ScheduleGroupSpec):
+            spec = DeadLetterSpec(
+                name=value.dlq_name.removesuffix("-dlq"),
+                queue_name=value.dlq_name,
+                redrive="scheduler-target",
+                source=LIFECYCLE_FUNCTION,
+                holds="timers (expiry, escalation, reminder) Scheduler could not invoke the lifecycle with",
             )
         elif isinstance(value, DeadLetterSpec):
             spec = value

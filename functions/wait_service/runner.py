@@ -487,14 +487,25 @@ class RunnerService:
         except _GraphFailed as failed:
             self._best_effort(lambda: self._record_receipts(receipts))
             self._best_effort(lambda: self._record_async(hosted))
+            if hosted.unrecordable:
+                self._count_unrecordable(hosted.unrecordable)
             return self._graph_failed(thread_id, question, failed.__cause__)
         except Exception as exc:
+            if question is None and isinstance(message, ResumeMessage):
+                # It failed while the resume was being checked (the question's or the thread's
+                # read, or marking it running): the last attempt still marks the question.
+                question = self._resuming(message, receive_count)
             self._infrastructure_failed(thread_id, question, exc, receive_count)
             raise
         try:
             self._record_async(hosted)
             return self._after_run(
-                thread_id, question, result, republished=settled or bool(parked), receipts=receipts
+                thread_id,
+                question,
+                result,
+                republished=settled or bool(parked),
+                receipts=receipts,
+                unrecordable=hosted.unrecordable,
             )
         except _Undelivered:
             # Parked, and every question is in the ledger: the thread is `interrupted` and each
@@ -585,6 +596,23 @@ class RunnerService:
             return None, False, False
         return question, pending, False
 
+    def _resuming(self, message: ResumeMessage, receive_count: int) -> QuestionRecord | None:
+        """On the last attempt, the question a resume that failed before its run would resume.
+
+        ``None`` on an earlier attempt (the redelivery checks it again), when the ledger cannot be
+        read either, or when the question is not one the message may resume.
+        """
+        if receive_count < self.max_receive_count:
+            return None
+        try:
+            question = self.ledger.find_question(message.question_id)
+        except Exception:
+            logger.exception("could not read the question to record the failure")
+            return None
+        if question is None or question.thread_id != message.thread_id or question.status not in RESUMABLE:
+            return None
+        return question
+
     def _after_run(
         self,
         thread_id: str,
@@ -593,6 +621,7 @@ class RunnerService:
         *,
         republished: bool,
         receipts: list[Receipt] | None = None,
+        unrecordable: dict[str, str] | None = None,
     ) -> RunOutcome:
         reported: list[Receipt] = list(receipts or ())
         # The resumed question is recorded `resumed` in the same write as the run's end (one
@@ -611,7 +640,9 @@ class RunnerService:
                     self._mark_resumed(question, mine)
                 else:
                     with_end = question
-            return self._publish_and_end(thread_id, question, with_end, mine, result, reported, republished)
+            return self._publish_and_end(
+                thread_id, question, with_end, mine, result, reported, republished, unrecordable
+            )
         except _Undelivered:
             raise
         except Exception:
@@ -629,15 +660,22 @@ class RunnerService:
         result: Any,
         reported: list[Receipt],
         republished: bool,
+        unrecordable: dict[str, str] | None = None,
     ) -> RunOutcome:
         """Announce the run's questions and record its end.
 
         ``question`` is the one the run resumed; ``with_end`` the same when it is still to be
         recorded `resumed`, with the run's end (``mine``: the receipts of its call).
+        ``unrecordable``: the async questions of the run the ledger refused for good; the run
+        ends `failed` naming them, as it does for its interrupts' own, and announces nothing more.
         """
         self._record_receipts(reported)
         if question is not None and self.timers is not None:
             self.timers.cancel(question)
+        if unrecordable:
+            if with_end is not None:
+                self._mark_resumed(with_end, mine)
+            return self._unrecorded(thread_id, unrecordable)
         tracking = _Tracking(self.announce)
         envelopes = self.publish(
             result,
@@ -803,13 +841,8 @@ class RunnerService:
                 )
                 metrics.add_metric(name=QUESTION_COLLISIONS, unit=MetricUnit.Count, value=1)
                 continue
-            unrecordable = hosted.unrecordable.get(question_id)
-            if unrecordable is not None:
-                # No sink heard of it either; the run went on without it (async mode).
-                logger.error(
-                    "question unrecordable", extra={"questions": [question_id], "error": unrecordable}
-                )
-                metrics.add_metric(name=QUESTIONS_UNRECORDABLE, unit=MetricUnit.Count, value=1)
+            if question_id in hosted.unrecordable:
+                # No sink heard of it either; the run's end reports it (it ends `failed`).
                 continue
             if hosted.delivered(question_id):
                 results = hosted.sinks.get(question_id, {})
@@ -846,12 +879,18 @@ class RunnerService:
         No sink heard of them (the ledger comes first), and a retry would meet the same refusal,
         so the message is consumed and the thread is free for a new run.
         """
-        error = "; ".join(reasons.values())
-        logger.error("question unrecordable", extra={"questions": list(reasons), "error": error})
-        metrics.add_metric(name=QUESTIONS_UNRECORDABLE, unit=MetricUnit.Count, value=len(reasons))
+        error = self._count_unrecordable(reasons)
         metrics.add_metric(name=RUNS_FAILED, unit=MetricUnit.Count, value=1)
         self._start_deferred(thread_id, self.ledger.thread_failed(thread_id, error))
         return RunOutcome(thread_id=thread_id, status="failed", error=error)
+
+    @staticmethod
+    def _count_unrecordable(reasons: dict[str, str]) -> str:
+        """Log and count questions the ledger refused for good; their reasons as one error."""
+        error = "; ".join(reasons.values())
+        logger.error("question unrecordable", extra={"questions": list(reasons), "error": error})
+        metrics.add_metric(name=QUESTIONS_UNRECORDABLE, unit=MetricUnit.Count, value=len(reasons))
+        return error
 
     def _collided(self, thread_id: str, collisions: list[QuestionCollisionError]) -> RunOutcome:
         """Questions published under ids the ledger holds for other questions: a `wait.collision`.

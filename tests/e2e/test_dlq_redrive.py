@@ -192,6 +192,41 @@ def test_a_timer_that_failed_every_attempt_is_invoked_again_and_the_thread_ends(
     assert listed(stack) == []
 
 
+def test_a_timer_scheduler_gave_up_on_is_invoked_again_and_the_thread_ends(stack: LocalStack) -> None:
+    # Given a parked thread whose expiry (an hour away) EventBridge Scheduler gave up invoking: it
+    # sends the schedule's input to the timers DLQ with its error attributes (the local stack's
+    # clock invokes the handler itself, so the test sends what Scheduler would)
+    thread_id = f"t-sched-{uuid.uuid4().hex[:6]}"
+    question_id = park(stack, thread_id, {"ttl": 3600, "on_expiry": {"action": "default", "answer": LATE}})
+    sqs = stack.client("sqs")
+    url = sqs.get_queue_url(QueueName=f"{stack.config.prefix}timers-dlq")["QueueUrl"]
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody=json.dumps({"question_id": question_id, "timer": "expire", "n": 0}),
+        MessageAttributes={
+            "ERROR_CODE": {"DataType": "String", "StringValue": "AWS.Lambda.AccessDeniedException"},
+            "ERROR_MESSAGE": {"DataType": "String", "StringValue": "not authorized to invoke"},
+        },
+    )
+
+    # Then it is listed under the timers DLQ with the timer it carries and Scheduler's error
+    [letter] = listed(stack)
+    assert (letter["dlq"], letter["what"]) == ("timers", f"timer expire n=0 question={question_id}")
+    assert letter["error"] == "AWS.Lambda.AccessDeniedException: not authorized to invoke"
+
+    # When it is redriven
+    code, out, _ = dlq(stack, "redrive", "--all", "--dlq", "timers")
+    assert code == 0, out
+    assert out.startswith(f"redriven {letter['id']} (timers, timer expire")
+
+    # Then the lifecycle function takes the timer: the question expires with its default, the thread ends
+    thread = finished(stack, thread_id)
+    q = question(stack, question_id)
+    assert (q["status"], q["answer"], q["answered_by"]) == ("expired", LATE, "system:expiry")
+    assert thread["output"]["rejection"] == LATE
+    assert listed(stack) == []
+
+
 def test_an_unknown_id_and_an_unknown_dlq_are_one_line_errors(stack: LocalStack) -> None:
     code, out, err = dlq(stack, "redrive", "no-such-message")
     assert (code, out) == (1, "")

@@ -227,7 +227,7 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
     from agent_wait_cli.dlq import DeadLetters
     from agent_wait_cli.local.clock import destination_record
     from infra.operators import DLQ_ACTIONS, SOURCE_ACTIONS
-    from wait_service.resources import OUTBOX, create_resources
+    from wait_service.resources import OUTBOX, TIMERS, create_resources, dead_letter_queues
 
     # Given every kind of message in the DLQs, when an operator lists, shows and redrives them all
     called: set[str] = set()
@@ -258,13 +258,17 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
             QueueUrl=resources.lifecycle_dlq_url,
             MessageBody=json.dumps(destination_record({"question_id": "q"}, RuntimeError("x"), arn, 3)),
         )
+        setup.send_message(
+            QueueUrl=setup.create_queue(QueueName="agent-wait-" + TIMERS.dlq_name)["QueueUrl"],
+            MessageBody=json.dumps({"question_id": "q", "timer": "expire", "n": 0}),
+        )
         sqs = boto3.client("sqs", region_name="us-east-1")
         sqs.meta.events.register("before-call.*.*", record)
         dlqs = DeadLetters(sqs, "agent-wait-", Invoker(), now=lambda: 1e12)
         dlqs.queues()
-        [first, _] = dlqs.messages()
+        [first, _, _] = dlqs.messages()
         dlqs.find(first.message_id)
-        assert [o.status for o in dlqs.redrive(None)] == ["redriven", "redriven"]
+        assert [o.status for o in dlqs.redrive(None)] == ["redriven"] * 3
 
     # Then the policy grants those actions, and the lifecycle function's invoke, nothing more
     stack = default_synth.stack
@@ -275,7 +279,12 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
     }
     assert granted == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | {"lambda:InvokeFunction"}
     assert called == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS)
-    assert invoked == ["agent-wait-lifecycle"]
+    assert invoked == ["agent-wait-lifecycle"] * 2
+    # on every DLQ the stack has, the timers' (EventBridge Scheduler's) included
+    [on_dlqs] = [s for s in statements if "sqs:DeleteMessage" in s["Action"]]
+    dlq_ids = {ref["Fn::GetAtt"][0] for ref in on_dlqs["Resource"]}
+    assert stack.resolve(stack.timers.schedule_dlq.queue_arn)["Fn::GetAtt"][0] in dlq_ids
+    assert len(dlq_ids) == len(dead_letter_queues())
     assert policy["Properties"]["ManagedPolicyName"] == "agent-wait-operator"
     [invoke] = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
     assert stack.resolve(stack.timers.function_arn) == invoke["Resource"]

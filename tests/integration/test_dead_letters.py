@@ -10,7 +10,7 @@ import pytest
 
 from agent_wait_cli.dlq import DEDUPLICATION_WINDOW_SECONDS, DeadLetters, DlqError
 from agent_wait_cli.local.clock import destination_record
-from wait_service.resources import LIFECYCLE_DLQ, OUTBOX, dead_letter_queues
+from wait_service.resources import LIFECYCLE_DLQ, OUTBOX, TIMERS, dead_letter_queues
 
 if TYPE_CHECKING:
     from wait_service.resources import LocalResources
@@ -47,6 +47,12 @@ def test_every_dlq_of_the_specs_is_found_including_ones_added_later() -> None:
         "inbox.fifo",
     )
     assert names["lifecycle"] == LIFECYCLE_DLQ
+    # EventBridge Scheduler's dead-letter queue of the timers: its bodies are the lifecycle's input
+    assert (names["timers"].queue_name, names["timers"].redrive, names["timers"].source) == (
+        TIMERS.dlq_name,
+        "scheduler-target",
+        LIFECYCLE_DLQ.source,
+    )
 
 
 def test_a_fifo_message_goes_back_with_its_group_and_deduplication_id_in_order(
@@ -124,6 +130,52 @@ def test_a_destination_record_is_invoked_again_on_the_stacks_own_function_only(
     assert "names function" in outcomes[1].detail
     assert invocations.calls == [(f"{prefix}lifecycle", timer)]
     assert [letter.work() for letter in dlqs.messages()] == [{"x": 1}]
+
+
+def scheduler_dead_letter(code: str, message: str) -> dict[str, Any]:
+    """The message attributes EventBridge Scheduler puts on a dead letter (besides the input)."""
+    return {
+        "ERROR_CODE": {"DataType": "String", "StringValue": code},
+        "ERROR_MESSAGE": {"DataType": "String", "StringValue": message},
+        "RETRY_ATTEMPTS": {"DataType": "String", "StringValue": "185"},
+    }
+
+
+def test_a_timer_scheduler_gave_up_on_is_invoked_again_with_its_input(
+    resources: LocalResources, aws_client: Any
+) -> None:
+    sqs = aws_client("sqs")
+    prefix = prefix_of(resources)
+    # Given the timers' DLQ holding a timer's input Scheduler could not deliver, and a body that is none
+    timer = {"question_id": "q-1", "timer": "expire", "n": 0}
+    # (the stack creates it with its schedule group; these resources have no scheduler)
+    dlq_url = resources.schedule_dlq_url or sqs.create_queue(QueueName=prefix + TIMERS.dlq_name)["QueueUrl"]
+    sqs.send_message(
+        QueueUrl=dlq_url,
+        MessageBody=json.dumps(timer),
+        MessageAttributes=scheduler_dead_letter("AWS.Lambda.TooManyRequestsException", "Rate exceeded"),
+    )
+    sqs.send_message(QueueUrl=dlq_url, MessageBody="not a timer")
+    invocations = Invocations()
+    dlqs = DeadLetters(sqs, prefix, invocations)
+    letters = dlqs.messages("timers")
+    assert [letter.error() for letter in letters] == [
+        "AWS.Lambda.TooManyRequestsException: Rate exceeded",
+        None,
+    ]
+
+    # When every message of the timers' DLQ is redriven
+    outcomes = dlqs.redrive(None, name="timers")
+
+    # Then the timer is the lifecycle function's input again (the stack's own function), and the
+    # message that is no timer stays where it is
+    assert [(o.status, o.letter.work()) for o in outcomes] == [
+        ("redriven", timer),
+        ("refused", "not a timer"),
+    ]
+    assert outcomes[0].detail == f"invoked {prefix}lifecycle"
+    assert invocations.calls == [(f"{prefix}lifecycle", timer)]
+    assert [letter.work() for letter in dlqs.messages()] == ["not a timer"]
 
 
 def test_an_id_in_no_dlq_is_refused_and_nothing_moves(resources: LocalResources, aws_client: Any) -> None:

@@ -278,3 +278,32 @@ def test_an_answer_recorded_while_parked_but_run_after_the_thread_moved_on_ends_
     thread = ledger.get_thread("t-1")
     assert thread.run_status == "done"
     assert isinstance(thread.output, dict) and thread.output["outcome"] == "sent to all (approved by ann)"
+
+
+def test_an_async_question_too_large_for_the_ledger_fails_its_run_and_reaches_no_sink(
+    aws: Aws, runner: RunnerService, ledger: Ledger
+) -> None:
+    from wait_service.observability import metrics
+
+    metrics.clear_metrics()
+    # Given a run whose async question carries a 240,000-character argument (its ledger item passes 400 KB)
+    audience = "a" * 240_000
+
+    # When the runner runs it
+    outcome = runner.run(StartMessage(thread_id="t-big", input={"audience": audience}, run_id="01BIG"))
+
+    # Then the message is consumed (no retry can change the refusal), and the run ends failed
+    # naming the cause and the size, as it does for an interrupt-mode question ...
+    assert outcome.status == "failed"
+    thread = ledger.get_thread("t-big")
+    assert thread.run_status == "failed"
+    assert thread.error is not None
+    assert "cannot be recorded in the ledger: too large (" in thread.error
+    size = int(thread.error.split("too large (")[1].split(" bytes")[0].replace(",", ""))
+    assert size > 400 * 1024
+    # ... no sink heard of a question the api cannot open, and it is counted once
+    assert ledger.find_question(async_question_id("t-big", "send_newsletter", {"audience": audience})) is None
+    assert aws.outbox() == []
+    assert aws.subscribed() == []
+    assert sum(metrics.metric_set.get("QuestionsUnrecordable", {}).get("Value", [])) == 1
+    metrics.clear_metrics()

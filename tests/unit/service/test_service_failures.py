@@ -274,3 +274,69 @@ def test_a_failed_resume_transaction_writes_nothing_and_the_redelivery_ends_the_
     assert ledger.get_question(question_id).status == "resumed"
     output = ledger.get_thread("t-tx").output
     assert isinstance(output, dict) and output["refund"] is not None
+
+
+READS = {"dynamodb": ("GetItem", "Query", "BatchGetItem", "TransactGetItems")}
+
+
+class CallFaults(Faults):
+    """:class:`Faults` over every call a resume makes: the reads (ledger, checkpoint) too."""
+
+    def watch(self, client: Any, service: str) -> Any:
+        super().watch(client, service)
+        for operation in READS.get(service, ()):
+
+            def hook(params: dict[str, Any], _op: str = operation, **_: Any) -> None:
+                self.hit(f"{service}:{_op}:{str(params.get('TableName', '')).rsplit('/', 1)[-1]}")
+
+            client.meta.events.register(f"provide-client-params.{service}.{operation}", hook)
+        return client
+
+
+class ReadingSaver(FailingSaver):
+    """A :class:`FailingSaver` whose checkpoint reads go through its faults as well."""
+
+    def get_tuple(self, *args: Any, **kwargs: Any) -> Any:
+        self.faults.hit("checkpoint:get_tuple")
+        return super().get_tuple(*args, **kwargs)
+
+
+def test_a_failure_at_each_call_of_a_resumes_last_attempt_marks_its_question_resume_failed(
+    aws: Aws, clock: FakeClock
+) -> None:
+    # README, "Failures end visibly": "the last failure marks the question resume_failed and the
+    # thread failed before the DLQ". Given every call a resume makes, reads included, in order
+    saver = ReadingSaver(Faults())
+    question_id = parked_and_answered(aws, clock, "t-last-count", saver)
+    faults = CallFaults()
+    message = ResumeMessage(thread_id="t-last-count", question_id=question_id)
+    assert (
+        runner_with(aws, clock, faults, saver).run(message, receive_count=MAX_RECEIVE_COUNT).status == "done"
+    )
+    calls = faults.writes
+    # (the resume's own checks come first: the question's read, then the thread marked running)
+    assert calls[0].startswith("dynamodb:GetItem:"), calls
+    assert calls[1].startswith("dynamodb:UpdateItem:"), calls
+
+    for index, call in enumerate(calls, start=1):
+        # When that one call fails on the message's last receive
+        thread_id = f"t-last-{index}"
+        question_id = parked_and_answered(aws, clock, thread_id, saver)
+        runner = runner_with(aws, clock, CallFaults(fail_at=index), saver)
+        try:
+            outcome: str = runner.run(
+                ResumeMessage(thread_id=thread_id, question_id=question_id), receive_count=MAX_RECEIVE_COUNT
+            ).status
+        except ClientError:
+            outcome = "dlq"
+
+        # Then the message goes to the DLQ with the question `resume_failed` and the thread
+        # `failed`, or the answer was applied before that call: never left `answered`
+        ledger = Ledger(aws.resources.ledger_table, aws.dynamodb)
+        question = ledger.get_question(question_id)
+        thread = ledger.get_thread(thread_id)
+        if question.status == "resumed":
+            assert thread.run_status == "done", (call, outcome, thread)
+        else:
+            assert (outcome, question.status, thread.run_status) == ("dlq", "resume_failed", "failed"), call
+            assert thread.error and "ThrottlingException" in thread.error

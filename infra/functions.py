@@ -106,6 +106,10 @@ def graph_input_dir(
             f"context graph={graph!r}: cannot import it from {where} to write its input schema:\n"
             + done.stderr.strip()[-3000:]
         )
+    # The child's one warning when no schema can be built on this Python (input then unchecked).
+    for line in done.stderr.splitlines():
+        if line.startswith("warning: the input schema of "):
+            sys.stderr.write(line + "\n")
     return relative
 
 

@@ -45,7 +45,7 @@ from agent_wait.receipts import Receipt, collect_receipts
 from wait_service.async_answers import answer_input, answer_run_id, is_async_question
 from wait_service.constants import MAX_RECEIVE_COUNT
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
-from wait_service.input_schema import check_input
+from wait_service.input_schema import check_input, graph_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
 from wait_service.limits import MAX_DEPTH, check_numbers, check_thread_id, depth
 from wait_service.metric_names import (
@@ -939,14 +939,12 @@ def _unrecordable(envelope: Envelope, exc: BaseException) -> str:
 
 def _schema_of(graph: Graph) -> dict[str, Any] | None:
     """The graph's input JSON schema, ``None`` when it has none to give (any input is run)."""
-    get_schema = getattr(graph, "get_input_jsonschema", None)
-    if get_schema is None:
-        return None
-    try:
-        return dict(get_schema())
-    except Exception:
-        logger.warning("the graph's input schema could not be built; starts are not checked", exc_info=True)
-        return None
+    schema, why = graph_input_schema(graph)
+    if why is not None:
+        logger.warning(
+            "the graph's input schema could not be built; starts are not checked", extra={"reason": why}
+        )
+    return schema
 
 
 def _first_line(exc: BaseException) -> str:

@@ -142,3 +142,16 @@ def test_answers_follow_the_allowed_decisions(runner: RunnerService, ledger: Led
     no_edit = {**question, "allowed_decisions": ["approve", "reject"]}
     with pytest.raises(AnswerInvalidError, match="not allowed"):
         policy.check_answer({"action": "approve", "args": {"amount": 1}}, no_edit)
+
+
+def test_a_revoked_question_is_a_reject_with_the_revocation_reason(
+    runner: RunnerService, ledger: Ledger
+) -> None:
+    [question_id] = ask(runner, "t-revoked", "refund 40 to c-revoked")
+    ledger.record_revocation(question_id, "customer withdrew the claim", revoked_by="ops:dan")
+
+    outcome = runner.run(ResumeMessage(thread_id="t-revoked", question_id=question_id))
+
+    assert outcome.status == "done"
+    assert REFUNDS.paid("c-revoked") == []
+    assert "customer withdrew the claim" in last_message(ledger, "t-revoked")

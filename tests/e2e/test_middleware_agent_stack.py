@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import LocalProcess, eventually, http, start_local
+from e2e_support import LocalProcess, eventually, http, run_cli, start_local
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -96,3 +96,20 @@ def test_a_batch_of_two_is_answered_through_http_and_the_receipts_show_what_ran(
     _, _, rejected = http("GET", f"{stack.api}/questions/{second}")
     assert rejected["audit"]["receipt"]["ran"] is False
     assert [edited["status"], rejected["status"]] == ["resumed", "resumed"]
+
+
+def test_a_single_request_is_answered_from_the_cli(stack: LocalProcess) -> None:
+    api = ["--api", stack.api]
+    body = {"input": {"messages": [{"role": "user", "content": "refund 7 to c-cli"}]}}
+    status, _, _ = http("POST", f"{stack.api}/threads/t-cli/runs", body)
+    assert status == 202
+    [question_id] = eventually(lambda: thread_in(stack, "t-cli", "interrupted"), what="the question")[
+        "pending"
+    ]
+
+    replied = run_cli("reply", question_id, "--reject", "--reason", "ask finance", *api, check=True)
+    assert "202 answered" in replied.stdout
+
+    done = eventually(lambda: thread_in(stack, "t-cli", "done"), timeout=60, what="the thread to finish")
+    assert done["status"] == "done", done
+    assert "ask finance" in done["output"]["messages"][-1]["content"]

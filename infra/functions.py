@@ -114,6 +114,10 @@ def graph_input_dir(
             error=failure.get("error") or done.stderr.strip().splitlines()[-1:],
             detail=done.stderr,
         )
+    # The child's one warning when no schema can be built on this Python (input then unchecked).
+    for line in done.stderr.splitlines():
+        if line.startswith("warning: the input schema of "):
+            sys.stderr.write(line + "\n")
     return relative
 
 

@@ -10,12 +10,18 @@ start stays small). So the schema is generated ahead of time from the graph the 
   ``python -m wait_service.input_schema module:attribute path/to/schema.json``.
 
 The api finds it through ``AGENT_WAIT_INPUT_SCHEMA`` (a path); without it, any input is taken.
+
+A state declared with ``typing.TypedDict`` cannot be given to pydantic before Python 3.12 (it asks
+for ``typing_extensions.TypedDict``), and the build host may run 3.11 while Lambda runs 3.13. The
+schema is then built from an equivalent ``typing_extensions.TypedDict``; where even that fails, the
+file holds ``null``, one warning line says why, and starts are not checked (any input is run).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +33,89 @@ if TYPE_CHECKING:
 INPUT_SCHEMA_FILE = "graph_input_schema.json"
 
 
-def generate_input_schema(graph_spec: str) -> dict[str, Any]:
+def graph_input_schema(graph: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """``(schema, None)`` for a graph's input JSON schema, or ``(None, why)`` when none can be built.
+
+    ``graph.get_input_jsonschema()`` first; when it fails on a ``typing.TypedDict`` state (pydantic
+    before Python 3.12), the same schema from the state rebuilt as ``typing_extensions.TypedDict``.
+    ``why`` is one line fit for a warning; a graph without ``get_input_jsonschema`` has no schema
+    and no reason to warn (``(None, None)``).
+    """
+    get_schema = getattr(graph, "get_input_jsonschema", None)
+    if get_schema is None:
+        return None, None
+    try:
+        return dict(get_schema()), None
+    except Exception as exc:
+        first = exc
+    state = getattr(getattr(graph, "builder", None), "input_schema", None)
+    if state is not None and typing.is_typeddict(state):
+        try:
+            from pydantic import TypeAdapter
+
+            return dict(TypeAdapter(_portable(state, {})).json_schema()), None
+        except Exception as exc:
+            first = exc
+    return None, f"{type(first).__name__}: {_first_line(first)}"
+
+
+def _portable(tp: Any, seen: dict[int, Any]) -> Any:
+    """``tp`` with every ``typing.TypedDict`` in it rebuilt as a ``typing_extensions.TypedDict``.
+
+    Pydantic refuses ``typing.TypedDict`` before Python 3.12; the rebuilt class has the same name,
+    docstring, fields, required keys and annotations (``Annotated`` metadata kept), so its schema
+    is the one pydantic builds for the original on 3.12+.
+    """
+    if typing.is_typeddict(tp):
+        if id(tp) in seen:
+            return seen[id(tp)]
+        import typing_extensions
+
+        if type(tp).__module__ == "typing_extensions":
+            return tp
+        hints = typing.get_type_hints(tp, include_extras=True)
+        required = getattr(tp, "__required_keys__", frozenset(hints))
+        fields: dict[str, Any] = {}
+        for name, hint in hints.items():
+            # As pydantic reads them: an explicit Required/NotRequired wins over __required_keys__
+            # (which misses them under postponed annotations before 3.12).
+            needed = name in required
+            while typing.get_origin(hint) in (typing_extensions.Required, typing_extensions.NotRequired):
+                needed = typing.get_origin(hint) is typing_extensions.Required
+                hint = typing.get_args(hint)[0]
+            hint = _portable(hint, seen)
+            fields[name] = hint if needed else typing_extensions.NotRequired[hint]
+        rebuilt = typing_extensions.TypedDict(tp.__name__, fields)  # type: ignore[misc]
+        rebuilt.__doc__ = tp.__doc__
+        rebuilt.__module__ = tp.__module__
+        seen[id(tp)] = rebuilt
+        return rebuilt
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is None or not args:
+        return tp
+    if origin is typing.Annotated:
+        inner = _portable(args[0], seen)
+        return tp if inner is args[0] else typing.Annotated[(inner, *tp.__metadata__)]
+    if origin is typing.Literal:
+        return tp
+    portable = tuple(_portable(arg, seen) for arg in args)
+    if all(new is old for new, old in zip(portable, args, strict=True)):
+        return tp
+    if origin is typing.Union or type(tp).__name__ == "UnionType":
+        return typing.Union[portable]  # noqa: UP007 (built from a tuple)
+    return origin[portable if len(portable) > 1 else portable[0]]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text[:300]
+
+
+def generate_input_schema(graph_spec: str) -> dict[str, Any] | None:
     """The input JSON schema of the graph ``module:attribute`` (imports it, and LangGraph).
+
+    ``None`` (after one warning line naming why) when no schema can be built on this Python:
+    starts are then not checked, rather than the stack refusing to start.
 
     Examples
     --------
@@ -37,12 +124,25 @@ def generate_input_schema(graph_spec: str) -> dict[str, Any]:
     """
     from wait_service.graph import load_graph
 
-    schema = load_graph(graph_spec, None).get_input_jsonschema()
-    return dict(schema)
+    schema, why = graph_input_schema(load_graph(graph_spec, None))
+    if why is not None:
+        warn_unchecked(graph_spec, why)
+    return schema
+
+
+def warn_unchecked(graph_spec: str, why: str) -> None:
+    """The one warning line for a graph whose input schema cannot be built here."""
+    sys.stderr.write(
+        f"warning: the input schema of {graph_spec} cannot be built on Python "
+        f"{sys.version_info.major}.{sys.version_info.minor} ({why}); run input is not checked\n"
+    )
 
 
 def write_input_schema(graph_spec: str, path: Path) -> Path:
-    """Write the graph's input schema to ``path`` (JSON, stable key order); returns ``path``."""
+    """Write the graph's input schema to ``path`` (JSON, stable key order); returns ``path``.
+
+    ``null`` when no schema can be built (:func:`generate_input_schema`): any input is taken.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(generate_input_schema(graph_spec), indent=2, sort_keys=True) + "\n"
     # Rewrite only on change, so an asset hashed on its files keeps its hash.
@@ -52,10 +152,12 @@ def write_input_schema(graph_spec: str, path: Path) -> Path:
 
 
 def read_input_schema(path: str | Path | None) -> dict[str, Any] | None:
-    """The schema at ``path``; ``None`` when no path is configured."""
+    """The schema at ``path``; ``None`` when no path is configured or the file holds ``null``."""
     if not path:
         return None
     loaded = json.loads(Path(path).read_text())
+    if loaded is None:
+        return None
     if not isinstance(loaded, dict):
         raise ValueError(f"{path} does not hold a JSON schema object")
     return loaded

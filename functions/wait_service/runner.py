@@ -41,11 +41,13 @@ from agent_wait import BaseAnnounce, CompositeAnnounce
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import AnnounceError, InputInvalidError, InvalidRequestError, QuestionCollisionError
 from agent_wait.hosting import AsyncHost, hosting_async_waits
-from agent_wait.receipts import Receipt, collect_receipts
+from agent_wait.langchain_hitl import ToolRuns, resume_value, sibling_ids
+from agent_wait.langchain_hitl import receipts as tool_receipts
+from agent_wait.receipts import Receipt, collect_receipts, emit_receipt
 from wait_service.async_answers import answer_input, answer_run_id, is_async_question
 from wait_service.constants import MAX_RECEIVE_COUNT
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
-from wait_service.input_schema import check_input
+from wait_service.input_schema import check_input, graph_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
 from wait_service.limits import MAX_DEPTH, check_numbers, check_thread_id, depth
 from wait_service.metric_names import (
@@ -444,6 +446,8 @@ class RunnerService:
         question: QuestionRecord | None = None
         parked: list[Any] = []
         settled = False
+        # The questions of a HumanInTheLoopMiddleware batch the answer belongs to, in its order.
+        batch: list[QuestionRecord] = []
         # The run carrying an async question's answer (None: a start or an ordinary resume).
         answer_run: str | None = None
         # What the resumed `@wait` calls reported while the graph ran (the audit's receipts).
@@ -463,6 +467,10 @@ class RunnerService:
                     parked = interrupts if same_run else []
                 else:
                     settled = not pending
+                    batch, undecided = self._batch(question)
+                    if undecided and not settled:
+                        # One answer of a batch: the thread resumes once every one is decided.
+                        return self._await_batch(thread_id, question, config)
             elif message.run_id is not None and self.ledger.start_if_at_rest(thread_id, message.run_id):
                 # The thread's last run ended done (or none ran): its checkpoint waits on nothing,
                 # so there is nothing to defer behind or to republish, and no need to read it.
@@ -483,7 +491,7 @@ class RunnerService:
                 announce=hosted, reply_url=self.reply_url, default_ttl=self.default_ttl, now=self._clock
             )
             with collect_receipts() as receipts, hosting_async_waits(host):
-                result = self._invoke(message, question, settled, parked, config, answer_run)
+                result = self._invoke(message, question, settled, parked, config, answer_run, batch)
         except _GraphFailed as failed:
             self._best_effort(lambda: self._record_receipts(receipts))
             self._best_effort(lambda: self._record_async(hosted))
@@ -499,7 +507,7 @@ class RunnerService:
             raise
         try:
             self._record_async(hosted)
-            return self._after_run(
+            outcome = self._after_run(
                 thread_id,
                 question,
                 result,
@@ -507,6 +515,10 @@ class RunnerService:
                 receipts=receipts,
                 unrecordable=hosted.unrecordable,
             )
+            for sibling in batch:
+                if question is not None and sibling.question_id != question.question_id:
+                    self._mark_resumed(sibling, [r for r in receipts if r.question_id == sibling.question_id])
+            return outcome
         except _Undelivered:
             # Parked, and every question is in the ledger: the thread is `interrupted` and each
             # question answerable; the redelivery only republishes to the sinks that missed it.
@@ -523,6 +535,7 @@ class RunnerService:
         parked: list[Any],
         config: dict[str, Any],
         answer_run: str | None = None,
+        batch: list[QuestionRecord] | None = None,
     ) -> Any:
         if question is not None and settled:
             # The thread ran on with this answer already (a redelivered resume whose run was
@@ -541,6 +554,8 @@ class RunnerService:
                 # Nothing is parked on an async question: its answer is a new run's input.
                 config["metadata"] = {RUN_ID_KEY: answer_run}
                 return self.graph.invoke(answer_input(question), config, durability=self.durability)
+            if question is not None and batch:
+                return self._resume_batch(batch, config)
             if question is not None:
                 command: Command[Any] = Command(resume={question.question_id: question.answer})
                 return self.graph.invoke(command, config, durability=self.durability)
@@ -552,6 +567,44 @@ class RunnerService:
             if is_infrastructure_failure(exc):
                 raise
             raise _GraphFailed from exc
+
+    def _batch(self, question: QuestionRecord) -> tuple[list[QuestionRecord], list[str]]:
+        """The batch ``question`` belongs to (``[]`` for any other) and its undecided ids."""
+        ids = sibling_ids(question.question)
+        found = {
+            qid: self.ledger.find_question(qid) if qid != question.question_id else question for qid in ids
+        }
+        undecided = [qid for qid, q in found.items() if q is None or q.status not in RESUMABLE]
+        return [q for q in found.values() if q is not None], undecided
+
+    def _await_batch(self, thread_id: str, question: QuestionRecord, config: dict[str, Any]) -> RunOutcome:
+        """Keep the thread parked on the questions still undecided; the answer waits in the ledger."""
+        state = self.graph.get_state(config)
+        remaining = [
+            qid
+            for qid in _question_ids(getattr(state, "interrupts", ()) or ())
+            if (q := self.ledger.find_question(qid)) is None or q.status not in RESUMABLE
+        ]
+        if self.timers is not None:
+            self.timers.cancel(question)
+        self.ledger.thread_interrupted(thread_id, remaining)
+        logger.info("answer kept until its batch is decided", extra={"pending": remaining})
+        return RunOutcome(thread_id=thread_id, status="interrupted", pending=remaining)
+
+    def _resume_batch(self, batch: list[QuestionRecord], config: dict[str, Any]) -> Any:
+        """Resume the middleware's interrupt with every decision, in order; receipts of the tools."""
+        ordered = sorted(batch, key=lambda q: sibling_ids(q.question).index(q.question_id))
+        interrupt_id = ordered[0].question_id.rsplit("-", 1)[0]
+        decided = [(q.question, q.answer) for q in ordered]
+        runs = ToolRuns()
+        config["callbacks"] = [runs.handler()]
+        command: Command[Any] = Command(resume={interrupt_id: resume_value(decided)})
+        result = self.graph.invoke(command, config, durability=self.durability)
+        now = self._clock()
+        questions = [(q.question_id, _mapping(q.question), q.answer) for q in ordered]
+        for receipt in tool_receipts(questions, runs, now=now):
+            emit_receipt(receipt)
+        return result
 
     def _record_receipts(self, receipts: list[Receipt]) -> None:
         """Keep what each resumed call reported on its question; the first receipt stands."""
@@ -587,7 +640,7 @@ class RunnerService:
             return question, True, True
         else:
             state = self.graph.get_state(config)
-            pending = message.question_id in {i.id for i in getattr(state, "interrupts", ()) or ()}
+            pending = message.question_id in _question_ids(getattr(state, "interrupts", ()) or ())
             if not pending and (question.status == "resume_failed" or question.resumed_at is not None):
                 reason = "the thread does not wait on this question"
         if reason is not None:
@@ -790,8 +843,8 @@ class RunnerService:
         A run that failed before its questions reached the ledger leaves interrupts nobody can
         answer; a new run must not wait behind them.
         """
-        for interrupt in interrupts:
-            question = self.ledger.find_question(interrupt.id)
+        for question_id in _question_ids(interrupts):
+            question = self.ledger.find_question(question_id)
             if question is not None and question.status in OPEN:
                 return True
         return False
@@ -799,7 +852,7 @@ class RunnerService:
     def _defer(self, message: StartMessage, interrupts: list[Any]) -> RunOutcome:
         # The message succeeds: failing it would hold every later message of the thread's FIFO
         # group, the answer's resume included, behind it.
-        pending = [interrupt.id for interrupt in interrupts]
+        pending = _question_ids(interrupts)
         run_id = message.run_id or str(ULID())
         self.ledger.defer_run(message.thread_id, run_id, message.input)
         logger.info("run deferred until the thread's questions are answered", extra={"pending": pending})
@@ -812,7 +865,7 @@ class RunnerService:
         the question is recorded ``resumed`` here and its timers are disarmed; the run id is the
         answer's own, so a redelivered message keeps it once.
         """
-        pending = [interrupt.id for interrupt in interrupts]
+        pending = _question_ids(interrupts)
         self.ledger.defer_run(question.thread_id, answer_run_id(question.question_id), answer_input(question))
         if self.ledger.mark_resumed(question):
             metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
@@ -977,16 +1030,25 @@ def _unrecordable(envelope: Envelope, exc: BaseException) -> str:
     return f"question {envelope.question_id} cannot be recorded in the ledger: {what}: {cause}"
 
 
+def _question_ids(interrupts: Any) -> list[str]:
+    """The question ids of a checkpoint's interrupts (a middleware batch stands for several)."""
+    from agent_wait.langgraph import question_ids
+
+    return question_ids(list(interrupts))
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def _schema_of(graph: Graph) -> dict[str, Any] | None:
     """The graph's input JSON schema, ``None`` when it has none to give (any input is run)."""
-    get_schema = getattr(graph, "get_input_jsonschema", None)
-    if get_schema is None:
-        return None
-    try:
-        return dict(get_schema())
-    except Exception:
-        logger.warning("the graph's input schema could not be built; starts are not checked", exc_info=True)
-        return None
+    schema, why = graph_input_schema(graph)
+    if why is not None:
+        logger.warning(
+            "the graph's input schema could not be built; starts are not checked", extra={"reason": why}
+        )
+    return schema
 
 
 def _first_line(exc: BaseException) -> str:

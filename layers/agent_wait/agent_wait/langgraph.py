@@ -29,10 +29,11 @@ except ImportError as exc:
     raise MissingExtraError("langgraph", module="agent_wait.langgraph") from exc
 
 from agent_wait.framework import Framework
+from agent_wait.langchain_hitl import batch_questions, is_hitl_request
 from agent_wait.publish import make_publish_interrupts
 from agent_wait.wait import make_wait
 
-__all__ = ["LangGraphFramework", "publish_interrupts", "wait"]
+__all__ = ["LangGraphFramework", "publish_interrupts", "question_ids", "wait"]
 
 # Names LangGraph injects into nodes and ToolNode tools; never part of what a human approves.
 _INJECTED_NAMES = ("state", "config", "runtime", "store", "writer", "tool_call_id")
@@ -59,7 +60,9 @@ class LangGraphFramework(Framework):
       values; pinned by ``tests/unit/langgraph``).
     - ``is_control_flow``: ``GraphBubbleUp`` (an interrupt or a ``Command`` from inside a body).
     - ``interrupts_in``: ``(Interrupt.id, Interrupt.value)`` for each interrupt in the result
-      (a dict with ``__interrupt__``, an object with ``.interrupts``, or a list of Interrupts).
+      (a dict with ``__interrupt__``, an object with ``.interrupts``, or a list of Interrupts);
+      the batched interrupt of LangChain's ``HumanInTheLoopMiddleware`` gives one pair per
+      action request (``agent_wait.langchain_hitl``).
     - ``current_thread_id``: ``get_config()["configurable"]["thread_id"]``.
     - hidden: ``state``, ``config``, ``runtime``, ``store``, ``writer``, ``tool_call_id``, and any
       parameter annotated ``InjectedState`` / ``InjectedStore`` / ``InjectedToolCallId`` (any
@@ -91,7 +94,16 @@ class LangGraphFramework(Framework):
             found = result
         else:
             found = getattr(result, "interrupts", ()) or ()
-        return [(item.id, item.value) for item in found if isinstance(item, Interrupt)]
+        pairs: list[tuple[str, Any]] = []
+        for item in found:
+            if not isinstance(item, Interrupt):
+                continue
+            if is_hitl_request(item.value):
+                # LangChain's HumanInTheLoopMiddleware: one question per action request.
+                pairs += batch_questions(item.id, item.value)
+            else:
+                pairs.append((item.id, item.value))
+        return pairs
 
     def current_thread_id(self, call_args: Mapping[str, Any]) -> str:
         config = call_args.get("config")
@@ -173,6 +185,11 @@ def _is_directly_injected(cls: type) -> bool:
     # ToolRuntime derives from langchain_core's private _DirectlyInjectedToolArg; match by name so
     # a rename inside langchain_core degrades to the parameter-name rule instead of an ImportError.
     return any(base.__name__ == "_DirectlyInjectedToolArg" for base in cls.__mro__)
+
+
+def question_ids(interrupts: Any) -> list[str]:
+    """The question ids the interrupts of a result or state stand for (a batch gives several)."""
+    return [question_id for question_id, _ in LangGraphFramework().interrupts_in(interrupts)]
 
 
 wait = make_wait(LangGraphFramework())

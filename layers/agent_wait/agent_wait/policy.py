@@ -178,6 +178,17 @@ class Policy(BaseModel):
             return
         if not isinstance(answer, Mapping):
             raise AnswerInvalidError(f"a {self.kind!r} answer must be a JSON object", field="answer")
+        if self.kind == "approval" and isinstance(question, Mapping) and "allowed_decisions" in question:
+            # A request of LangChain's HumanInTheLoopMiddleware: its own allowed decisions.
+            from agent_wait.langchain_hitl import batch_of, check_review_answer
+
+            if batch_of(question) is not None:
+                check_review_answer(answer, question)
+                if answer.get("action") == "approve" and answer.get("args"):
+                    published = question.get("args")
+                    if isinstance(published, Mapping):
+                        check_arg_edits(answer["args"], published, str(question.get("function")))
+                return
         if self.kind == "approval":
             _check_approval(answer)
             edits = answer.get("args")

@@ -30,7 +30,9 @@ GRAPH = "examples.refund_agent:build_graph"
 
 @pytest.fixture(scope="module")
 def refund_schema() -> dict[str, Any]:
-    return generate_input_schema(GRAPH)
+    schema = generate_input_schema(GRAPH)
+    assert schema is not None
+    return schema
 
 
 @pytest.fixture

@@ -1,9 +1,11 @@
-"""Runs deferred behind a question run one after another, each sent to the inbox by the runner itself.
+"""Runs deferred behind a question run one after another, each started by the one before.
 
-Thirty runs queued behind one question are a chain of thirty runner -> inbox -> runner hops with no
-human in between; Lambda's recursive loop detection would stop it after about 16 (the stack allows
-the loop on the runner: tests/infra/test_operate.py). Here the chain runs through the inbox queue as
-the event source mapping would run it, and every run completes.
+Thirty runs queued behind one question are a chain of thirty hops with no human in between: the
+runner records the next run in the ledger, the ledger's stream hands it to the dispatcher, which
+puts it on the inbox. Lambda's recursive loop detection would stop a chain of Lambda and SQS hops
+after about 16 (the stack allows the loop on the runner: tests/infra/test_operate.py). Here the
+chain runs through the stream and the inbox queue as the event source mappings would run it, and
+every run completes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from agent_wait.langgraph import wait
-from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
+from wait_service.inbox import Inbox, StartMessage, parse_message
 from wait_service.ledger import Ledger
 from wait_service.runner import RunnerService, build_announce
 
@@ -70,21 +72,24 @@ def test_thirty_runs_deferred_on_one_thread_all_complete(aws: Aws, clock: FakeCl
         )
     assert len(ledger.get_thread("t-1").deferred) == DEFERRED
 
-    # When the question is answered and the thread resumed
+    # When the question is answered (the ledger's stream sends its resume)
     ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
-    assert runner.run(ResumeMessage(thread_id="t-1", question_id=question_id)).status == "done"
 
-    # Then each run's end sends the next deferred run to the inbox, and the chain runs to its end:
-    # every hop is one message the runner itself sent
+    # Then the resume, and after it each run's end, puts the next run on the inbox, and the chain
+    # runs to its end: every hop is one message started by the run before it
     outcomes: list[str] = []
-    while got := aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url, MaxNumberOfMessages=10).get(
-        "Messages", []
-    ):
-        assert len(got) == 1  # one deferred run at a time: the next is sent when this one ends
+    while True:
+        aws.dispatch()  # the ledger's stream hands what was recorded to the dispatcher
+        got = aws.sqs.receive_message(QueueUrl=aws.resources.inbox_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
+        if not got:
+            break
+        assert len(got) == 1, [m["Body"] for m in got]  # one at a time: the next when this one ends
         [message] = got
         outcomes.append(runner.run(parse_message(message["Body"])).status)
         aws.sqs.delete_message(QueueUrl=aws.resources.inbox_url, ReceiptHandle=message["ReceiptHandle"])
-    assert outcomes == ["done"] * DEFERRED
+    assert outcomes == ["done"] * (1 + DEFERRED)
     thread = ledger.get_thread("t-1")
     assert (thread.run_status, thread.deferred, thread.pending) == ("done", [], [])
     # the last run's output is the last input's

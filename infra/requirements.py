@@ -60,12 +60,14 @@ CORE_PACKAGES: tuple[str, ...] = (
 GRAPH_PACKAGES: tuple[str, ...] = ("langgraph", "langgraph-checkpoint-aws")
 
 # botocore's service models kept in the layers: the services the deployment calls (the functions,
-# the announcers, the checkpointer's S3 offload), the X-Ray SDK's own client, and STS (credentials).
+# the announcers, the dispatcher's audit archive on Firehose, the checkpointer's S3 offload), the
+# X-Ray SDK's own client, and STS (credentials).
 # botocore loads a model only when a client for its service is created. A user's agent may call any
 # AWS service (bedrock-runtime for a model, say): its graph layer carries botocore with every model
 # (``every_aws_service``), which Lambda's merge of the layers lays over the core layer's trimmed copy.
 BOTOCORE_SERVICES: tuple[str, ...] = (
     "dynamodb",
+    "firehose",
     "s3",
     "scheduler",
     "secretsmanager",

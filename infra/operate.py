@@ -7,7 +7,8 @@ gets the same protection without its construct knowing about these settings:
   ``deletion_protection``, on by default): a ``cdk destroy`` or a replacement keeps the data even if a
   removal policy were changed by mistake.
 - :class:`CustomerManagedKey`: a customer-managed KMS key (context ``kms_key_arn``) for every table,
-  queue, bucket and log group, instead of the AWS-owned or SQS/S3-managed keys.
+  queue, bucket, log group and Firehose delivery stream, instead of the AWS-owned or SQS/S3-managed
+  keys.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 import jsii
 from aws_cdk import IAspect
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kinesisfirehose as firehose
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
@@ -45,10 +47,12 @@ class DeletionProtection:
 
 @jsii.implements(IAspect)
 class CustomerManagedKey:
-    """Encrypt every table, queue, bucket and log group with the key ``key_arn``.
+    """Encrypt every table, queue, bucket, log group and delivery stream with the key ``key_arn``.
 
     The key's own policy must let CloudWatch Logs (``logs.<region>.amazonaws.com``) use it; the
-    functions' roles get :data:`KEY_USE_ACTIONS` on it from the stack.
+    functions' roles (and the roles of Scheduler and Firehose) get :data:`KEY_USE_ACTIONS` on it from
+    the stack. Firehose encrypts the records it buffers under a grant it creates on the key with the
+    deploying role's rights (``kms:CreateGrant``, ``kms:DescribeKey``).
 
     Examples
     --------
@@ -81,3 +85,9 @@ class CustomerManagedKey:
             )
         elif isinstance(node, logs.CfnLogGroup):
             node.kms_key_id = self.key_arn
+        elif isinstance(node, firehose.CfnDeliveryStream):
+            node.delivery_stream_encryption_configuration_input = (
+                firehose.CfnDeliveryStream.DeliveryStreamEncryptionConfigurationInputProperty(
+                    key_type="CUSTOMER_MANAGED_CMK", key_arn=self.key_arn
+                )
+            )

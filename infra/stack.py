@@ -215,12 +215,14 @@ class AgentWaitStack(cdk.Stack):
         if config.kms_key_arn is not None:
             cdk.Aspects.of(self).add(CustomerManagedKey(config.kms_key_arn))
             # Every function sends to or reads a queue under the key (and the api and lifecycle may
-            # decrypt secrets encrypted with it); Scheduler sends to the timers DLQ with its role.
+            # decrypt secrets encrypted with it); Scheduler sends to the timers DLQ with its role;
+            # Firehose writes the archive's objects (the bucket's default key) with its role.
             functions = [self.api_function, self.runner, self.timers.lifecycle, self.dispatcher.service]
             if self.webhooks is not None:
                 functions.append(self.webhooks.delivery)
             for fn in functions:
                 fn.allow(KEY_USE_ACTIONS, [config.kms_key_arn])
-            self.timers.scheduler_role.add_to_policy(
-                iam.PolicyStatement(actions=list(KEY_USE_ACTIONS), resources=[config.kms_key_arn])
-            )
+            for role in (self.timers.scheduler_role, self.archive.role):
+                role.add_to_policy(
+                    iam.PolicyStatement(actions=list(KEY_USE_ACTIONS), resources=[config.kms_key_arn])
+                )

@@ -84,7 +84,11 @@ def test_the_account_role_can_be_left_to_the_account(options_synth: Synth) -> No
 def test_the_checked_in_cdk_json_deploys_the_offload_bucket(cdk_json_synth: Synth) -> None:
     stack = cdk_json_synth.stack
     assert stack.checkpoints.bucket is not None
-    cdk_json_synth.template.resource_count_is("AWS::S3::Bucket", 1)
+    # The offload bucket, next to the audit archive's (which every variant has).
+    assert set(cdk_json_synth.resources("AWS::S3::Bucket")) == {
+        logical_id(cdk_json_synth, stack.checkpoints.bucket),
+        logical_id(cdk_json_synth, stack.archive.bucket),
+    }
     bucket = {"Ref": logical_id(cdk_json_synth, stack.checkpoints.bucket)}
     assert env_of(cdk_json_synth, stack.runner.function)["AGENT_WAIT_CHECKPOINT_BUCKET"] == bucket
     # so the api takes the answers the README promises resume (250 KiB and more)
@@ -244,7 +248,14 @@ def test_queues_topic_scheduler_and_api_have_their_alarms(default_synth: Synth) 
     latency = alarm_named(default_synth, "ApiLatencyP99")
     assert (latency["MetricName"], latency["ExtendedStatistic"]) == ("Latency", "p99")
     dlqs = {name for name in alarm_ids(default_synth) if name.endswith("DlqDepth")}
-    assert dlqs == {"InboxDlqDepth", "OutboxDlqDepth", "LifecycleDlqDepth", "TimersDlqDepth"}
+    assert dlqs == {"InboxDlqDepth", "OutboxDlqDepth", "LifecycleDlqDepth", "TimersDlqDepth", "StreamDlqDepth"}
+    stream_dlq = alarm_named(default_synth, "StreamDlqDepth")
+    assert stream_dlq["Dimensions"] == [
+        {
+            "Name": "QueueName",
+            "Value": {"Fn::GetAtt": [logical_id(default_synth, stack.dispatcher.dlq), "QueueName"]},
+        }
+    ]
 
 
 def test_the_dashboard_has_dynamodb_sqs_and_scheduler_panels(default_synth: Synth) -> None:
@@ -380,23 +391,42 @@ def test_a_customer_managed_key_encrypts_tables_queues_bucket_and_logs(options_s
             "SSEType": "KMS",
         }
     queues = options_synth.resources("AWS::SQS::Queue").values()
-    assert len(queues) == 6  # inbox, outbox, their DLQs, the lifecycle and timers DLQs
+    # inbox, outbox, their DLQs, the lifecycle and timers DLQs, the ledger stream's DLQ
+    assert len(queues) == 7
     for queue in queues:
         assert queue["Properties"]["KmsMasterKeyId"] == KMS_KEY_ARN
         assert "SqsManagedSseEnabled" not in queue["Properties"]
-    [bucket] = options_synth.resources("AWS::S3::Bucket").values()
-    [rule] = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
-    assert rule["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": KMS_KEY_ARN}
+    buckets = options_synth.resources("AWS::S3::Bucket")
+    assert stack.checkpoints.bucket is not None
+    assert set(buckets) == {
+        logical_id(options_synth, stack.checkpoints.bucket),
+        logical_id(options_synth, stack.archive.bucket),
+    }
+    for bucket in buckets.values():
+        [rule] = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+        assert rule["ServerSideEncryptionByDefault"] == {
+            "SSEAlgorithm": "aws:kms",
+            "KMSMasterKeyID": KMS_KEY_ARN,
+        }
     log_groups = options_synth.resources("AWS::Logs::LogGroup").values()
-    assert len(log_groups) == 4  # three functions and the API's access log
+    # four functions (api, runner, lifecycle, dispatcher), the API's access log, Firehose's errors
+    assert len(log_groups) == 6
     assert all(group["Properties"]["KmsKeyId"] == KMS_KEY_ARN for group in log_groups)
+    # Firehose keeps the archive's buffered records under the key too.
+    [stream] = options_synth.resources("AWS::KinesisFirehose::DeliveryStream").values()
+    assert stream["Properties"]["DeliveryStreamEncryptionConfigurationInput"] == {
+        "KeyType": "CUSTOMER_MANAGED_CMK",
+        "KeyARN": KMS_KEY_ARN,
+    }
     # Every function may use the key (queues, objects, and secrets encrypted under it); so may the
-    # scheduler role, which sends to the timers DLQ.
+    # scheduler role, which sends to the timers DLQ, and Firehose's, which writes the archive bucket.
     for role in (
         stack.api_function.role,
         stack.runner.role,
         stack.timers.lifecycle.role,
+        stack.dispatcher.role,
         stack.timers.scheduler_role,
+        stack.archive.role,
     ):
         grants = [s for s in statements_of(options_synth, role) if s["Resource"] == KMS_KEY_ARN]
         assert [actions(s) for s in grants] == [["kms:Decrypt", "kms:GenerateDataKey"]]

@@ -161,7 +161,10 @@ def _webhooks(value: Any) -> tuple[WebhookConfig, ...]:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise ConfigError(f"context webhooks: not JSON ({exc})") from exc
+            raise ConfigError(
+                f"context webhooks: not JSON ({exc})",
+                fix='[{"url": "https://...", "secret_name": "<secret>", "types": ["wait.created"]}] as JSON',
+            ) from exc
     if not isinstance(value, list):
         raise ConfigError('context webhooks: expected a list of {"url", "secret_name", "types"}')
     hooks: list[WebhookConfig] = []
@@ -191,7 +194,9 @@ def _webhooks(value: Any) -> tuple[WebhookConfig, ...]:
             )
         for event_type in types:
             if not isinstance(event_type, str) or not _EVENT_TYPE.match(event_type):
-                raise ConfigError(f"{where}.types: {event_type!r} is not an event type like 'wait.created'")
+                raise ConfigError(
+                    f"{where}.types: {event_type!r} is not an event type; expected one like 'wait.created'"
+                )
         key_id = item.get("key_id", secret.rsplit(":", 1)[-1] if secret.startswith("arn:") else secret)
         if not isinstance(key_id, str) or not key_id or len(key_id) > 256 or not key_id.isprintable():
             raise ConfigError(f"{where}.key_id={key_id!r}: expected 1-256 printable characters")

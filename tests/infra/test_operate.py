@@ -248,7 +248,13 @@ def test_queues_topic_scheduler_and_api_have_their_alarms(default_synth: Synth) 
     latency = alarm_named(default_synth, "ApiLatencyP99")
     assert (latency["MetricName"], latency["ExtendedStatistic"]) == ("Latency", "p99")
     dlqs = {name for name in alarm_ids(default_synth) if name.endswith("DlqDepth")}
-    assert dlqs == {"InboxDlqDepth", "OutboxDlqDepth", "LifecycleDlqDepth", "TimersDlqDepth", "StreamDlqDepth"}
+    assert dlqs == {
+        "InboxDlqDepth",
+        "OutboxDlqDepth",
+        "LifecycleDlqDepth",
+        "TimersDlqDepth",
+        "StreamDlqDepth",
+    }
     stream_dlq = alarm_named(default_synth, "StreamDlqDepth")
     assert stream_dlq["Dimensions"] == [
         {

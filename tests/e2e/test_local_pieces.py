@@ -172,7 +172,9 @@ def test_local_stack_gives_the_handlers_the_deployed_timeouts_and_graph() -> Non
         ran.set()
         return {"batchItemFailures": []}
 
-    with LocalStack(StackConfig(project=ROOT, port=0), api_handler=api, runner_handler=runner) as stack:
+    # (moto keeps its state per process: a prefix of its own)
+    config = StackConfig(project=ROOT, port=0, prefix=f"p{uuid.uuid4().hex[:6]}-")
+    with LocalStack(config, api_handler=api, runner_handler=runner) as stack:
         with urllib.request.urlopen(f"{stack.api_url}/threads/t-1", timeout=10) as response:
             assert response.status == 200
         _send(stack.client("sqs"), stack.resources.inbox_url, "t-1")

@@ -76,7 +76,9 @@ class FlakyDispatcher:
 @pytest.fixture(scope="module")
 def stack() -> Iterator[tuple[LocalStack, FlakyDispatcher]]:
     dispatcher = FlakyDispatcher()
-    local = LocalStack(StackConfig(project=ROOT, port=0), dispatcher_handler=dispatcher)
+    # (moto keeps its state per process, shared with every stack of this worker: a prefix of its own)
+    prefix = f"of{uuid.uuid4().hex[:6]}-"
+    local = LocalStack(StackConfig(project=ROOT, port=0, prefix=prefix), dispatcher_handler=dispatcher)
     with local:
         yield local, dispatcher
 

@@ -18,6 +18,7 @@ from botocore.config import Config
 
 from agent_wait import Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce
+from agent_wait.receipts import Receipt
 from agent_wait_cli.local.streams import StreamReader
 from wait_service.archive import (
     ARCHIVE_COLUMNS,
@@ -73,6 +74,11 @@ def newest(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return latest
 
 
+def stored(receipt: Receipt) -> dict[str, Any]:
+    """A receipt as the runner keeps it on its question (the ledger holds only the runner's receipts)."""
+    return receipt.model_dump(mode="json", exclude={"question_id"})
+
+
 def content(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k not in ("sequence_number", "archived_at", "date")}
 
@@ -82,16 +88,10 @@ def test_the_archive_holds_every_decided_question_as_the_ledger_does(
 ) -> None:
     dynamodb = aws_client("dynamodb")
     ledger = Ledger(resources.ledger_table, dynamodb)
-    settings = Settings.from_env(
-        {
-            "AGENT_WAIT_LEDGER_TABLE": resources.ledger_table,
-            "AGENT_WAIT_INBOX_URL": resources.inbox_url,
-            "AGENT_WAIT_ARCHIVE_DIR": str(tmp_path),
-        }
-    )
+    settings = Settings.from_env({**resources.env(), "AGENT_WAIT_ARCHIVE_DIR": str(tmp_path)})
     # The dispatcher's own consumers, the archive among them (configured by the folder)
-    stream = build_ledger_stream(settings, dynamodb=dynamodb, sqs=aws_client("sqs"))
-    assert [consumer.name for consumer in stream.consumers] == ["outbox", "archive"]
+    stream = build_ledger_stream(settings, dynamodb=dynamodb, sqs=aws_client("sqs"), sns=aws_client("sns"))
+    assert [consumer.name for consumer in stream.consumers] == ["outbox", "resolution-events", "archive"]
 
     # Given 50 questions decided every way a question ends
     ends: dict[str, str] = {}
@@ -113,8 +113,14 @@ def test_the_archive_holds_every_decided_question_as_the_ledger_does(
             ledger.record_answer(
                 question_id, {"action": "approve", "args": {"amount": 25}}, answered_by="ann", if_match='"d"'
             )
-            receipt = {"ran": True, "args": {"customer": f"c-{n}", "amount": 25}, "outcome": {"ok": n}}
-            ledger.mark_resumed(ledger.get_question(question_id), receipt=receipt)
+            ran = Receipt(
+                question_id=question_id,
+                ran=True,
+                args={"customer": f"c-{n}", "amount": 25},
+                outcome="returned",
+                at=RAISED,
+            )
+            ledger.mark_resumed(ledger.get_question(question_id), receipt=stored(ran))
         elif way == "rejected":
             ledger.record_answer(
                 question_id, {"action": "reject", "reason": "no"}, answered_by="bob", reason="no"
@@ -128,7 +134,14 @@ def test_the_archive_holds_every_decided_question_as_the_ledger_does(
         elif way == "failed-then-resumed":
             ledger.record_answer(question_id, {"action": "approve"}, answered_by="dan")
             ledger.mark_resume_failed(ledger.get_question(question_id), "the checkpoint table was down")
-            ledger.mark_resumed(ledger.get_question(question_id), receipt={"ran": True, "outcome": None})
+            ran = Receipt(
+                question_id=question_id,
+                ran=True,
+                args={"customer": f"c-{n}", "amount": 40 + n},
+                outcome="returned",
+                at=RAISED,
+            )
+            ledger.mark_resumed(ledger.get_question(question_id), receipt=stored(ran))
 
     # When the stream's reader hands every change to the consumers
     assert read_stream(resources, aws_client, stream) > 50

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 import time
 import urllib.error
@@ -174,6 +175,7 @@ class ApiClient:
     sigv4: bool | None = None  # None: sign when the api is not on loopback and no JWT is given
     opener: Opener = field(default=_default_opener)
     clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
 
     def route_for(self, method: str, path: str) -> str:
         """The path to call: a deployed api takes HMAC-signed writes only under ``/signed``.
@@ -262,7 +264,20 @@ class ApiClient:
         """
         url = self.url_for(self.route_for(method, path), query)
         data = b"" if body is None else json.dumps(body).encode()
-        all_headers = self.headers_for(method, url, data, headers or {})
+        try:
+            return self._send(method, url, data, headers or {})
+        except ApiError as exc:
+            if not (self.hmac_key is not None and exc.status == 401 and _error_code(exc.body) == "replayed"):
+                raise
+        # A signature covers a whole-second timestamp: the same request sent twice within one second
+        # (by two commands, say) is signed identically, and the api refuses the second as a replay.
+        # This is a new request, so it is signed anew in the next second, once.
+        now = self.clock()
+        self.sleep(math.floor(now) + 1 - now)
+        return self._send(method, url, data, headers or {})
+
+    def _send(self, method: str, url: str, data: bytes, headers: Mapping[str, str]) -> Response:
+        all_headers = self.headers_for(method, url, data, headers)
         request = urllib.request.Request(url, data=data or None, method=method, headers=all_headers)
         try:
             with self.opener(request, self.timeout) as raw:
@@ -272,6 +287,10 @@ class ApiClient:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ApiConnectionError(f"cannot reach {self.base_url}: {reason}") from None
+
+
+def _error_code(body: Any) -> str | None:
+    return str(body.get("error")) if isinstance(body, dict) and body.get("error") is not None else None
 
 
 def _decode(raw: bytes) -> Any:

@@ -62,6 +62,10 @@ _THREAD = re.compile(r"\bcap-\d{5}-[0-9a-f]{6}\b")
 _QUESTION = re.compile(r"\b[0-9a-f]{32,64}\b")
 _LINE = re.compile(r"\s(question raised|run done|run failed)\s")
 _FIELD = re.compile(r"\b(thread|question)=(\S+)")
+# The dispatcher's resolution events (the local stack prints one line per event it published).
+_EVENT = re.compile(r"\sevent\s+type=(\S+)")
+# A run's last stream records: the sample is counted once the dispatcher has handled them.
+_LAST_EVENTS = ("wait.resumed", "thread.done")
 
 
 # -- the sample run -----------------------------------------------------------------------------
@@ -147,12 +151,14 @@ def _recording_stack_class() -> type[LocalStack]:
                     current_function.reset(tokens[0])
                     current_question.reset(tokens[1])
                     hook_seconds.reset(tokens[2])
+                    records = event.get("Records") if isinstance(event, dict) else None
                     record = Invocation(
                         function,
                         elapsed,
                         question,
                         route=self.route_of(event),
                         scheduled=function == "lifecycle",
+                        records=len(records) if isinstance(records, list) else 0,
                     )
                     with self._invocations_lock:
                         self.invocations.append(record)
@@ -212,10 +218,14 @@ def run_sample(
             return flags.setdefault((what, thread_id), threading.Event())
 
     def write(line: str) -> None:
+        fields = dict(_FIELD.findall(line))
+        event = _EVENT.search(line)
+        if event:
+            flag(event.group(1), fields.get("thread", "")).set()
+            return
         match = _LINE.search(line)
         if not match:
             return
-        fields = dict(_FIELD.findall(line))
         thread_id = fields.get("thread", "")
         if match.group(1) == "question raised" and "question" in fields:
             with lock:
@@ -258,6 +268,7 @@ def run_sample(
                     _drive_wave(api, stack, batch, timed, flag, raised, lock, deadline)
                     progress(f"    {first + len(batch)}/{questions} questions answered and resumed")
                 calls = list(recorder.calls)
+                archive = _archive_record_sizes(stack.archive_dir)
                 queues = {}
                 with recorder.suspended():
                     sqs = stack.client("sqs")
@@ -292,7 +303,21 @@ def run_sample(
         load=os.getloadavg()[0],
         ttl_seconds=TTL_SECONDS,
         reminders=len(REMINDERS),
+        archive_records=archive,
     )
+
+
+def _archive_record_sizes(folder: Path | None) -> list[int]:
+    """Bytes of each audit archive record the dispatcher wrote (locally a JSON line; deployed the
+    ``Data`` of one Firehose record: the same line, ``wait_service.archive.to_line``)."""
+    from wait_service.archive import ARCHIVE_PREFIX, LOCAL_FILE
+
+    if folder is None:
+        return []
+    sizes = []
+    for path in sorted(folder.glob(f"{ARCHIVE_PREFIX}/*/{LOCAL_FILE}")):
+        sizes += [len(line) for line in path.read_bytes().splitlines(keepends=True) if line.strip()]
+    return sizes
 
 
 def _drive_wave(
@@ -325,6 +350,12 @@ def _drive_wave(
     for thread_id in batch:
         if not flag("ended", thread_id).wait(deadline):
             raise RuntimeError(f"{thread_id} never finished after its answer")
+    # The run's end is recorded; what follows it (its resolution events, its archive record) is
+    # the dispatcher's, from the ledger's stream: counted once the dispatcher has handled it.
+    for thread_id in batch:
+        for event in _LAST_EVENTS:
+            if not flag(event, thread_id).wait(deadline):
+                raise RuntimeError(f"the dispatcher never published {event} of {thread_id}")
 
 
 def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:

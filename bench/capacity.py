@@ -1,6 +1,6 @@
 """``make capacity RATE=1000``: what N questions a second asks of AWS, and what a million questions cost.
 
-1. Starts the local stack (moto on 127.0.0.1, the real api, runner and lifecycle handlers) with
+1. Starts the local stack (moto on 127.0.0.1, the real api, runner, dispatcher and lifecycle handlers) with
    :class:`~bench.recorder.CallRecorder` installed: every AWS call the handlers make is counted
    through botocore's ``before-call``/``after-call`` events, with DynamoDB's request units per
    partition key (table and index) from the stored item sizes, and every handler invocation is
@@ -8,8 +8,10 @@
 2. Drives a sample of questions through it (``--questions``, default 100), in waves: start a run
    (``POST /threads/{id}/runs``), the run parks on its question, the human reads it
    (``GET /questions/{id}``) and answers (``POST /questions/{id}/reply``), the run resumes and
-   ends. Every run asks with a ttl of an hour and two reminders (``--timed-share`` mixes in runs
-   without timers).
+   ends; the sample is counted once the dispatcher has handled the run's last changes on the
+   ledger's stream (its ``wait.resumed`` and ``thread.done`` events). Every run asks with a ttl of
+   an hour and two reminders (``--timed-share`` mixes in runs without timers). The audit archive's
+   records (a file locally, Firehose deployed) are sized from the file.
 3. Divides the counts by the sample and multiplies by ``--rate`` (:mod:`bench.capacity_report`):
    the hottest partition's WRU/s and RRU/s, calls per second per queue and action, per api route
    and per AWS action, schedules created, deleted and live, Lambda concurrency; each beside its AWS

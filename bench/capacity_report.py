@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent_wait.aws.dynamodb import STATUS_SHARDS as SHARDS
 from bench import costs, stepfunctions
 from bench.prices import PRICES_DATE, QUOTAS, REGION, Quota
 from infra.constants import API_MEMORY_MB, RUNNER_MEMORY_MB
@@ -204,6 +205,7 @@ def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: floa
         rows.append(
             _row(figure.format("reads", r.where, r.partition), r.rru * per_second, "RRU/s", "partition_rru")
         )
+        rows += _sharded_rows(shared, per_second)
     if own:
         w = max(own, key=lambda p: p.wru)
         r = max(own, key=lambda p: p.rru)
@@ -219,6 +221,27 @@ def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: floa
         rows.append(_row(f"{kind} {where}, writes", w_units * per_second, "WRU/s", "table_wru"))
         rows.append(_row(f"{kind} {where}, reads", r_units * per_second, "RRU/s", "table_rru"))
     return rows
+
+
+def _sharded_rows(shared: list[Partition], per_second: float) -> list[Row]:
+    """A write-sharded listing (keys ``<listing>#<n>``) at an even spread over its shards.
+
+    Which shard a question lands in comes from a hash of its id, so a sample of a hundred questions
+    fills the shards unevenly (the hottest one above is the sample's luck); at a thousand questions
+    a second each shard takes its listing's writes divided by the number of shards.
+    """
+    listings: dict[tuple[str, str], float] = defaultdict(float)
+    for part in shared:
+        listing, sep, number = part.partition.rpartition("#")
+        if sep and number.isdigit():
+            listings[(part.where, listing)] += part.wru
+    if not listings:
+        return []
+    (where, listing), wru = max(listings.items(), key=lambda kv: kv[1])
+    figure = (
+        f"hottest sharded listing, writes per shard at an even spread: {where} = '{listing}#0..{SHARDS - 1}'"
+    )
+    return [_row(figure, wru / SHARDS * per_second, "WRU/s", "partition_wru")]
 
 
 def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_second: float) -> list[Row]:

@@ -284,6 +284,25 @@ def test_a_shared_key_heats_up_with_the_rate_and_a_per_question_key_does_not() -
     assert api.at_rate == pytest.approx(0.1 * 200)  # 0.1 s per question × 200 a second
 
 
+def test_a_sharded_listing_is_also_shown_at_an_even_spread_over_its_shards() -> None:
+    # Sixteen questions, unevenly hashed: twelve in shard 3, four in shard 7, 4 WRU each.
+    calls = []
+    for n in range(16):
+        call = Call("dynamodb", "UpdateItem", "api", f"t{n}", target="t")
+        call.usage = [Usage("t/by-status", "answered#3" if n < 12 else "answered#7", wru=4)]
+        calls.append(call)
+
+    report = capacity_report.analyse(_sample(calls, 16), rate=160, answer_after=None)
+    rows = {row.figure.split(":")[0]: row for row in report.rows}
+
+    # The sample's hottest shard: 48 WRU over 16 questions, at 10 samples a second.
+    assert rows["hottest shared partition, writes"].at_rate == 48 * 10
+    # At an even spread: the listing's 64 WRU over 16 shards, at 10 samples a second.
+    even = rows["hottest sharded listing, writes per shard at an even spread"]
+    assert even.at_rate == pytest.approx(64 / 16 * 10)
+    assert "answered#0..15" in even.figure
+
+
 def test_the_section_is_replaced_in_place_and_make_bench_keeps_it(tmp_path: Path) -> None:
     from bench import figures
 

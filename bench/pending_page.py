@@ -27,6 +27,7 @@ import statistics
 import time
 import warnings
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from bench.prices import REGION
@@ -148,8 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 for api_client in clients.values():
                     recorder.attach(api_client)
                 cost = {
-                    label: _read_cost(recorder, lambda a=api: _page(a, context))
-                    for label, api in apis.items()
+                    label: _read_cost(recorder, partial(_page, api, context)) for label, api in apis.items()
                 }
         finally:
             current_function.reset(token)

@@ -1,6 +1,6 @@
 """``make capacity RATE=1000``: what N questions a second asks of AWS, and what a million questions cost.
 
-1. Starts the local stack (moto on 127.0.0.1, the real api, runner and lifecycle handlers) with
+1. Starts the local stack (moto on 127.0.0.1, the real api, runner, dispatcher and lifecycle handlers) with
    :class:`~bench.recorder.CallRecorder` installed: every AWS call the handlers make is counted
    through botocore's ``before-call``/``after-call`` events, with DynamoDB's request units per
    partition key (table and index) from the stored item sizes, and every handler invocation is
@@ -8,8 +8,10 @@
 2. Drives a sample of questions through it (``--questions``, default 100), in waves: start a run
    (``POST /threads/{id}/runs``), the run parks on its question, the human reads it
    (``GET /questions/{id}``) and answers (``POST /questions/{id}/reply``), the run resumes and
-   ends. Every run asks with a ttl of an hour and two reminders (``--timed-share`` mixes in runs
-   without timers).
+   ends; the sample is counted once the dispatcher has handled the run's last changes on the
+   ledger's stream (its ``wait.resumed`` and ``thread.done`` events). Every run asks with a ttl of
+   an hour and two reminders (``--timed-share`` mixes in runs without timers). The audit archive's
+   records (a file locally, Firehose deployed) are sized from the file.
 3. Divides the counts by the sample and multiplies by ``--rate`` (:mod:`bench.capacity_report`):
    the hottest partition's WRU/s and RRU/s, calls per second per queue and action, per api route
    and per AWS action, schedules created, deleted and live, Lambda concurrency; each beside its AWS
@@ -28,6 +30,7 @@ GB-s and concurrency are indicative. The exit status is 0 whatever the figures s
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import logging
@@ -62,6 +65,10 @@ _THREAD = re.compile(r"\bcap-\d{5}-[0-9a-f]{6}\b")
 _QUESTION = re.compile(r"\b[0-9a-f]{32,64}\b")
 _LINE = re.compile(r"\s(question raised|run done|run failed)\s")
 _FIELD = re.compile(r"\b(thread|question)=(\S+)")
+# The dispatcher's resolution events (the local stack prints one line per event it published).
+_EVENT = re.compile(r"\sevent\s+type=(\S+)")
+# A run's last stream records: the sample is counted once the dispatcher has handled them.
+_LAST_EVENTS = ("wait.resumed", "thread.done")
 
 
 # -- the sample run -----------------------------------------------------------------------------
@@ -147,12 +154,14 @@ def _recording_stack_class() -> type[LocalStack]:
                     current_function.reset(tokens[0])
                     current_question.reset(tokens[1])
                     hook_seconds.reset(tokens[2])
+                    records = event.get("Records") if isinstance(event, dict) else None
                     record = Invocation(
                         function,
                         elapsed,
                         question,
                         route=self.route_of(event),
                         scheduled=function == "lifecycle",
+                        records=len(records) if isinstance(records, list) else 0,
                     )
                     with self._invocations_lock:
                         self.invocations.append(record)
@@ -212,10 +221,14 @@ def run_sample(
             return flags.setdefault((what, thread_id), threading.Event())
 
     def write(line: str) -> None:
+        fields = dict(_FIELD.findall(line))
+        event = _EVENT.search(line)
+        if event:
+            flag(event.group(1), fields.get("thread", "")).set()
+            return
         match = _LINE.search(line)
         if not match:
             return
-        fields = dict(_FIELD.findall(line))
         thread_id = fields.get("thread", "")
         if match.group(1) == "question raised" and "question" in fields:
             with lock:
@@ -258,6 +271,7 @@ def run_sample(
                     _drive_wave(api, stack, batch, timed, flag, raised, lock, deadline)
                     progress(f"    {first + len(batch)}/{questions} questions answered and resumed")
                 calls = list(recorder.calls)
+                archive = _archive_record_sizes(stack.archive_dir)
                 queues = {}
                 with recorder.suspended():
                     sqs = stack.client("sqs")
@@ -292,7 +306,21 @@ def run_sample(
         load=os.getloadavg()[0],
         ttl_seconds=TTL_SECONDS,
         reminders=len(REMINDERS),
+        archive_records=archive,
     )
+
+
+def _archive_record_sizes(folder: Path | None) -> list[int]:
+    """Bytes of each audit archive record the dispatcher wrote (locally a JSON line; deployed the
+    ``Data`` of one Firehose record: the same line, ``wait_service.archive.to_line``)."""
+    from wait_service.archive import ARCHIVE_PREFIX, LOCAL_FILE
+
+    if folder is None:
+        return []
+    sizes = []
+    for path in sorted(folder.glob(f"{ARCHIVE_PREFIX}/*/{LOCAL_FILE}")):
+        sizes += [len(line) for line in path.read_bytes().splitlines(keepends=True) if line.strip()]
+    return sizes
 
 
 def _drive_wave(
@@ -325,6 +353,12 @@ def _drive_wave(
     for thread_id in batch:
         if not flag("ended", thread_id).wait(deadline):
             raise RuntimeError(f"{thread_id} never finished after its answer")
+    # The run's end is recorded; what follows it (its resolution events, its archive record) is
+    # the dispatcher's, from the ledger's stream: counted once the dispatcher has handled it.
+    for thread_id in batch:
+        for event in _LAST_EVENTS:
+            if not flag(event, thread_id).wait(deadline):
+                raise RuntimeError(f"the dispatcher never published {event} of {thread_id}")
 
 
 def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
@@ -395,4 +429,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    status = main()
+    # The sample leaves millions of objects (moto's state, the recorded calls); without this the
+    # interpreter's last collections walk them again and again for minutes after the results.
+    gc.freeze()
+    raise SystemExit(status)

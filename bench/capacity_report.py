@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent_wait.aws.dynamodb import STATUS_SHARDS as SHARDS
 from bench import costs, stepfunctions
 from bench.prices import PRICES_DATE, QUOTAS, REGION, Quota
 from infra.constants import API_MEMORY_MB, RUNNER_MEMORY_MB
@@ -30,12 +31,22 @@ if TYPE_CHECKING:
 SECTION_START = "<!-- capacity: written by `make capacity`; `make bench` keeps it -->"
 SECTION_END = "<!-- /capacity -->"
 FLAG_SHARE = 0.5
-# Memory per function as the stack deploys it (infra/functions.py and infra/timers.py: the lifecycle
-# function is sized like the api).
-MEMORY_MB = {"api": API_MEMORY_MB, "runner": RUNNER_MEMORY_MB, "lifecycle": API_MEMORY_MB}
+# Memory per function as the stack deploys it (infra/functions.py, infra/timers.py, infra/dispatcher.py
+# and infra/webhooks.py: the lifecycle, dispatcher and webhooks functions are sized like the api).
+MEMORY_MB = {
+    "api": API_MEMORY_MB,
+    "runner": RUNNER_MEMORY_MB,
+    "lifecycle": API_MEMORY_MB,
+    "dispatcher": API_MEMORY_MB,
+    "webhooks": API_MEMORY_MB,
+}
+# Firehose bills each record ingested rounded up to the next 5 KB.
+FIREHOSE_RECORD_ROUNDING = 5 * 1024
+MIB = 1024 * 1024
 # Calls the local stack makes for the services it emulates, which on AWS the service makes itself:
-# the event source mapping's receives and deletes are billed SQS requests (counted); the clock's
-# schedule reads and deletes and the event lines' ledger reads are not calls AWS would see.
+# the event source mapping's receives and deletes are billed SQS requests (counted); the stream
+# mapping's reads of the ledger's stream (free for a Lambda trigger), the clock's schedule reads and
+# deletes and the event lines' ledger reads are not calls AWS would bill.
 ESM_ACTIONS = frozenset({"ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility"})
 
 
@@ -46,6 +57,7 @@ class Invocation:
     question: str | None
     route: str | None = None  # api: "METHOD /path/{template}"
     scheduled: bool = False  # lifecycle: fired by a schedule
+    records: int = 0  # dispatcher: the stream records of its batch
 
 
 @dataclass
@@ -65,6 +77,9 @@ class Sample:
     load: float = 0.0  # the machine's 1-minute load average at the end of the run
     ttl_seconds: int = 0  # the timed runs' ttl
     reminders: int = 0  # and their reminders
+    # Bytes of each audit archive record the dispatcher wrote: deployed, one Firehose record each,
+    # put with one PutRecordBatch call per ledger change (wait_service.archive.ArchiveConsumer).
+    archive_records: list[int] = field(default_factory=list)
 
 
 def platform_log_bytes(function: str, memory_mb: int) -> int:
@@ -190,6 +205,7 @@ def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: floa
         rows.append(
             _row(figure.format("reads", r.where, r.partition), r.rru * per_second, "RRU/s", "partition_rru")
         )
+        rows += _sharded_rows(shared, per_second)
     if own:
         w = max(own, key=lambda p: p.wru)
         r = max(own, key=lambda p: p.rru)
@@ -205,6 +221,27 @@ def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: floa
         rows.append(_row(f"{kind} {where}, writes", w_units * per_second, "WRU/s", "table_wru"))
         rows.append(_row(f"{kind} {where}, reads", r_units * per_second, "RRU/s", "table_rru"))
     return rows
+
+
+def _sharded_rows(shared: list[Partition], per_second: float) -> list[Row]:
+    """A write-sharded listing (keys ``<listing>#<n>``) at an even spread over its shards.
+
+    Which shard a question lands in comes from a hash of its id, so a sample of a hundred questions
+    fills the shards unevenly (the hottest one above is the sample's luck); at a thousand questions
+    a second each shard takes its listing's writes divided by the number of shards.
+    """
+    listings: dict[tuple[str, str], float] = defaultdict(float)
+    for part in shared:
+        listing, sep, number = part.partition.rpartition("#")
+        if sep and number.isdigit():
+            listings[(part.where, listing)] += part.wru
+    if not listings:
+        return []
+    (where, listing), wru = max(listings.items(), key=lambda kv: kv[1])
+    figure = (
+        f"hottest sharded listing, writes per shard at an even spread: {where} = '{listing}#0..{SHARDS - 1}'"
+    )
+    return [_row(figure, wru / SHARDS * per_second, "WRU/s", "partition_wru")]
 
 
 def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_second: float) -> list[Row]:
@@ -224,6 +261,18 @@ def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_se
     if publishes:
         rows.append(_row("SNS Publish", publishes * per_second, "calls/s", "sns_publish_tps"))
     return rows
+
+
+def _firehose_rows(record_sizes: list[int], per_second: float) -> list[Row]:
+    """The archive's delivery stream: the consumer puts each record with its own PutRecordBatch."""
+    if not record_sizes:
+        return []
+    count = len(record_sizes)
+    return [
+        _row("Firehose archive PutRecordBatch", count * per_second, "requests/s", "firehose_requests"),
+        _row("Firehose archive records", count * per_second, "records/s", "firehose_records"),
+        _row("Firehose archive bytes", sum(record_sizes) * per_second / MIB, "MiB/s", "firehose_mib"),
+    ]
 
 
 def _api_rows(invocations: list[Invocation], per_second: float) -> list[Row]:
@@ -321,6 +370,7 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     rows = [
         *_dynamodb_rows(parts, sample.per_thread_ids, per_second),
         *_messaging_rows(calls, sample.queues, per_second),
+        *_firehose_rows(sample.archive_records, per_second),
         *_api_rows(sample.invocations, per_second),
         *_scheduler_rows(calls, sample.invocations, per_second, answer_after),
         *_lambda_rows(busy, per_second),
@@ -337,11 +387,28 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     notes = []
     if left:
         notes.append(
-            "not counted (the local stack's emulation: the clock's schedule reads, the event lines' "
-            "ledger reads, empty polls): " + ", ".join(f"{k} {v}" for k, v in sorted(left.items()))
+            "not counted, made by no function (the local stack's stand-ins for what AWS does itself: "
+            "the stream mapping's reads of the ledger's stream, free for a Lambda trigger; the clock's "
+            "schedule reads; the event lines' ledger reads; empty polls): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(left.items()))
         )
     streams = [t.name for t in sample.tables.values() if t.stream]
     notes.append(f"streams: {', '.join(streams) if streams else 'none on the tables touched'}")
+    batches = [i.records for i in sample.invocations if i.function == "dispatcher"]
+    if batches:
+        notes.append(
+            f"the ledger's stream: {sum(batches) / n:.1f} records per question, handed to the dispatcher "
+            f"in {len(batches) / n:.1f} invocations per question ({sum(batches) / len(batches):.1f} "
+            "records each, batch size up to 10: the local reader's batching; Lambda's mapping polls "
+            "each shard and batches alike under load, so its invocations are fewer, not more)"
+        )
+    if sample.archive_records:
+        sizes = sample.archive_records
+        notes.append(
+            f"audit archive: {len(sizes) / n:.1f} records per question, {min(sizes)}–{max(sizes)} B "
+            "each, billed as 5 KB each by Firehose; one PutRecordBatch per record (the consumer writes "
+            "per ledger change)"
+        )
     counts = Counter(i.function for i in sample.invocations)
     notes.append(
         "mean invocation, this machine (wall time less the recorder's own reads, with the machine's "
@@ -354,7 +421,7 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     )
     notes.append(
         "not priced: API Gateway access logs, X-Ray traces (sampled), data transfer, the outbox's "
-        "and the topic's subscribers"
+        "and the topic's subscribers, the archive's S3 storage and Athena queries"
     )
     return Report(
         rate=rate,
@@ -425,7 +492,19 @@ def _per_question(sample: Sample, calls: list[Call]) -> costs.PerQuestion:
         api_requests=sum(1 for i in sample.invocations if i.function == "api") / n,
         scheduler_invocations=sum(1 for i in sample.invocations if i.scheduled) / n,
         log_bytes=logs / n,
+        firehose_billed_bytes=sum(firehose_billed(size) for size in sample.archive_records) / n,
     )
+
+
+def firehose_billed(size: int) -> int:
+    """Bytes Firehose bills for one record: rounded up to the next 5 KB.
+
+    Examples
+    --------
+    >>> firehose_billed(1), firehose_billed(5120), firehose_billed(5121)
+    (5120, 5120, 10240)
+    """
+    return max(1, math.ceil(size / FIREHOSE_RECORD_ROUNDING)) * FIREHOSE_RECORD_ROUNDING
 
 
 def _token_task(sample: Sample, calls: list[Call]) -> costs.TokenTask:
@@ -506,9 +585,9 @@ def render(report: Report) -> list[str]:
         "",
         f"Step Functions: the same flow as a Standard `.waitForTaskToken` workflow "
         f"(`bench/stepfunctions_flow.asl.json`), {report.transitions} transitions per question, "
-        "walked in the ASL "
-        "for the sample's path; same Lambda work, tables, api requests, announcements and logs, "
-        "no inbox queue and no Scheduler, plus a WaitForAnswer task per question storing its token.",
+        "walked in the ASL for the sample's path; same Lambda work (the dispatcher's too), tables, "
+        "api requests, announcements, audit archive and logs, no inbox queue and no Scheduler, "
+        "plus a WaitForAnswer task per question storing its token.",
         "",
         "| item | ours | Step Functions |",
         "|---|---|---|",

@@ -3,8 +3,8 @@
 :class:`PerQuestion` holds what one question costs in billable units (measured by the capacity run,
 or made up in a test); :func:`itemised` prices each line; :func:`step_functions` prices the same flow
 as a Step Functions Standard ``.waitForTaskToken`` workflow: the same Lambda work, ledger and
-checkpoints, api requests, announcements and logs, without the inbox queue and Scheduler, plus the
-workflow's transitions and the task that stores each wait's token on its question.
+checkpoints, api requests, announcements, audit archive and logs, without the inbox queue and
+Scheduler, plus the workflow's transitions and the task that stores each wait's token on its question.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from bench.prices import PRICES
 
 MILLION = 1_000_000
+GIB = 1024**3
 
 
 @dataclass
@@ -31,6 +32,7 @@ class PerQuestion:
     api_requests: float = 0.0
     scheduler_invocations: float = 0.0
     log_bytes: float = 0.0
+    firehose_billed_bytes: float = 0.0  # the audit archive's records, each rounded up to 5 KB
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,12 @@ def itemised(q: PerQuestion) -> list[Line]:
             p["logs_ingested_gb"].unit,
             p["logs_ingested_gb"].cost(q.log_bytes * MILLION / 1e9),
         ),
+        Line(
+            "Firehose ingestion, audit archive (each record billed as 5 KB)",
+            q.firehose_billed_bytes * MILLION / GIB,
+            p["firehose_ingested_gb"].unit,
+            p["firehose_ingested_gb"].cost(q.firehose_billed_bytes * MILLION / GIB),
+        ),
     ]
     return lines
 
@@ -166,6 +174,7 @@ def step_functions(
         api_requests=q.api_requests,
         scheduler_invocations=0.0,
         log_bytes=q.log_bytes,
+        firehose_billed_bytes=q.firehose_billed_bytes,
     )
     lines = [line for line in itemised(without) if not line.item.startswith("EventBridge Scheduler")]
     lines += [

@@ -43,6 +43,7 @@ _APIGW = "https://aws.amazon.com/api-gateway/pricing/"
 _SCHEDULER = "https://aws.amazon.com/eventbridge/pricing/"
 _LOGS = "https://aws.amazon.com/cloudwatch/pricing/"
 _SFN = "https://aws.amazon.com/step-functions/pricing/"
+_FIREHOSE = "https://aws.amazon.com/firehose/pricing/"
 
 PRICES: Final[dict[str, Price]] = {
     # Arm64 (the deployment's architecture), first 6 billion GB-s a month.
@@ -60,6 +61,10 @@ PRICES: Final[dict[str, Price]] = {
     # Scheduler bills invocations; its create and delete calls are not billed.
     "scheduler_invocation": Price(1.00, 1e6, "scheduled invocation (after 14 million free)", _SCHEDULER),
     "logs_ingested_gb": Price(0.50, 1, "GB of logs ingested (standard class)", _LOGS),
+    # Direct PUT, first 500 TB a month; each record is billed rounded up to the next 5 KB.
+    "firehose_ingested_gb": Price(
+        0.029, 1, "GB ingested (Direct PUT, records rounded up to 5 KB)", _FIREHOSE
+    ),
     "sfn_standard_transition": Price(0.025, 1e3, "Standard workflow state transition", _SFN),
 }
 
@@ -78,6 +83,7 @@ _SNS_Q = "https://docs.aws.amazon.com/general/latest/gr/sns.html"
 _APIGW_Q = "https://docs.aws.amazon.com/apigateway/latest/developerguide/limits.html"
 _SCHED_Q = "https://docs.aws.amazon.com/scheduler/latest/UserGuide/scheduler-quotas.html"
 _LAMBDA_Q = "https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html"
+_FIREHOSE_Q = "https://docs.aws.amazon.com/firehose/latest/dev/limits.html"
 
 QUOTAS: Final[dict[str, Quota]] = {
     "partition_wru": Quota(1000, "DynamoDB per-partition write throughput", False, _DDB_Q),
@@ -101,5 +107,13 @@ QUOTAS: Final[dict[str, Quota]] = {
     "scheduler_invocations_tps": Quota(
         1000, "EventBridge Scheduler invocations throttle limit", True, _SCHED_Q
     ),
+    # Direct PUT, per delivery stream, PutRecord and PutRecordBatch together; the three scale together.
+    "firehose_requests": Quota(
+        2000, "Firehose Direct PUT requests per second per stream (us-east-1)", True, _FIREHOSE_Q
+    ),
+    "firehose_records": Quota(
+        500_000, "Firehose Direct PUT records per second per stream (us-east-1)", True, _FIREHOSE_Q
+    ),
+    "firehose_mib": Quota(5, "Firehose Direct PUT MiB per second per stream (us-east-1)", True, _FIREHOSE_Q),
     "lambda_concurrency": Quota(1000, "Lambda concurrent executions per Region (account)", True, _LAMBDA_Q),
 }

@@ -27,64 +27,88 @@ def one_question() -> capacity_report.Sample:
     return capacity.run_sample(1, timed_share=1.0, progress=lambda _: None, deadline=120)
 
 
-def _by_target(calls: list[Call]) -> Counter[tuple[str, str]]:
+def _by_function(calls: list[Call]) -> Counter[tuple[str, str, str]]:
     # Resource names lose the stack's prefix: "capacity-ledger" → "ledger".
-    return Counter((c.target.removeprefix("capacity-"), c.name) for c in calls)
+    return Counter((c.function, c.target.removeprefix("capacity-"), c.name) for c in calls)
 
 
 def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_report.Sample) -> None:
     calls, _ = capacity_report.counted(one_question)
 
+    # One commit point per request, the ledger write; what must follow it is the dispatcher's, from
+    # the ledger's stream (both images of every change).
     hand = Counter(
         {
             # -- POST /threads/{id}/runs (api) --
-            # ledger UpdateItem: the thread item is queued (runs.start → ledger.queue_thread)
-            # inbox SendMessage: the start message (group = thread id)
-            # -- the inbox's event source mapping --
-            # inbox ReceiveMessage + DeleteMessageBatch: the start message handed to the runner, then deleted
-            # -- the runner's start run --
-            # ledger UpdateItem: the thread is running
-            # checkpoints Query: the thread's latest checkpoint (none yet)
-            # checkpoints PutItem ×4: the checkpoint, its writes and two payload chunks (durability=exit)
-            # ledger PutItem: the question item (DynamoDbAnnounce, the first sink)
-            # wait-created Publish: SnsAnnounce
-            # outbox SendMessage: SqsAnnounce
-            # ledger UpdateItem: the question is delivered
-            # timers CreateSchedule ×3: the expiry at the ttl and the two reminders
-            # ledger UpdateItem: the thread is interrupted, the question pending
+            # ledger TransactWriteItems: the thread queued and the run's record `run:<id>` together
+            #   (ledger.queue_run); nothing else: the start message follows from the stream
+            ("api", "ledger", "dynamodb.TransactWriteItems"): 1,
             # -- GET /questions/{id} (api) --
             # ledger GetItem: the question
             # -- POST /questions/{id}/reply (api) --
             # ledger GetItem: the question, to check the responder, the ETag and the answer
-            # ledger UpdateItem: the answer, conditional on the question being open (first answer stands)
-            # inbox SendMessage: the resume message
-            # ledger UpdateItem: the resume is marked enqueued
-            # -- the inbox's event source mapping --
-            # inbox ReceiveMessage + DeleteMessageBatch: the resume message
+            ("api", "ledger", "dynamodb.GetItem"): 1 + 1,
+            # ledger UpdateItem: the answer, conditional on the question being open (first answer
+            #   stands); the resume follows from the stream
+            ("api", "ledger", "dynamodb.UpdateItem"): 1,
+            # -- the dispatcher, on the ledger's stream --
+            # the run record inserted → inbox SendMessage: the start message (group = thread id);
+            # the question moved into answered → inbox SendMessage: the resume message
+            ("dispatcher", "inbox.fifo", "sqs.SendMessage"): 1 + 1,
+            # ... and ledger UpdateItem: the resume is marked enqueued (resume_enqueued_at)
+            ("dispatcher", "ledger", "dynamodb.UpdateItem"): 1,
+            # resolution events wait.answered, wait.resumed and thread.done, each to the outbox and
+            # the topic (the question's move to resumed and the thread's to done are one transaction)
+            ("dispatcher", "outbox.fifo", "sqs.SendMessage"): 3,
+            ("dispatcher", "wait-created", "sns.Publish"): 3,
+            # (its audit archive records, answered and resumed, are a file locally: no AWS call;
+            # deployed one Firehose PutRecordBatch each, counted from the file: the next test)
+            # -- the inbox's event source mapping: the start, then the resume message --
+            # inbox ReceiveMessage + DeleteMessageBatch: handed to the runner, then deleted
+            ("local stack", "inbox.fifo", "sqs.ReceiveMessage"): 1 + 1,
+            ("local stack", "inbox.fifo", "sqs.DeleteMessageBatch"): 1 + 1,
+            # -- the runner's start run --
+            # ledger UpdateItem: the run record claimed by the message (claim_run), the thread
+            #   running (start_if_at_rest)
+            # checkpoints Query: the thread's latest checkpoint (none yet)
+            # checkpoints PutItem ×4: the checkpoint, its writes and two payload chunks (durability=exit)
+            # ledger PutItem: the question item (DynamoDbAnnounce, the first sink)
+            # wait-created Publish: SnsAnnounce; outbox SendMessage: SqsAnnounce (wait.created)
+            # ledger UpdateItem: the question is delivered
+            # timers CreateSchedule ×1: one live schedule per question, for its next due timer (the
+            #   first reminder; the second reminder and the expiry are armed as each fires)
+            # ledger UpdateItem: the thread is interrupted, the question pending
             # -- the runner's resume run --
             # ledger GetItem: the answer, read from the ledger (the only source of answers)
-            # ledger UpdateItem: the thread is running
+            # ledger UpdateItem: the thread is running (resume_if_waiting)
             # checkpoints Query, GetItem, Query, GetItem: last checkpoint, its chunk, its writes, their chunk
             # checkpoints PutItem ×2: the final checkpoint and its chunk
-            # timers DeleteSchedule ×3: the question is decided, its three timers go
+            # timers DeleteSchedule ×1: the question is decided, its one live schedule goes
             # ledger TransactWriteItems: the question resumed and the thread done, together
-            ("ledger", "dynamodb.UpdateItem"): 1 + 3 + 2 + 1,
-            ("ledger", "dynamodb.PutItem"): 1,
-            ("ledger", "dynamodb.GetItem"): 1 + 1 + 1,
-            ("ledger", "dynamodb.TransactWriteItems"): 1,
-            ("checkpoints", "dynamodb.Query"): 1 + 2,
-            ("checkpoints", "dynamodb.PutItem"): 4 + 2,
-            ("checkpoints", "dynamodb.GetItem"): 2,
-            ("inbox.fifo", "sqs.SendMessage"): 1 + 1,
-            ("inbox.fifo", "sqs.ReceiveMessage"): 1 + 1,
-            ("inbox.fifo", "sqs.DeleteMessageBatch"): 1 + 1,
-            ("outbox.fifo", "sqs.SendMessage"): 1,
-            ("wait-created", "sns.Publish"): 1,
-            ("timers", "scheduler.CreateSchedule"): 3,
-            ("timers", "scheduler.DeleteSchedule"): 3,
+            ("runner", "ledger", "dynamodb.UpdateItem"): 2 + 1 + 1 + 1,
+            ("runner", "ledger", "dynamodb.PutItem"): 1,
+            ("runner", "ledger", "dynamodb.GetItem"): 1,
+            ("runner", "ledger", "dynamodb.TransactWriteItems"): 1,
+            ("runner", "checkpoints", "dynamodb.Query"): 1 + 2,
+            ("runner", "checkpoints", "dynamodb.PutItem"): 4 + 2,
+            ("runner", "checkpoints", "dynamodb.GetItem"): 2,
+            ("runner", "wait-created", "sns.Publish"): 1,
+            ("runner", "outbox.fifo", "sqs.SendMessage"): 1,
+            ("runner", "timers", "scheduler.CreateSchedule"): 1,
+            ("runner", "timers", "scheduler.DeleteSchedule"): 1,
         }
     )
-    assert _by_target(calls) == hand
+    assert _by_function(calls) == hand
+
+
+def test_the_archive_records_are_counted_for_firehose(one_question: capacity_report.Sample) -> None:
+    # The question's first decided state (answered) and its move to resumed each change what a
+    # decided question holds: two records; the dispatcher's resume_enqueued_at mark adds none.
+    # Each is under 5 KB, so Firehose bills each as 5 KB.
+    assert len(one_question.archive_records) == 2
+    assert all(0 < size <= capacity_report.FIREHOSE_RECORD_ROUNDING for size in one_question.archive_records)
+    per_q = capacity_report.analyse(one_question, 1000, answer_after=None).per_question
+    assert per_q.firehose_billed_bytes == 2 * capacity_report.FIREHOSE_RECORD_ROUNDING
 
 
 def test_one_question_writes_each_index_as_counted_by_hand(one_question: capacity_report.Sample) -> None:
@@ -94,23 +118,30 @@ def test_one_question_writes_each_index_as_counted_by_hand(one_question: capacit
         u.where.removeprefix(ledger + "/") for c in calls for u in c.usage if "/" in u.where
     )
 
-    # The question item is in both indexes from its PutItem on. by-status is keyed on the status, so
-    # a status change moves the item: a delete of the old entry and a put of the new one.
-    #   PutItem (raised):                      by-status put             by-thread put
-    #   UpdateItem delivered:                  by-status delete + put    by-thread update
-    #   UpdateItem answered:                   by-status delete + put    by-thread update
-    #   UpdateItem resume enqueued (answered): by-status update          by-thread update
-    #   TransactWriteItems resumed:            by-status delete + put    by-thread update
-    # The thread item carries neither index's keys: no index write.
-    assert index_writes == Counter({"by-status": 1 + 2 + 2 + 1 + 2, "by-thread": 5})
+    # The question item is in both indexes from its PutItem on. by-status is keyed on
+    # `<listing>#<shard>`: every open status (raised, delivered) is the `open` listing, so a move
+    # between them updates the entry in place; a move out of it (answered, resumed) deletes the old
+    # entry and puts the new one. Both indexes project only the listed attributes (INCLUDE), so a
+    # write changing none of them writes no index.
+    #   PutItem (raised):                          by-status put             by-thread put
+    #   UpdateItem delivered (open → open):        by-status update          by-thread update
+    #   UpdateItem answered (open → answered):     by-status delete + put    by-thread update
+    #   UpdateItem resume enqueued (not listed):   none                      none
+    #   TransactWriteItems resumed:                by-status delete + put    by-thread update
+    # The thread item and the run record carry neither index's keys: no index write.
+    assert index_writes == Counter({"by-status": 1 + 1 + 2 + 2, "by-thread": 4})
 
 
 def test_one_question_is_timed_and_attributed(one_question: capacity_report.Sample) -> None:
     functions = Counter(i.function for i in one_question.invocations)
     routes = sorted(i.route for i in one_question.invocations if i.route)
 
-    # Three api requests, a start run and a resume run; no timer was due before the answer.
+    # Three api requests, a start run and a resume run; no timer was due before the answer. The
+    # dispatcher is invoked once per batch of the ledger's stream: how the records fall into batches
+    # is the reader's timing, so only its presence is pinned here.
+    dispatcher = functions.pop("dispatcher", 0)
     assert functions == Counter({"api": 3, "runner": 2})
+    assert dispatcher >= 1
     assert routes == [
         "GET /questions/{question_id}",
         "POST /questions/{question_id}/reply",
@@ -120,3 +151,4 @@ def test_one_question_is_timed_and_attributed(one_question: capacity_report.Samp
     assert {i.question for i in one_question.invocations} == {thread_id}
     # The handlers logged, and the logs were counted, not printed.
     assert one_question.log_bytes["runner"] > 0
+    assert one_question.log_bytes["dispatcher"] > 0

@@ -198,6 +198,7 @@ TINY = costs.PerQuestion(
     api_requests=2,
     scheduler_invocations=1,
     log_bytes=1000,
+    firehose_billed_bytes=3 * 5 * 1024,
 )
 
 
@@ -216,8 +217,15 @@ def test_costs_per_million_questions_on_a_tiny_made_up_count() -> None:
         "API Gateway REST requests": 7.00,  # 2 M × $3.50/M
         "EventBridge Scheduler invocations": 1.00,  # 1 M × $1.00/M
         "CloudWatch Logs ingested": 0.50,  # 1,000 B × 1 M = 1 GB × $0.50
+        # three archive records, each billed as 5 KiB: 15 KiB × 1 M = 14.305 GiB × $0.029
+        "Firehose ingestion, audit archive": 0.4148,
     }
-    assert costs.total(costs.itemised(TINY)) == pytest.approx(21.4417, abs=1e-4)
+    assert costs.total(costs.itemised(TINY)) == pytest.approx(21.4417 + 0.4148, abs=1e-4)
+
+
+def test_firehose_bills_each_archive_record_rounded_up_to_5_kb() -> None:
+    sizes = [1, 2303, 5120, 5121]
+    assert [capacity_report.firehose_billed(size) for size in sizes] == [5120, 5120, 5120, 10240]
 
 
 def test_step_functions_drops_the_inbox_and_scheduler_adds_transitions_and_the_token_task() -> None:
@@ -229,8 +237,9 @@ def test_step_functions_drops_the_inbox_and_scheduler_adds_transitions_and_the_t
     assert "SQS inbox.fifo" not in items
     assert not any(item.startswith("EventBridge Scheduler") for item in items)
     # 21.4417 − 1.50 (inbox) − 1.00 (Scheduler) + 150 (6 M transitions × $0.025/1,000)
-    # + 0.20 (1 M requests) + 1.3333 (0.1 M GB-s) + 1.875 (3 M WRU)
-    assert costs.total(lines) == pytest.approx(21.4417 - 2.5 + 150 + 0.2 + 1.3333 + 1.875, abs=1e-3)
+    # + 0.20 (1 M requests) + 1.3333 (0.1 M GB-s) + 1.875 (3 M WRU); the audit archive stays (0.4148)
+    expected = 21.4417 - 2.5 + 150 + 0.2 + 1.3333 + 1.875 + 0.4148
+    assert costs.total(lines) == pytest.approx(expected, abs=1e-3)
 
 
 # -- rates --------------------------------------------------------------------------------------
@@ -273,6 +282,25 @@ def test_a_shared_key_heats_up_with_the_rate_and_a_per_question_key_does_not() -
     assert own.flag == "ok"
     api = rows["Lambda api concurrency"]
     assert api.at_rate == pytest.approx(0.1 * 200)  # 0.1 s per question × 200 a second
+
+
+def test_a_sharded_listing_is_also_shown_at_an_even_spread_over_its_shards() -> None:
+    # Sixteen questions, unevenly hashed: twelve in shard 3, four in shard 7, 4 WRU each.
+    calls = []
+    for n in range(16):
+        call = Call("dynamodb", "UpdateItem", "api", f"t{n}", target="t")
+        call.usage = [Usage("t/by-status", "answered#3" if n < 12 else "answered#7", wru=4)]
+        calls.append(call)
+
+    report = capacity_report.analyse(_sample(calls, 16), rate=160, answer_after=None)
+    rows = {row.figure.split(":")[0]: row for row in report.rows}
+
+    # The sample's hottest shard: 48 WRU over 16 questions, at 10 samples a second.
+    assert rows["hottest shared partition, writes"].at_rate == 48 * 10
+    # At an even spread: the listing's 64 WRU over 16 shards, at 10 samples a second.
+    even = rows["hottest sharded listing, writes per shard at an even spread"]
+    assert even.at_rate == pytest.approx(64 / 16 * 10)
+    assert "answered#0..15" in even.figure
 
 
 def test_the_section_is_replaced_in_place_and_make_bench_keeps_it(tmp_path: Path) -> None:

@@ -125,13 +125,17 @@ class ThreadStore(LedgerTable):
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            current = self.find_thread(thread_id)
-            pending = current.pending if current else []
-            raise ThreadBusyError(
-                f"thread {thread_id} waits on {', '.join(pending) or 'a question'}: answer it first",
-                thread_id=thread_id,
-                pending=pending,
-            ) from exc
+            raise self._busy(thread_id) from exc
+
+    def _busy(self, thread_id: str) -> ThreadBusyError:
+        """The refusal of a run on a thread parked on questions, naming them."""
+        current = self.find_thread(thread_id)
+        pending = current.pending if current else []
+        return ThreadBusyError(
+            f"thread {thread_id} waits on {', '.join(pending) or 'a question'}: answer it first",
+            thread_id=thread_id,
+            pending=pending,
+        )
 
     def queue_run(self, thread_id: str, run_id: str, input: JsonValue) -> None:
         """Mark run ``run_id`` queued and record its start, both or neither: the commit of a start.
@@ -185,13 +189,7 @@ class ThreadStore(LedgerTable):
             codes = [reason.get("Code") for reason in reasons]
             if not codes or codes[0] != "ConditionalCheckFailed":
                 raise
-            current = self.find_thread(thread_id)
-            pending = current.pending if current else []
-            raise ThreadBusyError(
-                f"thread {thread_id} waits on {', '.join(pending) or 'a question'}: answer it first",
-                thread_id=thread_id,
-                pending=pending,
-            ) from exc
+            raise self._busy(thread_id) from exc
 
     def claim_run(self, run_id: str, message_id: str) -> bool:
         """Claim run ``run_id`` for inbox message ``message_id``; ``False``: another message ran it.

@@ -14,7 +14,8 @@ subscriber drops on ``dedupe_key``.
 - a question moves to ``resumed``, or (expired, revoked) gains ``resumed_at``: ``wait.resumed``
   (with the call's receipt);
 - a question gains its first ``resume_failed`` stage: ``wait.resume_failed``;
-- a thread's ``run_status`` moves to ``done`` / ``failed``: ``thread.done`` / ``thread.failed``.
+- a run ends (the thread item's ``ended_run``/``ended_started``/``ended_status`` change, also
+  when the thread stays ``queued`` for a later run): ``thread.done`` / ``thread.failed``.
 """
 
 from __future__ import annotations
@@ -140,14 +141,15 @@ def _question_events(change: LedgerChange) -> list[ResolutionEvent]:
 
 
 def _thread_events(change: LedgerChange) -> list[ResolutionEvent]:
-    status = change.new_value("run_status")
-    if status not in ("done", "failed") or change.old_value("run_status") == status:
+    status = _run_end(change)
+    if status is None:
         return []
+    ended = change.new_value("ended_status") is not None
     common: dict[str, Any] = {
         "thread_id": str(change.new_value("thread_id")),
-        "run_id": change.new_value("current_run"),
+        "run_id": change.new_value("ended_run" if ended else "current_run"),
         "at": str(change.new_value("updated_at") or ""),
-        "started_at": change.new_value("started_at"),
+        "started_at": change.new_value("ended_started" if ended else "started_at"),
     }
     if status == "failed":
         return [ThreadFailed.build(**common, error=str(change.new_value("error") or "unknown"))]
@@ -159,6 +161,28 @@ def _thread_events(change: LedgerChange) -> list[ResolutionEvent]:
         size = int(omitted or 0)
         summary = f"(an output of {size} bytes, kept in the thread's checkpoint only)"
     return [ThreadDone.build(**common, output_bytes=size, summary=summary)]
+
+
+_END = ("ended_status", "ended_run", "ended_started")
+
+
+def _run_end(change: LedgerChange) -> str | None:
+    """How the run this change ends ended (``done``/``failed``), or ``None``: no run ended here.
+
+    The write that ends a run names it on the thread item (``ended_run``, ``ended_started``) with
+    its outcome (``ended_status``), also when the thread stays ``queued`` for a later run: a run
+    ended here when these changed. The same end written twice changes none of them. A thread
+    item written before these attributes existed falls back on ``run_status``.
+    """
+    if change.new_value("ended_status") is not None:
+        if all(change.old_value(name) == change.new_value(name) for name in _END):
+            return None
+        status = change.new_value("ended_status")
+        return str(status) if status in ("done", "failed") else None
+    status = change.new_value("run_status")
+    if status not in ("done", "failed") or change.old_value("run_status") == status:
+        return None
+    return str(status)
 
 
 def _function_of(question: Any) -> str:

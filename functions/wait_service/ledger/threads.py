@@ -448,7 +448,8 @@ class ThreadStore(LedgerTable):
 
         ``latest_run`` (the api's last accepted run) differs from ``current_run`` (the run ending)
         exactly when another run waits; recording ``done`` then would let a client that started
-        that run read this run's end as its own. The output is kept either way.
+        that run read this run's end as its own. The output is kept either way, and so is the end
+        itself (``ended_status``, ``ended_run``: see :meth:`_thread_request`).
         """
         try:
             record = self._update_thread(
@@ -465,7 +466,13 @@ class ThreadStore(LedgerTable):
             if not condition_failed(exc):
                 raise
             record = self._update_thread(
-                thread_id, "queued", sets=sets, values=values, remove=remove, return_item=True
+                thread_id,
+                "queued",
+                sets=sets,
+                values=values,
+                remove=remove,
+                ended=run_status,
+                return_item=True,
             )
         assert record is not None
         return record
@@ -479,6 +486,7 @@ class ThreadStore(LedgerTable):
         values: Mapping[str, Any] | None = None,
         remove: Iterable[str] = (),
         ends: bool = False,
+        ended: RunStatus | None = None,
         condition: str | None = None,
         condition_names: Mapping[str, str] | None = None,
         condition_values: Mapping[str, Any] | None = None,
@@ -492,6 +500,7 @@ class ThreadStore(LedgerTable):
             values=values,
             remove=remove,
             ends=ends,
+            ended=ended,
             condition=condition,
             condition_names=condition_names,
             condition_values=condition_values,
@@ -511,11 +520,20 @@ class ThreadStore(LedgerTable):
         values: Mapping[str, Any] | None = None,
         remove: Iterable[str] = (),
         ends: bool = False,
+        ended: RunStatus | None = None,
         condition: str | None = None,
         condition_names: Mapping[str, str] | None = None,
         condition_values: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The ``UpdateItem`` writing the thread item, as a request not yet sent."""
+        """The ``UpdateItem`` writing the thread item, as a request not yet sent.
+
+        A write that ends the current run (``ends``: the thread rests in ``done``/``failed``;
+        ``ended``: it stays ``queued`` for a later run, the run having ended ``ended``) records
+        the end in the same write: ``ended_status`` (how the run ended), ``ended_run`` and
+        ``ended_started`` (the run's ``current_run`` and ``started_at``, ``NULL`` when absent). The
+        ledger's stream reads each run's end from these changing, whatever ``run_status`` the
+        thread is left in; the same end written twice changes nothing.
+        """
         now = self._clock()
         expression_values: dict[str, Any] = {
             ":kind": {"S": "thread"},
@@ -543,6 +561,13 @@ class ThreadStore(LedgerTable):
                 **(sets or {}),
             }.items()
         ]
+        outcome = run_status if ends else ended
+        if outcome is not None:
+            expression_values[":ended"] = {"S": outcome}
+            expression_values[":unnamed"] = {"NULL": True}
+            assignments.append(f"{alias('ended_status')} = :ended")
+            for copy, source in (("ended_run", "current_run"), ("ended_started", "started_at")):
+                assignments.append(f"{alias(copy)} = if_not_exists({alias(source)}, :unnamed)")
         if ends:
             expression_values[":ttl"] = {"N": str(int((now + self._ttl).timestamp()))}
             assignments.append(f"{alias('expires_ttl')} = :ttl")

@@ -20,9 +20,9 @@ from agent_wait.errors import AgentWaitError
 from agent_wait.events import parse_event
 from agent_wait_cli.local.streams import StreamReader
 from wait_service.ledger.attributes import iso
-from wait_service.ledger_stream import LedgerStream, build_ledger_stream
+from wait_service.ledger_stream import LedgerChange, LedgerStream, build_ledger_stream
 from wait_service.lifecycle import LifecycleService
-from wait_service.resolution_events import ResolutionEvents
+from wait_service.resolution_events import ResolutionEvents, events_of
 from wait_service.timers import TimerEvent
 
 if TYPE_CHECKING:
@@ -355,3 +355,76 @@ def test_a_resume_failing_every_attempt_publishes_one_resume_failed_with_its_att
     [resume_failed] = [e for e in found if e["type"] == "wait.resume_failed"]
     assert resume_failed["attempts"] == 3
     assert [e["type"] for e in found].count("thread.failed") == 1
+
+
+def latest_run(aws: Aws, thread_id: str) -> str:
+    item = aws.dynamodb.get_item(
+        TableName=aws.resources.ledger_table, Key={"dedupe_key": {"S": f"thread:{thread_id}"}}
+    )["Item"]
+    return str(item["latest_run"]["S"])
+
+
+def test_a_run_ending_with_a_later_run_queued_publishes_its_thread_done_once(aws: Aws, api: WaitApi) -> None:
+    # Given a running run, and a second run accepted on the thread behind it
+    first = start_run(aws, api, "t-1")
+    api.runs.start("t-1", {"customer": "c-18", "amount": 5})
+    second = latest_run(aws, "t-1")
+    assert second != first
+    # When the first run ends: the thread stays `queued` for the second
+    ended = api.ledger.thread_done("t-1", json.dumps({"refund": "issued"}))
+    assert ended.run_status == "queued"
+    # and the second runs and ends
+    api.ledger.thread_running("t-1", second)
+    api.ledger.thread_done("t-1", json.dumps({"refund": "refused", "notes": "late"}))
+    aws.dispatch()
+    redeliver(aws)
+
+    # Then each end is published once, under its own run id (the second's start publishes nothing)
+    first_done, second_done = events(aws)
+    assert (first_done["type"], first_done["dedupe_key"]) == ("thread.done", f"thread.done:t-1:{first}")
+    assert first_done["output_bytes"] == len(json.dumps({"refund": "issued"}).encode())
+    assert (second_done["type"], second_done["dedupe_key"]) == ("thread.done", f"thread.done:t-1:{second}")
+    assert second_done["summary"] == json.dumps({"refund": "refused", "notes": "late"})
+
+
+def test_a_failing_graph_with_a_later_run_queued_publishes_its_thread_failed_once(
+    aws: Aws, api: WaitApi
+) -> None:
+    first = start_run(aws, api, "t-1")
+    api.runs.start("t-1", {"customer": "c-18", "amount": 5})
+    ended = api.ledger.thread_failed("t-1", "ValueError: boom")
+    assert ended.run_status == "queued"
+    aws.dispatch()
+    redeliver(aws)
+
+    [failed] = events(aws)
+    assert (failed["type"], failed["run_id"], failed["error"], failed["dedupe_key"]) == (
+        "thread.failed",
+        first,
+        "ValueError: boom",
+        f"thread.failed:t-1:{first}",
+    )
+
+
+def test_a_redelivered_or_rewritten_run_end_yields_one_event_and_later_writes_none(
+    aws: Aws, api: WaitApi
+) -> None:
+    # Given a run that failed with a later run queued behind it, its end written twice (a retried
+    # message), and the later run starting
+    first = start_run(aws, api, "t-1")
+    api.runs.start("t-1", {"customer": "c-18", "amount": 5})
+    api.ledger.thread_failed("t-1", "ValueError: boom")
+    api.ledger.thread_failed("t-1", "ValueError: boom")
+    api.ledger.thread_running("t-1", latest_run(aws, "t-1"))
+    changes: list[LedgerChange] = []
+    StreamReader(
+        aws.streams,
+        aws.resources.ledger_stream_arn,
+        lambda event, _: changes.extend(LedgerChange.from_record(record) for record in event["Records"]),
+    ).drain()
+
+    # When every stream record is handled twice (a retried batch)
+    keys = [event.dedupe_key for change in changes + changes for event in events_of(change)]
+
+    # Then the run's end yields one event per handling, under one `dedupe_key`
+    assert keys == [f"thread.failed:t-1:{first}"] * 2

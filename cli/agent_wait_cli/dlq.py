@@ -412,7 +412,7 @@ class DeadLetters:
             raise DlqError(f"{function} failed again on records {named}: kept")
 
     def _read_batch(self, arn: str, shard: str, start: str, end: str) -> list[dict[str, Any]]:
-        """The records ``start``..``end`` of ``shard``, or :class:`DlqError` when the stream no longer has them."""
+        """The records ``start``..``end`` of ``shard``; :class:`DlqError` when the stream has them no more."""
         from botocore.exceptions import ClientError
 
         assert self.streams is not None

@@ -222,12 +222,11 @@ def test_the_dispatcher_puts_archive_records_to_the_delivery_stream(default_synt
 
 def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_synth: Synth) -> None:
     import boto3
+    from botocore.stub import Stubber
     from moto import mock_aws
 
     from agent_wait_cli.dlq import DeadLetters
     from agent_wait_cli.local.clock import destination_record
-    from botocore.stub import Stubber
-
     from infra.operators import DLQ_ACTIONS, SOURCE_ACTIONS, STREAM_ACTIONS
     from wait_service.resources import OUTBOX, TIMERS, create_resources, dead_letter_queues
 

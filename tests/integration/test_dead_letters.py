@@ -335,7 +335,7 @@ def test_a_batch_the_stream_no_longer_has_is_refused_in_one_line_and_kept(
 ) -> None:
     from botocore.exceptions import ClientError
 
-    info = failed_stream_batch(resources, aws_client)
+    failed_stream_batch(resources, aws_client)
     dlqs, dispatcher = stream_dead_letters(resources, aws_client)
     assert dlqs.streams is not None
     # DynamoDB Streams' answer past the 24 hours (moto never trims)

@@ -70,6 +70,7 @@ class Dispatcher(Construct):
         super().__init__(scope, construct_id)
         stream_arn = ledger.table.table_stream_arn
         assert stream_arn is not None, "the ledger's spec gives it a stream"
+        self.stream_arn = stream_arn
         self.service = ServiceFunction(
             self,
             "Function",
@@ -86,6 +87,8 @@ class Dispatcher(Construct):
             timeout_seconds=DISPATCHER_TIMEOUT_SECONDS,
             service=config.stack_name,
             description="agent-wait dispatcher: enqueues starts and resumes, publishes resolution events",
+            # Named: `agent-wait dlq redrive` invokes `<stack>-dispatcher` with a failed stream batch.
+            function_name=prefix + DISPATCHER.logical_id.lower(),
         )
         fn = self.service
         self.function = fn.function

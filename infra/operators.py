@@ -1,8 +1,8 @@
 """What the people on call need to look into and redrive the DLQs: one managed policy, exact actions.
 
 Attach it to the roles named in ``operator_principals`` (the inbox's queue policy admits them as
-senders; this policy is what lets them call SQS and Lambda at all). ``agent-wait dlq`` calls
-exactly these actions.
+senders; this policy is what lets them call SQS, Lambda and the ledger's stream at all).
+``agent-wait dlq`` calls exactly these actions.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ DLQ_ACTIONS = (
 )
 # Sending a message back to the queue it came from.
 SOURCE_ACTIONS = ("sqs:GetQueueUrl", "sqs:SendMessage")
+# `redrive` of the ledger stream's DLQ: read the failed batch back from the stream.
+STREAM_ACTIONS = ("dynamodb:GetRecords", "dynamodb:GetShardIterator")
 
 
 class OperatorPolicy(Construct):
@@ -34,7 +36,8 @@ class OperatorPolicy(Construct):
 
     Examples
     --------
-    >>> OperatorPolicy(stack, "Operators", dlqs=[dlq], sources=[inbox], functions=[arn])  # doctest: +SKIP
+    >>> OperatorPolicy(stack, "Operators", dlqs=[dlq], sources=[inbox], functions=[arn],
+    ...                streams=[stream_arn])  # doctest: +SKIP
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class OperatorPolicy(Construct):
         dlqs: Sequence[sqs.IQueue],
         sources: Sequence[sqs.IQueue],
         functions: Sequence[str],
+        streams: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.policy = iam.ManagedPolicy(
@@ -57,5 +61,10 @@ class OperatorPolicy(Construct):
                 iam.PolicyStatement(actions=sorted(DLQ_ACTIONS), resources=[q.queue_arn for q in dlqs]),
                 iam.PolicyStatement(actions=sorted(SOURCE_ACTIONS), resources=[q.queue_arn for q in sources]),
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=list(functions)),
+                *(
+                    [iam.PolicyStatement(actions=sorted(STREAM_ACTIONS), resources=list(streams))]
+                    if streams
+                    else []
+                ),
             ],
         )

@@ -119,7 +119,8 @@ class AgentWaitStack(cdk.Stack):
                 self.dispatcher.dlq,
             ],
             sources=[self.inbox.queue, self.fanout.outbox],
-            functions=[self.timers.function_arn],
+            functions=[self.timers.function_arn, self.dispatcher.function.function_arn],
+            streams=[self.dispatcher.stream_arn],
         )
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.target)
         self.runner.set_reply_url(self.api.url)

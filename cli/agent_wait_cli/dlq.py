@@ -14,6 +14,14 @@ depends on what the DLQ holds:
   due now, which the local clock fires into the same handler.
 - the timers' DLQ (``timers``, EventBridge Scheduler's): the body is the timer's input; the
   lifecycle function is invoked with it again, the same way.
+- the ledger stream's DLQ (``ledger-stream``): the record says where the failed batch is in the
+  ledger's stream (``DDBStreamBatchInfo``), not what it held. The records are read back from the
+  stream (``GetShardIterator`` at ``startSequenceNumber``, ``GetRecords`` up to
+  ``endSequenceNumber``) and handed, in the event Lambda's mapping builds, to the stack's own
+  dispatcher function with a synchronous ``Invoke``, so its consumers run with its role and
+  settings. The stream keeps records 24 hours: past that they are gone and the message is refused.
+  The local stack's dispatcher runs inside the ``agent-wait local`` process, which takes no
+  invocation from another process: there the message is refused too.
 
 SQS drops a FIFO message whose deduplication id it saw less than five minutes ago, so a message
 sent that recently is refused (with the time from which it can go) rather than lost.
@@ -24,6 +32,7 @@ changes nothing but their receive count.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import time
@@ -32,15 +41,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent_wait_cli.local.streams import lambda_record
 from wait_service.resources import LOCAL_ACCOUNT, TIMERS, DeadLetterSpec, dead_letter_queues
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
     from mypy_boto3_sqs import SQSClient
 
 # SQS FIFO's deduplication interval.
 DEDUPLICATION_WINDOW_SECONDS = 300
 # How long a look hides the messages it has seen, so that the next receive returns others.
 PEEK_SECONDS = 30
+# GetRecords calls one stream batch may take to read back (a batch is at most 10,000 records).
+STREAM_PAGES = 100
+# What DynamoDB Streams answers once a position is past its 24 hours (or the stream is gone).
+STREAM_GONE = ("TrimmedDataAccessException", "ExpiredIteratorException", "ResourceNotFoundException")
 
 
 class DlqError(Exception):
@@ -51,6 +66,12 @@ class Invoker(Protocol):
     """Invokes a function asynchronously, as Lambda's ``Event`` invocation type does."""
 
     def invoke(self, function_name: str, payload: Any) -> None: ...
+
+
+class BatchInvoker(Protocol):
+    """Invokes a stream consumer synchronously with a stream event; returns what the function returned."""
+
+    def invoke_batch(self, function_name: str, event: Mapping[str, Any]) -> Any: ...
 
 
 @dataclass
@@ -65,6 +86,25 @@ class LambdaInvoker:
         )
         if int(response.get("StatusCode", 202)) != 202:
             raise DlqError(f"Lambda did not queue the invocation of {function_name}: {response}")
+
+    def invoke_batch(self, function_name: str, event: Mapping[str, Any]) -> Any:
+        """``InvocationType=RequestResponse``: the function's answer, or :class:`DlqError` if it raised."""
+        response = self.client.invoke(
+            FunctionName=function_name,
+            InvocationType="RequestResponse",
+            Payload=json.dumps(event, default=_lambda_json).encode(),
+        )
+        body = response["Payload"].read() if response.get("Payload") is not None else b""
+        try:
+            answer = json.loads(body) if body else None
+        except ValueError:
+            answer = body.decode(errors="replace")
+        if response.get("FunctionError"):
+            message = str(answer.get("errorMessage", "") if isinstance(answer, Mapping) else answer)
+            message = (message.splitlines() or [""])[0]
+            kind = answer.get("errorType", "Error") if isinstance(answer, Mapping) else "Error"
+            raise DlqError(f"{function_name} failed ({response['FunctionError']}): {kind}: {message}")
+        return answer
 
 
 @dataclass
@@ -180,6 +220,9 @@ class DeadLetters:
         Invokes a function again for a ``lambda-destination`` DLQ.
     now:
         Seconds since the epoch; injected by tests.
+    streams, batch_invoker:
+        DynamoDB Streams client and synchronous invoker for the ledger stream's DLQ; without them
+        (the local stack) its messages are refused.
     specs:
         The DLQs; every one the resources define by default.
 
@@ -199,8 +242,12 @@ class DeadLetters:
         *,
         now: Callable[[], float] = time.time,
         specs: Sequence[DeadLetterSpec] | None = None,
+        streams: DynamoDBStreamsClient | None = None,
+        batch_invoker: BatchInvoker | None = None,
     ) -> None:
         self.sqs = sqs
+        self.streams = streams
+        self.batch_invoker = batch_invoker
         self.prefix = prefix
         self.invoker = invoker
         self.now = now
@@ -290,16 +337,8 @@ class DeadLetters:
     def _send_back(self, letter: DeadLetter) -> None:
         spec = letter.dlq
         if spec.redrive == "stream-batch":
-            info = (
-                letter.payload().get("DDBStreamBatchInfo", {})
-                if isinstance(letter.payload(), Mapping)
-                else {}
-            )
-            raise DlqError(
-                f"a ledger stream batch (sequence numbers {info.get('startSequenceNumber')} to "
-                f"{info.get('endSequenceNumber')}): the records are in the stream for 24 hours, not in "
-                "this message; see the README's runbook"
-            )
+            self._replay_batch(letter)
+            return
         if spec.redrive == "lambda-destination":
             self._reinvoke(letter)
             return
@@ -341,6 +380,75 @@ class DeadLetters:
         if named != function:
             raise DlqError(f"the record names function {named!r}, not {function!r}: not invoked")
         self.invoker.invoke(function, record["requestPayload"])
+
+    def _replay_batch(self, letter: DeadLetter) -> None:
+        """Read a failed stream batch back and hand it to the stack's dispatcher, synchronously."""
+        payload = letter.payload()
+        info = payload.get("DDBStreamBatchInfo") if isinstance(payload, Mapping) else None
+        if not isinstance(info, Mapping):
+            raise DlqError("not a stream batch's on-failure record (no DDBStreamBatchInfo)")
+        arn, shard = str(info.get("streamArn", "")), str(info.get("shardId", ""))
+        start, end = str(info.get("startSequenceNumber", "")), str(info.get("endSequenceNumber", ""))
+        if not (start.isdigit() and end.isdigit() and shard and int(start) <= int(end)):
+            raise DlqError(f"no readable position in the record (shard {shard!r}, {start!r} to {end!r})")
+        # `arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>`: only a table of the
+        # stack (the operator policy lets the reads reach the ledger's stream alone).
+        table = arn.split(":table/", 1)[1].split("/stream/", 1)[0] if ":table/" in arn else ""
+        if not arn.startswith("arn:") or not table.startswith(self.prefix):
+            raise DlqError(f"the record names stream {arn!r}, not one of {self.prefix.rstrip('-')}: not read")
+        if self.streams is None or self.batch_invoker is None:
+            raise DlqError(
+                "the local stack's dispatcher runs inside the `agent-wait local` process and takes no "
+                "invocation from another process: not redriven"
+            )
+        records = self._read_batch(arn, shard, start, end)
+        region = arn.split(":")[3]
+        event = {"Records": [{**lambda_record(r, arn), "awsRegion": region} for r in records]}
+        function = self.prefix + letter.dlq.source
+        answer = self.batch_invoker.invoke_batch(function, event)
+        failures = answer.get("batchItemFailures") if isinstance(answer, Mapping) else None
+        if failures:
+            named = ", ".join(str(f.get("itemIdentifier")) for f in failures if isinstance(f, Mapping))
+            raise DlqError(f"{function} failed again on records {named}: kept")
+
+    def _read_batch(self, arn: str, shard: str, start: str, end: str) -> list[dict[str, Any]]:
+        """The records ``start``..``end`` of ``shard``; :class:`DlqError` when the stream has them no more."""
+        from botocore.exceptions import ClientError
+
+        assert self.streams is not None
+        gone = (
+            f"the ledger stream no longer has records {start} to {end} (it keeps them 24 hours): not redriven"
+        )
+        records: list[dict[str, Any]] = []
+        try:
+            iterator: str | None = self.streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard, ShardIteratorType="AT_SEQUENCE_NUMBER", SequenceNumber=start
+            )["ShardIterator"]
+            for _ in range(STREAM_PAGES):
+                if not iterator:
+                    break
+                page = self.streams.get_records(ShardIterator=iterator, Limit=1000)
+                batch = [dict(record) for record in page.get("Records", [])]
+                past = False
+                for record in batch:
+                    number = int(record["dynamodb"]["SequenceNumber"])
+                    if number > int(end):
+                        past = True
+                        break
+                    records.append(record)
+                    past = number == int(end)
+                if past or (not batch and records):
+                    break
+                iterator = page.get("NextShardIterator")
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in STREAM_GONE:
+                raise DlqError(f"{gone} ({code})") from None
+            raise
+        # A trimmed position reads from the oldest record kept, past the batch's first.
+        if not records or records[0]["dynamodb"]["SequenceNumber"] != start:
+            raise DlqError(gone)
+        return records
 
     def _receive_all(self, name: str | None) -> list[DeadLetter]:
         specs = [spec for spec in self.specs if name is None or spec.name == name]
@@ -421,6 +529,17 @@ def summary(letter: DeadLetter) -> str:
     if "question_id" in work:
         return f"{work.get('type', 'message')} question={work['question_id']}"
     return json.dumps(work, default=str)[:80]
+
+
+def _lambda_json(value: Any) -> Any:
+    """What boto3 returns that JSON has not, as Lambda writes it in a stream event."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()  # a binary attribute (`B`, `BS`)
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, set):
+        return sorted(value)
+    return str(value)  # Decimal
 
 
 def _iso(seconds: float) -> str:

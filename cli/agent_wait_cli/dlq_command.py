@@ -44,8 +44,14 @@ def dead_letters(args: argparse.Namespace, now: Callable[[], float] | None = Non
     session = boto3.session.Session(region_name=args.region)
     if session.region_name is None:
         raise UsageError("cannot tell the stack's region; pass --region or set AWS_REGION")
+    invoker = LambdaInvoker(session.client("lambda"))
     return DeadLetters(
-        session.client("sqs"), prefix, LambdaInvoker(session.client("lambda")), now=now or time.time
+        session.client("sqs"),
+        prefix,
+        invoker,
+        now=now or time.time,
+        streams=session.client("dynamodbstreams"),
+        batch_invoker=invoker,
     )
 
 

@@ -222,11 +222,12 @@ def test_the_dispatcher_puts_archive_records_to_the_delivery_stream(default_synt
 
 def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_synth: Synth) -> None:
     import boto3
+    from botocore.stub import Stubber
     from moto import mock_aws
 
     from agent_wait_cli.dlq import DeadLetters
     from agent_wait_cli.local.clock import destination_record
-    from infra.operators import DLQ_ACTIONS, SOURCE_ACTIONS
+    from infra.operators import DLQ_ACTIONS, SOURCE_ACTIONS, STREAM_ACTIONS
     from wait_service.resources import OUTBOX, TIMERS, create_resources, dead_letter_queues
 
     # Given every kind of message in the DLQs, when an operator lists, shows and redrives them all
@@ -234,11 +235,16 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
     invoked: list[str] = []
 
     def record(model: Any, **_: Any) -> None:
-        called.add(f"{model.service_model.endpoint_prefix}:{model.name}")
+        # IAM names DynamoDB Streams' actions `dynamodb:*` (its endpoint is `streams.dynamodb`).
+        called.add(f"{model.service_model.endpoint_prefix.removeprefix('streams.')}:{model.name}")
 
     class Invoker:
         def invoke(self, function_name: str, payload: Any) -> None:
             invoked.append(function_name)
+
+        def invoke_batch(self, function_name: str, event: Any) -> Any:
+            invoked.append(function_name)
+            return {"batchItemFailures": []}
 
     with mock_aws():
         setup = boto3.client("sqs", region_name="us-east-1")
@@ -262,13 +268,39 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
             QueueUrl=setup.create_queue(QueueName="agent-wait-" + TIMERS.dlq_name)["QueueUrl"],
             MessageBody=json.dumps({"question_id": "q", "timer": "expire", "n": 0}),
         )
+        # a stream batch's on-failure record; moto's in-process mock has no DynamoDB Streams API, so
+        # the stream's two answers are stubbed (the calls are recorded before the stub answers)
+        assert resources.ledger_stream_arn is not None and resources.stream_dlq_url is not None
+        batch = {
+            "shardId": "shardId-00000001-" + "0" * 16,
+            "startSequenceNumber": "1" + "0" * 20,
+            "endSequenceNumber": "1" + "0" * 20,
+        }
+        setup.send_message(
+            QueueUrl=resources.stream_dlq_url,
+            MessageBody=json.dumps(
+                {"DDBStreamBatchInfo": {**batch, "streamArn": resources.ledger_stream_arn}}
+            ),
+        )
         sqs = boto3.client("sqs", region_name="us-east-1")
-        sqs.meta.events.register("before-call.*.*", record)
-        dlqs = DeadLetters(sqs, "agent-wait-", Invoker(), now=lambda: 1e12)
+        streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+        for client in (sqs, streams):
+            client.meta.events.register("before-call.*.*", record)
+        stub = Stubber(streams)
+        stub.add_response("get_shard_iterator", {"ShardIterator": "i-1"})
+        change = {
+            "eventName": "MODIFY",
+            "dynamodb": {"SequenceNumber": "1" + "0" * 20, "Keys": {"k": {"S": "v"}}},
+        }
+        stub.add_response("get_records", {"Records": [change], "NextShardIterator": "i-2"})
+        stub.activate()
+        dlqs = DeadLetters(
+            sqs, "agent-wait-", Invoker(), now=lambda: 1e12, streams=streams, batch_invoker=Invoker()
+        )
         dlqs.queues()
-        [first, _, _] = dlqs.messages()
+        [first, _, _, _] = dlqs.messages()
         dlqs.find(first.message_id)
-        assert [o.status for o in dlqs.redrive(None)] == ["redriven"] * 3
+        assert [o.status for o in dlqs.redrive(None)] == ["redriven"] * 4
 
     # Then the policy grants those actions, and the lifecycle function's invoke, nothing more
     stack = default_synth.stack
@@ -277,9 +309,9 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
     granted = {
         a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     }
-    assert granted == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | {"lambda:InvokeFunction"}
-    assert called == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS)
-    assert invoked == ["agent-wait-lifecycle"] * 2
+    assert granted == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | set(STREAM_ACTIONS) | {"lambda:InvokeFunction"}
+    assert called == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | set(STREAM_ACTIONS)
+    assert sorted(invoked) == ["agent-wait-dispatcher"] + ["agent-wait-lifecycle"] * 2
     # on every DLQ the stack has, the timers' (EventBridge Scheduler's) included
     [on_dlqs] = [s for s in statements if "sqs:DeleteMessage" in s["Action"]]
     dlq_ids = {ref["Fn::GetAtt"][0] for ref in on_dlqs["Resource"]}
@@ -287,4 +319,16 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
     assert len(dlq_ids) == len(dead_letter_queues())
     assert policy["Properties"]["ManagedPolicyName"] == "agent-wait-operator"
     [invoke] = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
-    assert stack.resolve(stack.timers.function_arn) == invoke["Resource"]
+    assert invoke["Resource"] == [
+        stack.resolve(stack.timers.function_arn),
+        stack.resolve(stack.dispatcher.function.function_arn),
+    ]
+    # the dispatcher is the function `agent-wait dlq` names, and the reads reach the ledger's stream only
+    [dispatcher] = [
+        f["Properties"]
+        for f in default_synth.resources("AWS::Lambda::Function").values()
+        if f["Properties"].get("FunctionName") == "agent-wait-dispatcher"
+    ]
+    assert dispatcher["Description"].startswith("agent-wait dispatcher")
+    [reads] = [s for s in statements if "dynamodb:GetRecords" in s["Action"]]
+    assert reads["Resource"] == stack.resolve(stack.dispatcher.stream_arn)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_wait_cli.dlq import DEDUPLICATION_WINDOW_SECONDS, DeadLetters, DlqError
+from agent_wait_cli.dlq import DEDUPLICATION_WINDOW_SECONDS, DeadLetters, DlqError, LambdaInvoker
 from agent_wait_cli.local.clock import destination_record
 from wait_service.resources import LIFECYCLE_DLQ, OUTBOX, TIMERS, dead_letter_queues
 
@@ -187,3 +187,238 @@ def test_an_id_in_no_dlq_is_refused_and_nothing_moves(resources: LocalResources,
         dlqs.redrive(["nope"])
 
     assert len(dlqs.messages()) == 1
+
+
+# -- the ledger stream's DLQ: the batch read back from the stream, handed to the dispatcher ----------
+
+
+@dataclass
+class Dispatcher:
+    """Lambda's ``Invoke`` of the stack's dispatcher, in process: the payload's JSON into the
+    handler's ``handle`` with the consumers the function builds; a raise is a ``FunctionError``."""
+
+    handle: Any
+    service: Any
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:  # noqa: N803
+        import io
+
+        assert InvocationType == "RequestResponse"
+        event = json.loads(Payload)
+        self.calls.append((FunctionName, event))
+        try:
+            answer = self.handle(event, None, self.service)
+        except Exception as exc:
+            error = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
+            return {
+                "StatusCode": 200,
+                "FunctionError": "Unhandled",
+                "Payload": io.BytesIO(json.dumps(error).encode()),
+            }
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
+
+
+def failed_stream_batch(resources: LocalResources, aws_client: Any) -> dict[str, Any]:
+    """A question answered, then the dispatcher failing on its stream records every attempt: the
+    on-failure record of that real batch lands in the ledger stream's DLQ. Returns the batch info."""
+    from agent_wait import Question, approval, build_envelope
+    from agent_wait.aws import DynamoDbAnnounce
+    from agent_wait_cli.local.streams import StreamReader
+    from wait_service.ledger import Ledger
+    from wait_service.replies import ReplyService
+
+    envelope = build_envelope(
+        "t-stream", Question(question_id="q-stream", question={"ask": "refund?"}, policy=approval(ttl=3600))
+    )
+    DynamoDbAnnounce(resources.ledger_table, client=aws_client("dynamodb")).deliver(envelope)
+    ReplyService(Ledger(resources.ledger_table, aws_client("dynamodb"))).reply(
+        "q-stream", {"action": "approve"}, principal="ops", if_match=f'"{envelope.digest}"'
+    )
+
+    def inbox_down(event: Any, context: Any) -> Any:
+        raise RuntimeError("inbox unreachable")
+
+    assert resources.ledger_stream_arn is not None and resources.stream_dlq_url is not None
+    reader = StreamReader(
+        aws_client("dynamodbstreams"),
+        resources.ledger_stream_arn,
+        inbox_down,
+        batch_size=100,
+        max_retry_attempts=0,
+        sqs=aws_client("sqs"),
+        dlq_url=resources.stream_dlq_url,
+    )
+    reader.drain()
+    [message] = aws_client("sqs").receive_message(QueueUrl=resources.stream_dlq_url, VisibilityTimeout=0)[
+        "Messages"
+    ]
+    info: dict[str, Any] = json.loads(message["Body"])["DDBStreamBatchInfo"]
+    return info
+
+
+def stream_dead_letters(resources: LocalResources, aws_client: Any) -> tuple[DeadLetters, Dispatcher]:
+    from pathlib import Path
+
+    from agent_wait_cli.local.runtime import load_handler
+    from wait_service.ledger_stream import build_ledger_stream
+    from wait_service.settings import Settings
+
+    handle = load_handler(
+        Path(__file__).parents[2] / "functions" / "dispatcher" / "handler.py",
+        "agent_wait_test_dispatcher_handler",
+        "handle",
+    )
+    service = build_ledger_stream(
+        Settings.from_env(resources.env()),
+        dynamodb=aws_client("dynamodb"),
+        sqs=aws_client("sqs"),
+        sns=aws_client("sns"),
+    )
+    dispatcher = Dispatcher(handle, service)
+    dlqs = DeadLetters(
+        aws_client("sqs"),
+        prefix_of(resources),
+        Invocations(),
+        streams=aws_client("dynamodbstreams"),
+        batch_invoker=LambdaInvoker(dispatcher),
+    )
+    return dlqs, dispatcher
+
+
+def inbox_bodies(sqs: Any, url: str) -> list[dict[str, Any]]:
+    bodies: list[dict[str, Any]] = []
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        for message in got:
+            bodies.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return bodies
+
+
+def test_a_failed_stream_batch_is_read_back_and_its_resume_reaches_the_inbox(
+    resources: LocalResources, aws_client: Any
+) -> None:
+    # Given an answered question whose stream batch the dispatcher failed on every retry
+    info = failed_stream_batch(resources, aws_client)
+    sqs = aws_client("sqs")
+    assert inbox_bodies(sqs, resources.inbox_url) == []
+    dlqs, dispatcher = stream_dead_letters(resources, aws_client)
+
+    # When the ledger stream's DLQ is redriven
+    outcomes = dlqs.redrive(None, name="ledger-stream")
+
+    # Then the stack's dispatcher got the batch's records, in the event Lambda's mapping builds
+    assert [(o.status, o.detail) for o in outcomes] == [
+        ("redriven", f"invoked {prefix_of(resources)}dispatcher")
+    ]
+    [(function, event)] = dispatcher.calls
+    assert function == prefix_of(resources) + "dispatcher"
+    numbers = [r["dynamodb"]["SequenceNumber"] for r in event["Records"]]
+    assert (numbers[0], numbers[-1], len(numbers)) == (
+        info["startSequenceNumber"],
+        info["endSequenceNumber"],
+        info["batchSize"],
+    )
+    assert {(r["eventSourceARN"], r["awsRegion"]) for r in event["Records"]} == {
+        (resources.ledger_stream_arn, "us-east-1")
+    }
+    # the resume is on the inbox, and the message is gone from the DLQ
+    assert [(b["thread_id"], b["question_id"]) for b in inbox_bodies(sqs, resources.inbox_url)] == [
+        ("t-stream", "q-stream")
+    ]
+    assert dlqs.messages("ledger-stream") == []
+
+
+@pytest.mark.parametrize("fault", ["trimmed", "expired"])
+def test_a_batch_the_stream_no_longer_has_is_refused_in_one_line_and_kept(
+    resources: LocalResources, aws_client: Any, fault: str
+) -> None:
+    from botocore.exceptions import ClientError
+
+    failed_stream_batch(resources, aws_client)
+    dlqs, dispatcher = stream_dead_letters(resources, aws_client)
+    assert dlqs.streams is not None
+    # DynamoDB Streams' answer past the 24 hours (moto never trims)
+    code = {"trimmed": "TrimmedDataAccessException", "expired": "ExpiredIteratorException"}[fault]
+    operation = "GetShardIterator" if fault == "trimmed" else "GetRecords"
+
+    def refuse(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": code, "Message": "beyond the trim horizon"}}, operation)
+
+    dlqs.streams.meta.events.register(f"before-call.dynamodbstreams.{operation}", refuse)
+
+    outcomes = dlqs.redrive(None, name="ledger-stream")
+
+    [outcome] = outcomes
+    assert outcome.status == "refused"
+    assert "no longer has records" in outcome.detail and "\n" not in outcome.detail
+    assert dispatcher.calls == []
+    assert [letter.message_id for letter in dlqs.messages("ledger-stream")] == [outcome.letter.message_id]
+    assert inbox_bodies(aws_client("sqs"), resources.inbox_url) == []
+
+
+@pytest.mark.parametrize("failing", ["every-record", "the-decision"])
+def test_a_batch_the_dispatcher_fails_again_stays_in_the_dlq(
+    resources: LocalResources, aws_client: Any, failing: str
+) -> None:
+    from wait_service.ledger_stream import LedgerChange, LedgerStream
+
+    info = failed_stream_batch(resources, aws_client)
+    dlqs, dispatcher = stream_dead_letters(resources, aws_client)
+
+    class Down:
+        def handle(self, change: LedgerChange) -> None:
+            if failing == "every-record" or change.decided:
+                raise RuntimeError("inbox still down")
+
+    dispatcher.service = LedgerStream([Down()])
+
+    [outcome] = dlqs.redrive(None, name="ledger-stream")
+
+    records = dispatcher.calls[0][1]["Records"]
+    assert records[0]["dynamodb"]["SequenceNumber"] == info["startSequenceNumber"]
+    assert outcome.status == "refused", outcome.detail
+    assert "\n" not in outcome.detail
+    if failing == "every-record":
+        # the handler raised: Lambda's FunctionError, its message's first line
+        assert outcome.detail.startswith(
+            f"{prefix_of(resources)}dispatcher failed (Unhandled): BatchProcessingError: All records failed"
+        )
+    else:
+        # a partial batch response naming the decision's record
+        decided = [r["dynamodb"]["SequenceNumber"] for r in records if r["eventName"] == "MODIFY"]
+        assert (
+            outcome.detail == f"{prefix_of(resources)}dispatcher failed again on records {decided[-1]}: kept"
+        )
+    assert len(dlqs.messages("ledger-stream")) == 1
+
+
+def test_a_record_naming_another_stream_is_not_read(resources: LocalResources, aws_client: Any) -> None:
+    info = failed_stream_batch(resources, aws_client)
+    assert resources.stream_dlq_url is not None
+    sqs = aws_client("sqs")
+    [old] = sqs.receive_message(QueueUrl=resources.stream_dlq_url)["Messages"]
+    sqs.delete_message(QueueUrl=resources.stream_dlq_url, ReceiptHandle=old["ReceiptHandle"])
+    other = str(info["streamArn"]).replace(f"table/{resources.ledger_table}", "table/payroll")
+    sqs.send_message(
+        QueueUrl=resources.stream_dlq_url,
+        MessageBody=json.dumps({"DDBStreamBatchInfo": {**info, "streamArn": other}}),
+    )
+    dlqs, dispatcher = stream_dead_letters(resources, aws_client)
+
+    [outcome] = dlqs.redrive(None, name="ledger-stream")
+
+    assert outcome.status == "refused" and "not read" in outcome.detail
+    assert dispatcher.calls == []
+
+
+def test_the_local_stack_refuses_a_stream_batch_in_one_line(
+    resources: LocalResources, aws_client: Any
+) -> None:
+    failed_stream_batch(resources, aws_client)
+    dlqs = DeadLetters(aws_client("sqs"), prefix_of(resources), Invocations())
+
+    [outcome] = dlqs.redrive(None, name="ledger-stream")
+
+    assert outcome.status == "refused" and "agent-wait local" in outcome.detail
+    assert len(dlqs.messages("ledger-stream")) == 1

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from webhook_context import WEBHOOKS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,19 +56,6 @@ BUCKET_CONTEXT = {
 # Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret;
 # and two webhooks (a secret by name, one by full ARN with its own key id).
 _SECRETS = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:agent-wait/"
-WEBHOOKS = [
-    {
-        "url": "https://tickets.example.com/hooks/agent-wait",
-        "secret_name": "agent-wait/tickets-webhook",
-        "types": ["wait.created", "wait.escalated"],
-    },
-    {
-        "url": "https://payments.example.com/agent-wait?team=refunds",
-        "secret_name": _SECRETS + "payments-webhook-XyZ123",
-        "types": ["wait.reminder"],
-        "key_id": "payments",
-    },
-]
 SIGNED_CONTEXT = {
     "stack_name": "aw-signed",
     "signing_keys": json.dumps({"ops": _SECRETS + "ops-AbCdEf", "pager": _SECRETS + "pager-GhIjKl"}),

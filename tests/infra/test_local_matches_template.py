@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from test_template import logical_id
+from webhook_context import WEBHOOKS
 
 from tests.checkpoint_dynamodb_schema import package_key_schemas
 from wait_service.resources import CHECKPOINT_BUCKET
@@ -281,8 +282,6 @@ def test_the_ledger_streams_mapping_is_the_one_the_local_reader_plays(default_sy
 def test_webhook_queues_and_subscriptions_match(signed_synth: Synth, aws_client: Any) -> None:
     # `agent-wait local --webhook` and context `webhooks` build the same delivery queues, DLQ and
     # raw, type-filtered subscriptions (signed_synth configures conftest.WEBHOOKS).
-    from conftest import WEBHOOKS
-
     from wait_service.resources import create_resources, create_webhook_queues
 
     sqs, sns = aws_client("sqs"), aws_client("sns")

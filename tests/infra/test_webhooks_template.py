@@ -10,8 +10,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import WEBHOOKS
 from test_template import arn_of, logical_id, role_actions
+from webhook_context import WEBHOOKS
 
 from infra.webhooks import DELIVERY_CONSUME_ACTIONS
 from wait_service.resources import WEBHOOK_BATCH_SIZE, WEBHOOK_QUEUES, WEBHOOK_TIMEOUT_SECONDS

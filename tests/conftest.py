@@ -97,7 +97,7 @@ def dispatch(resources: LocalResources, aws_client: Any) -> Any:
     of records read. What a recorded start or decision needs is on the inbox afterwards.
     """
     from agent_wait_cli.local.streams import StreamReader
-    from wait_service.ledger_stream import build_ledger_stream
+    from wait_service.dispatcher import build_ledger_stream
     from wait_service.settings import Settings
 
     readers: dict[int, StreamReader] = {}

@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 # Before anything imports pydantic (see the runner's handler).
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
-from wait_service.ledger_stream import LedgerStream, build_ledger_stream
+from wait_service.dispatcher import build_ledger_stream
 from wait_service.observability import logger, metrics, tracer
 from wait_service.settings import FunctionService, Settings
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from wait_service.ledger_stream import LedgerStream
 
 
 def build_service() -> LedgerStream:

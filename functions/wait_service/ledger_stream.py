@@ -55,13 +55,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-    from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_sns import SNSClient
-    from mypy_boto3_sqs import SQSClient
 
     from wait_service.inbox import Inbox
     from wait_service.ledger import Ledger
-    from wait_service.settings import Settings
 
 EventName = Literal["INSERT", "MODIFY", "REMOVE"]
 ItemKind = Literal["question", "thread", "run", "other"]
@@ -254,44 +250,3 @@ class OutboxDispatcher:
         self.inbox.start_json(thread_id, str(change.new_value("input")), run_id=run_id)
         metrics.add_metric(name=STARTS_DISPATCHED, unit=MetricUnit.Count, value=1)
         logger.info("start enqueued", extra={"run_id": run_id, "thread_id": thread_id})
-
-
-def build_ledger_stream(
-    settings: Settings,
-    *,
-    dynamodb: DynamoDBClient | None = None,
-    sqs: SQSClient | None = None,
-    firehose: Any = None,
-    sns: SNSClient | None = None,
-) -> LedgerStream:
-    """The dispatcher's service wired to the resources named by ``settings``.
-
-    Examples
-    --------
-    >>> stream = build_ledger_stream(Settings.from_env(os.environ))  # doctest: +SKIP
-    """
-    from agent_wait.aws import SnsAnnounce, SqsAnnounce
-    from wait_service.archive import ArchiveConsumer, archive_sink
-    from wait_service.inbox import Inbox
-    from wait_service.ledger import Ledger
-    from wait_service.resolution_events import ResolutionEvents
-
-    ledger = Ledger(settings.require("ledger_table"), dynamodb, ttl_days=settings.ledger_ttl_days)
-    inbox = Inbox(settings.require("inbox_url"), sqs)
-    # The outbox first: a retried record's second send is dropped there by FIFO deduplication.
-    events = ResolutionEvents(
-        [
-            SqsAnnounce(settings.require("outbox_url"), client=inbox._client),
-            SnsAnnounce(settings.require("topic_arn"), client=sns),
-        ]
-    )
-    consumers: list[Consumer] = [OutboxDispatcher(ledger, inbox), events]
-    # The audit archive: every decided question, before the ledger's TTL can remove it.
-    sink = archive_sink(
-        stream_name=getattr(settings, "archive_stream", None),
-        folder=getattr(settings, "archive_dir", None),
-        firehose=firehose,
-    )
-    if sink is not None:
-        consumers.append(ArchiveConsumer(sink))
-    return LedgerStream(consumers)

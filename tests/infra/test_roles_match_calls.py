@@ -21,8 +21,8 @@ from agent_wait_cli.local.streams import StreamReader
 from infra.dispatcher import STREAM_READ_ACTIONS
 from infra.functions import INBOX_CONSUME_ACTIONS
 from wait_service.api import build_api
+from wait_service.dispatcher import build_ledger_stream
 from wait_service.inbox import parse_message
-from wait_service.ledger_stream import build_ledger_stream
 from wait_service.resources import create_resources
 from wait_service.runner import build_runner
 from wait_service.settings import Settings

@@ -29,8 +29,9 @@ from wait_service.archive import (
     archive_record,
 )
 from wait_service.audit import audit_of
+from wait_service.dispatcher import build_ledger_stream
 from wait_service.ledger import Ledger
-from wait_service.ledger_stream import LedgerStream, build_ledger_stream
+from wait_service.ledger_stream import LedgerStream
 from wait_service.settings import Settings
 
 if TYPE_CHECKING:

@@ -261,7 +261,7 @@ def stream_dead_letters(resources: LocalResources, aws_client: Any) -> tuple[Dea
     from pathlib import Path
 
     from agent_wait_cli.local.runtime import load_handler
-    from wait_service.ledger_stream import build_ledger_stream
+    from wait_service.dispatcher import build_ledger_stream
     from wait_service.settings import Settings
 
     handle = load_handler(

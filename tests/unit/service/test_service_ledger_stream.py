@@ -14,8 +14,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from agent_wait_cli.local.streams import StreamReader, lambda_record
+from wait_service.dispatcher import build_ledger_stream
 from wait_service.ledger import Ledger
-from wait_service.ledger_stream import LedgerChange, LedgerStream, OutboxDispatcher, build_ledger_stream
+from wait_service.ledger_stream import LedgerChange, LedgerStream, OutboxDispatcher
 
 if TYPE_CHECKING:
     from service_events import Aws, FakeClock

@@ -19,8 +19,9 @@ from agent_wait.aws import SnsAnnounce, SqsAnnounce
 from agent_wait.errors import AgentWaitError
 from agent_wait.events import parse_event
 from agent_wait_cli.local.streams import StreamReader
+from wait_service.dispatcher import build_ledger_stream
 from wait_service.ledger.attributes import iso
-from wait_service.ledger_stream import LedgerChange, LedgerStream, build_ledger_stream
+from wait_service.ledger_stream import LedgerChange, LedgerStream
 from wait_service.lifecycle import LifecycleService
 from wait_service.resolution_events import ResolutionEvents, events_of
 from wait_service.timers import TimerEvent

@@ -332,6 +332,13 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help="the local stack's moto endpoint (`agent-wait local` prints it); default: AWS, with your "
         "credentials and --region",
     )
+    dlq_common.add_argument(
+        "--lambda-endpoint-url",
+        default=None,
+        metavar="URL",
+        help="with --endpoint-url: the local stack's Lambda endpoint (`agent-wait local` prints it as "
+        "`lambda:`), through which a ledger-stream batch is handed back to its dispatcher",
+    )
     dlq = sub.add_parser(
         "dlq",
         help="look into the dead-letter queues and redrive their messages",

@@ -20,8 +20,9 @@ depends on what the DLQ holds:
   ``endSequenceNumber``) and handed, in the event Lambda's mapping builds, to the stack's own
   dispatcher function with a synchronous ``Invoke``, so its consumers run with its role and
   settings. The stream keeps records 24 hours: past that they are gone and the message is refused.
-  The local stack's dispatcher runs inside the ``agent-wait local`` process, which takes no
-  invocation from another process: there the message is refused too.
+  The local stack's dispatcher runs inside the ``agent-wait local`` process, which serves Lambda's
+  ``Invoke`` for it on 127.0.0.1 (its ``lambda:`` line): with ``--lambda-endpoint-url`` the same
+  call reaches it; without, the message is refused and kept.
 
 SQS drops a FIFO message whose deduplication id it saw less than five minutes ago, so a message
 sent that recently is refused (with the time from which it can go) rather than lost.
@@ -398,8 +399,8 @@ class DeadLetters:
             raise DlqError(f"the record names stream {arn!r}, not one of {self.prefix.rstrip('-')}: not read")
         if self.streams is None or self.batch_invoker is None:
             raise DlqError(
-                "the local stack's dispatcher runs inside the `agent-wait local` process and takes no "
-                "invocation from another process: not redriven"
+                "the local stack's dispatcher runs inside the `agent-wait local` process: pass "
+                "--lambda-endpoint-url (its `lambda:` line) to hand the batch to it; not redriven"
             )
         records = self._read_batch(arn, shard, start, end)
         region = arn.split(":")[3]

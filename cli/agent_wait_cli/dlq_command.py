@@ -28,6 +28,8 @@ def dead_letters(args: argparse.Namespace, now: Callable[[], float] | None = Non
         raise UsageError("agent-wait dlq needs boto3: pip install 'agent-wait[aws]'") from None
     prefix = f"{args.stack}-"
     endpoint = args.endpoint_url
+    if endpoint is None and getattr(args, "lambda_endpoint_url", None) is not None:
+        raise UsageError("--lambda-endpoint-url is for the local stack: pass its moto --endpoint-url too")
     if endpoint is not None:
         if not is_loopback(endpoint):
             raise UsageError(f"--endpoint-url {endpoint!r} is not on this machine: it is for the local stack")
@@ -38,8 +40,25 @@ def dead_letters(args: argparse.Namespace, now: Callable[[], float] | None = Non
             "aws_secret_access_key": "local",
         }
         sqs = boto3.client("sqs", **local)
+        lambda_endpoint = getattr(args, "lambda_endpoint_url", None)
+        if lambda_endpoint is None:
+            return DeadLetters(
+                sqs, prefix, LocalInvoker(boto3.client("scheduler", **local), prefix), now=now or time.time
+            )
+        if not is_loopback(lambda_endpoint):
+            raise UsageError(
+                f"--lambda-endpoint-url {lambda_endpoint!r} is not on this machine: it is for the local stack"
+            )
+        # The dispatcher runs in the `agent-wait local` process; its Lambda endpoint takes the same
+        # synchronous Invoke the deployed function does.
+        functions = boto3.client("lambda", **(local | {"endpoint_url": lambda_endpoint}))
         return DeadLetters(
-            sqs, prefix, LocalInvoker(boto3.client("scheduler", **local), prefix), now=now or time.time
+            sqs,
+            prefix,
+            LocalInvoker(boto3.client("scheduler", **local), prefix),
+            now=now or time.time,
+            streams=boto3.client("dynamodbstreams", **local),
+            batch_invoker=LambdaInvoker(functions),
         )
     session = boto3.session.Session(region_name=args.region)
     if session.region_name is None:

@@ -107,6 +107,9 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write(f"log: {log_path} (handler logs and tracebacks)")
         write("state: in memory (threads, questions and checkpoints end with this process)")
         write(f"moto: {stack.moto.endpoint}")
+        if stack.lambda_endpoint is not None:
+            url = stack.lambda_endpoint.url
+            write(f"lambda: {url} (the dispatcher's Invoke API, for agent-wait dlq --lambda-endpoint-url)")
         write(f"outbox queue: {resources.outbox_url}")
         write(f"subscriber queue: {resources.subscriber_url}")
         write(

@@ -33,6 +33,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from agent_wait_cli.local.clock import ScheduleClock, destination_record
 from agent_wait_cli.local.events import EventLog, ledger_readers
 from agent_wait_cli.local.gateway import Exchange, Gateway
 from agent_wait_cli.local.graph_source import check_graph, put_first, resolve_graph_source
+from agent_wait_cli.local.lambda_endpoint import LambdaEndpoint
 from agent_wait_cli.local.moto_server import SerializedMotoServer
 from agent_wait_cli.local.poller import InboxPoller
 from agent_wait_cli.local.runtime import context_factory, load_handler
@@ -107,6 +109,9 @@ class StackConfig:
     inbox_visibility:
         Seconds the inbox hides a received message (its ``VisibilityTimeout``), so a failed run is
         retried after this long; ``None`` keeps the deployed value.
+    stream_retry_attempts:
+        Retries of a ledger-stream batch the dispatcher fails before its record goes to the
+        stream's DLQ; ``None`` keeps the deployed mapping's ``MaximumRetryAttempts``.
     log_path:
         File for the handlers' and the stack's logs; ``None`` leaves logging as it is.
     checkpointer:
@@ -139,6 +144,7 @@ class StackConfig:
     slack_signing_secret: str | None = None
     slack_channel: str | None = None
     inbox_visibility: int | None = None
+    stream_retry_attempts: int | None = None
     log_path: Path | None = None
     checkpointer: str = "aws"
     graph_source: Path | None = None
@@ -186,6 +192,12 @@ class LocalStack:
         self.clock: ScheduleClock | None = None
         self.moto = SerializedMotoServer(host="127.0.0.1", port=self.config.moto_port, log_requests=False)
         self.gateway: Gateway | None = None
+        # Lambda's Invoke API for the dispatcher, which another process (``agent-wait dlq redrive``)
+        # calls as it calls the deployed function.
+        self.lambda_endpoint: LambdaEndpoint | None = None
+        # One Lambda instance serves one event at a time: the stream reader and a direct
+        # invocation never run the dispatcher's handler at once.
+        self._dispatcher_lock = threading.Lock()
         self.poller: InboxPoller | None = None
         self.webhook_pollers: list[InboxPoller] = []
         self.webhook_dlq_url: str | None = None
@@ -308,7 +320,11 @@ class LocalStack:
                 DISPATCHER_FUNCTION, DISPATCHER_TIMEOUT_SECONDS, self.config.region
             ),
             batch_size=DISPATCHER.batch_size,
-            max_retry_attempts=DISPATCHER.max_retry_attempts,
+            max_retry_attempts=(
+                DISPATCHER.max_retry_attempts
+                if self.config.stream_retry_attempts is None
+                else self.config.stream_retry_attempts
+            ),
             sqs=self.client("sqs"),
             dlq_url=self._resources.stream_dlq_url,
             # What the dispatcher enqueued is on the inbox now: the poller need not wait it out.
@@ -326,6 +342,15 @@ class LocalStack:
             on_fire=events.timer if events else None,
             on_failure=self._lifecycle_failed,
         )
+        self.lambda_endpoint = LambdaEndpoint(
+            {
+                self.config.prefix + "dispatcher": (
+                    self._invoke_dispatcher,
+                    context_factory(DISPATCHER_FUNCTION, DISPATCHER_TIMEOUT_SECONDS, self.config.region),
+                )
+            }
+        )
+        self.lambda_endpoint.start()
         self.streams.start()
         for url, arn in self._webhook_queues:
             self.webhook_pollers.append(
@@ -471,7 +496,8 @@ class LocalStack:
     def _invoke_dispatcher(self, event: dict[str, Any], context: Any) -> Any:
         if self._dispatcher_handler is None:
             raise RuntimeError("the dispatcher handler is not loaded")
-        return self._dispatcher_handler(event, context)
+        with self._dispatcher_lock:
+            return self._dispatcher_handler(event, context)
 
     def _invoke_webhooks(self, event: dict[str, Any], context: Any) -> Any:
         if self._webhooks_handler is None:
@@ -496,6 +522,9 @@ class LocalStack:
         if self.gateway is not None:
             self.gateway.stop()
             self.gateway = None
+        if self.lambda_endpoint is not None:
+            self.lambda_endpoint.stop()
+            self.lambda_endpoint = None
         if self.clock is not None:
             self.clock.stop()
             self.clock = None

@@ -134,9 +134,13 @@ def test_poison_messages_never_block_their_group_and_no_event_prints_twice(local
         {"answer": {"action": "approve"}},
         {"If-Match": headers["ETag"], "X-Wait-Principal": "e2e:carol"},
     )
-    eventually(lambda: _thread_status(api, thread_id, "done", "failed"), what="the result")
+    result = eventually(lambda: _thread_status(api, thread_id, "done", "failed"), what="the result")
+    assert result["status"] == "done", result
     send(json.dumps({"thread_id": thread_id, "question_id": question_id}))
-    http("POST", f"{api}/threads/{thread_id}/runs", {"input": {"customer": "c-17", "amount": 41}})
+    status, _, body = http(
+        "POST", f"{api}/threads/{thread_id}/runs", {"input": {"customer": "c-17", "amount": 41}}
+    )
+    assert status == 202, body
 
     # Then the replay printed nothing again: each event once, in order
     def names() -> list[str] | None:

@@ -21,6 +21,8 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from agent_wait_cli.local.stack import LocalStack
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 START_TIMEOUT = 120.0
@@ -179,3 +181,20 @@ def run_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]
             f"agent-wait {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
         )
     return result
+
+
+def dlq_cli(stack: LocalStack, *args: str, clock: float | None = None) -> tuple[int, str, str]:
+    """``agent-wait dlq ARGS`` (the console script's ``main``, in process) on an in-process stack's moto."""
+    import io
+
+    from agent_wait_cli.commands import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["dlq", *args, "--endpoint-url", stack.moto.endpoint, "--stack", stack.config.prefix.rstrip("-")],
+        out=out,
+        err=err,
+        environ={},
+        clock=None if clock is None else (lambda: clock),
+    )
+    return code, out.getvalue(), err.getvalue()

@@ -8,16 +8,14 @@ message reaches its DLQ the way it would deployed. Then the fault is lifted and 
 
 from __future__ import annotations
 
-import io
 import json
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import ROOT, eventually, http
+from e2e_support import ROOT, dlq_cli, eventually, http
 
-from agent_wait_cli.commands import main
 from agent_wait_cli.dlq import DEDUPLICATION_WINDOW_SECONDS
 from agent_wait_cli.local.moto_server import Fault
 from agent_wait_cli.local.stack import LocalStack, StackConfig
@@ -46,16 +44,7 @@ def stack() -> Iterator[LocalStack]:
         yield local
 
 
-def dlq(stack: LocalStack, *args: str, clock: float | None = None) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(
-        ["dlq", *args, "--endpoint-url", stack.moto.endpoint, "--stack", stack.config.prefix.rstrip("-")],
-        out=out,
-        err=err,
-        environ={},
-        clock=None if clock is None else (lambda: clock),
-    )
-    return code, out.getvalue(), err.getvalue()
+dlq = dlq_cli
 
 
 def listed(stack: LocalStack) -> list[dict[str, Any]]:

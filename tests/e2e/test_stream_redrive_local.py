@@ -14,7 +14,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import ROOT, eventually, http
+from e2e_support import ROOT, dlq_cli, eventually, http
 
 from agent_wait_cli.commands import main
 from agent_wait_cli.local.moto_server import Fault
@@ -38,15 +38,7 @@ def stack() -> Iterator[LocalStack]:
         yield local
 
 
-def dlq(stack: LocalStack, *args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(
-        ["dlq", *args, "--endpoint-url", stack.moto.endpoint, "--stack", stack.config.prefix.rstrip("-")],
-        out=out,
-        err=err,
-        environ={},
-    )
-    return code, out.getvalue(), err.getvalue()
+dlq = dlq_cli
 
 
 def stream_letters(stack: LocalStack) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from agent_wait import signing
+from agent_wait_cli.local.serving import BackgroundServer
 
 if TYPE_CHECKING:
     from wait_service.signing import ReplayGuard
@@ -308,7 +309,7 @@ class Exchange:
     principal: str | None
 
 
-class Gateway:
+class Gateway(BackgroundServer):
     """Serve ``handler`` over HTTP on 127.0.0.1, one Lambda invocation at a time.
 
     Parameters
@@ -350,10 +351,9 @@ class Gateway:
         clock: Callable[[], float] = time.time,
         replays: ReplayGuard | None = None,
     ) -> None:
+        super().__init__(host, port, thread_name="local-gateway")
         self._handler = handler
         self.replays = replays
-        self._host = host
-        self._port = port
         self._keys = dict(hmac_keys or {})
         self._context_factory = context_factory or (lambda: None)
         self._on_exchange = on_exchange
@@ -361,8 +361,6 @@ class Gateway:
         # One Lambda instance serves one event at a time, and Powertools resolvers keep the current
         # event on the app object, so concurrent HTTP requests queue here instead of racing.
         self._invoke_lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     def handle(self, request: HttpRequest) -> HttpResponse:
         """Authenticate, translate, invoke and translate back one request (no sockets involved)."""
@@ -421,21 +419,10 @@ class Gateway:
             return error_response(401, exc.code, exc.message)
         return None
 
-    def bind(self) -> int:
-        """Bind the port (so its number is known) without serving yet; returns the port."""
-        if self._server is None:
-            self._server = _BurstServer((self._host, self._port), self._request_handler())
-            self._server.daemon_threads = True
-        return self.port
-
-    def start(self) -> None:
-        """Bind if needed and serve on a background thread."""
-        self.bind()
-        server = self._server
-        if server is None:  # bind() just set it; this keeps mypy and python -O honest
-            raise RuntimeError("gateway failed to bind")
-        self._thread = threading.Thread(target=server.serve_forever, name="local-gateway", daemon=True)
-        self._thread.start()
+    def _make_server(self) -> ThreadingHTTPServer:
+        server = _BurstServer((self._host, self._port), self._request_handler())
+        server.daemon_threads = True
+        return server
 
     def _request_handler(self) -> type[BaseHTTPRequestHandler]:
         gateway = self
@@ -492,26 +479,6 @@ class Gateway:
                 return
 
         return _RequestHandler
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("start() the gateway first")
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://{self._host}:{self.port}"
-
-    def stop(self) -> None:
-        if self._server is not None:
-            if self._thread is not None:
-                self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
 
 
 class _BurstServer(ThreadingHTTPServer):

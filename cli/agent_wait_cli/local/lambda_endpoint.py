@@ -26,11 +26,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from agent_wait_cli.local.serving import BackgroundServer
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def function_name(reference: str) -> str:
     return reference.split(":", 1)[0]
 
 
-class LambdaEndpoint:
+class LambdaEndpoint(BackgroundServer):
     """Serve Lambda's ``Invoke`` for ``functions`` (name → handler, context factory) on 127.0.0.1.
 
     Examples
@@ -73,11 +74,8 @@ class LambdaEndpoint:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        super().__init__(host, port, thread_name="local-lambda")
         self._functions = dict(functions)
-        self._host = host
-        self._port = port
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     def invoke(self, reference: str, body: bytes, invocation_type: str) -> tuple[int, dict[str, str], bytes]:
         """One ``Invoke`` call: status, headers and body as Lambda answers them (no sockets)."""
@@ -107,41 +105,10 @@ class LambdaEndpoint:
             return 200, headers | {"X-Amz-Function-Error": "Unhandled"}, json.dumps(payload).encode()
         return 200, headers, json.dumps(result).encode()
 
-    def bind(self) -> int:
-        """Bind the port (so its number is known) without serving yet; returns the port."""
-        if self._server is None:
-            self._server = ThreadingHTTPServer((self._host, self._port), self._request_handler())
-            self._server.daemon_threads = True
-        return self.port
-
-    def start(self) -> None:
-        """Bind if needed and serve on a background thread."""
-        self.bind()
-        server = self._server
-        if server is None:
-            raise RuntimeError("the Lambda endpoint failed to bind")
-        self._thread = threading.Thread(target=server.serve_forever, name="local-lambda", daemon=True)
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("bind() the Lambda endpoint first")
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://{self._host}:{self.port}"
-
-    def stop(self) -> None:
-        if self._server is not None:
-            if self._thread is not None:
-                self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
+    def _make_server(self) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer((self._host, self._port), self._request_handler())
+        server.daemon_threads = True
+        return server
 
     def _request_handler(self) -> type[BaseHTTPRequestHandler]:
         endpoint = self

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agent_wait_cli.local.serving import BackgroundServer
+
 try:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
@@ -82,7 +84,7 @@ class _QuietRequestHandler(WSGIRequestHandler):
         return
 
 
-class SerializedMotoServer:
+class SerializedMotoServer(BackgroundServer):
     """moto server on 127.0.0.1, one request at a time.
 
     Parameters
@@ -104,11 +106,8 @@ class SerializedMotoServer:
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, log_requests: bool = True) -> None:
-        self._host = host
-        self._port = port
+        super().__init__(host, port, thread_name="moto-server")
         self._log_requests = log_requests
-        self._server: BaseWSGIServer | None = None
-        self._thread: threading.Thread | None = None
         self._app: SerializedApp | None = None
 
     def inject(self, rule: FaultRule | None) -> None:
@@ -117,31 +116,14 @@ class SerializedMotoServer:
             raise RuntimeError("start() the server first")
         self._app.fault = rule
 
-    def start(self) -> None:
+    def _make_server(self) -> BaseWSGIServer:
         app = self._app = SerializedApp(DomainDispatcherApplication(create_backend_app))
         handler = None if self._log_requests else _QuietRequestHandler
-        self._server = make_server(self._host, self._port, app, threaded=True, request_handler=handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("start() the server first")
-        return int(self._server.server_address[1])
+        return make_server(self._host, self._port, app, threaded=True, request_handler=handler)
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self._host}:{self.port}"
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
+        return self.url
 
     def __enter__(self) -> SerializedMotoServer:
         self.start()

@@ -50,6 +50,15 @@ RESULTS_ACTIONS = (
     "s3:PutObject",
 )
 KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
+# Everything the operator policy gains for the archive's queries.
+AUDIT_QUERY_GRANTS = frozenset(
+    QUERY_ACTIONS
+    + SAVED_QUERY_ACTIONS
+    + CATALOG_ACTIONS
+    + ARCHIVE_READ_ACTIONS
+    + RESULTS_ACTIONS
+    + KEY_ACTIONS
+)
 RESULTS_PREFIX = "results"
 RESULTS_EXPIRY_DAYS = 30
 # A query that would scan more than this is cancelled (10 GB: years of archive at a few KB a record).

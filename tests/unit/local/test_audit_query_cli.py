@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import io
 import json
-from typing import TYPE_CHECKING, Any
+import shlex
+from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -28,9 +30,6 @@ from agent_wait_cli.commands import build_parser
 from wait_service.archive import JsonLinesSink, archive_record
 from wait_service.archive_reports import REPORTS
 from wait_service.ledger import QuestionRecord
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def _question(question_id: str, **fields: Any) -> QuestionRecord:
@@ -394,3 +393,23 @@ def test_api_needs_a_region(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     code, _, err = _run("query", "SELECT 1", "--api")
     assert (code, err) == (2, "agent-wait: cannot tell the stack's region; pass --region or set AWS_REGION\n")
+
+
+# -- the page's commands -------------------------------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "audit-query.md"
+
+
+def test_every_command_on_the_docs_page_runs(tmp_path: Path, aws: Any) -> None:
+    """docs/audit-query.md's commands: locally on an archive, with --api on moto's Athena."""
+    block = DOC.read_text().split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [shlex.split(line.split("#", 1)[0]) for line in block.splitlines() if line.strip()]
+    assert len(commands) == 5 and all(c[0] == ".venv/bin/agent-wait" for c in commands)
+    folder = str(_archive(tmp_path))
+    for command in commands:
+        argv = command[1:]
+        if "--api" not in argv and argv[:2] == ["audit", "query"]:
+            argv += ["--archive-dir", folder]
+        out, err = io.StringIO(), io.StringIO()
+        assert main(argv, out=out, err=err, environ={}) == 0, (command, err.getvalue())
+        assert out.getvalue(), command

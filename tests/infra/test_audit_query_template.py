@@ -84,7 +84,7 @@ def test_the_glue_table_columns_are_the_fields_the_archive_writes(default_synth:
 
 def test_every_report_is_saved_as_a_named_query_in_the_workgroup(default_synth: Synth) -> None:
     queries = default_synth.resources("AWS::Athena::NamedQuery")
-    workgroup_id = logical_id(default_synth, default_synth.stack.audit_queries.workgroup)
+    workgroup_id = default_synth.stack.get_logical_id(default_synth.stack.audit_queries.workgroup)
     saved = {q["Properties"]["Name"]: q["Properties"] for q in queries.values()}
     # The very text the CLI runs: one place for each report's SQL
     assert {name: p["QueryString"] for name, p in saved.items()} == {n: r.sql for n, r in REPORTS.items()}
@@ -123,9 +123,7 @@ def test_the_workgroup_enforces_encrypted_results_in_its_own_bucket(default_synt
     )
     # The stack tells the CLI's users its name
     outputs = default_synth.template_json["Outputs"]
-    assert outputs["AuditWorkGroup"]["Value"] == {
-        "Ref": logical_id(default_synth, stack.audit_queries.workgroup)
-    }
+    assert outputs["AuditWorkGroup"]["Value"] == {"Ref": stack.get_logical_id(stack.audit_queries.workgroup)}
 
 
 def test_with_a_customer_managed_key_results_use_it_and_operators_may_too(options_synth: Synth) -> None:
@@ -208,3 +206,21 @@ def test_the_policy_grants_every_athena_call_the_cli_makes(default_synth: Synth)
         "athena:StopQueryExecution",
     }
     assert called <= granted
+
+
+def test_duckdb_is_a_cli_dependency_only() -> None:
+    """The local engine never reaches a Lambda: no layer installs it and no deployed module imports it."""
+    import tomllib
+
+    from infra.constants import REPO_ROOT
+    from infra.requirements import layer_requirements
+
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [extra for extra, pins in extras.items() if any(p.startswith("duckdb==") for p in pins)] == [
+        "local"
+    ]
+    for layer, checkpointer in (("core", "aws"), ("graph", "aws"), ("graph", "dynamodb")):
+        assert not [r for r in layer_requirements(layer, checkpointer=checkpointer) if r.startswith("duckdb")]
+    for folder in ("functions", "layers"):
+        for module in (REPO_ROOT / folder).rglob("*.py"):
+            assert "import duckdb" not in module.read_text(), module

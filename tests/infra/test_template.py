@@ -884,6 +884,7 @@ def test_outputs(default_synth: Synth) -> None:
         "AlarmTopicArn",
         "AuditBucketName",
         "AuditTable",
+        "AuditWorkGroup",
         "OperatorPolicyArn",
     }
     assert outputs["TopicArn"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.topic)}

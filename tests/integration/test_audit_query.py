@@ -5,9 +5,9 @@ Twenty questions are raised and decided every way a question ends (approved, app
 arguments edited, rejected, an edit question's new value, a free-text answer, expired with the
 policy's default and without one, revoked; a few left open), over two days, by three people with
 different delays, through the ledger's own writes. The ledger's stream (moto) is read twice, as a
-retried batch would be, by the stream reader the local stack uses, into the dispatcher's consumers
-(the archive among them). Then each report runs through the CLI, and its rows must equal what the
-ledger's questions say, counted here in Python.
+retried batch would be, by the stream reader the local stack uses, into the archive's consumer.
+Then each report runs through the CLI, and its rows must equal what the ledger's questions say,
+counted here in Python.
 """
 
 from __future__ import annotations
@@ -28,13 +28,12 @@ from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.policy import OnExpiry
 from agent_wait.receipts import Receipt
 from agent_wait_cli import main
-from wait_service.archive import JsonLinesSink
+from wait_service.archive import ArchiveConsumer, JsonLinesSink
 from wait_service.archive_reports import REPORTS
 from wait_service.audit import audit_of
-from wait_service.dispatcher import build_ledger_stream
 from wait_service.ledger import Ledger
 from wait_service.ledger.questions import EXPIRY_ACTOR
-from wait_service.settings import Settings
+from wait_service.ledger_stream import LedgerStream
 
 if TYPE_CHECKING:
     from wait_service.ledger import QuestionRecord
@@ -278,8 +277,8 @@ def archive(moto_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[
     )
     clock = Clock()
     ledger = Ledger(resources.ledger_table, dynamodb, clock=clock)
-    settings = Settings.from_env({**resources.env(), "AGENT_WAIT_ARCHIVE_DIR": str(folder)})
-    stream = build_ledger_stream(settings, dynamodb=dynamodb, sqs=client("sqs"), sns=client("sns"))
+    # The archive alone of the stream's consumers (test_audit_archive checks the dispatcher wires it)
+    stream = LedgerStream([ArchiveConsumer(JsonLinesSink(folder))])
     ways = dict(_raise(resources, dynamodb, n) for n in range(QUESTIONS))
     for n, (question_id, way) in enumerate(ways.items()):
         if way != "open":

@@ -342,7 +342,12 @@ def run_audit(
         return _reports(args, out)
     sql = statement(args)
     if args.athena:
-        from botocore.exceptions import BotoCoreError, EndpointConnectionError, NoCredentialsError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            EndpointConnectionError,
+            NoCredentialsError,
+        )
 
         extra = {k: v for k, v in (("sleep", sleep), ("clock", clock)) if v is not None}
         engine: DuckDbArchive | AthenaArchive = athena_archive(args, err, athena, **extra)
@@ -356,6 +361,10 @@ def run_audit(
             raise ApiConnectionError(f"cannot reach Athena: {exc}") from None
         except BotoCoreError as exc:
             raise CliError(f"athena: {_one_line(str(exc))}") from None
+        except ClientError as exc:
+            # A refused poll or read (throttled, or the caller may not read the results' bucket)
+            error = exc.response.get("Error", {})
+            raise CliError(f"athena: {error.get('Code')}: {_one_line(error.get('Message', ''))}") from None
     else:
         engine = DuckDbArchive(find_archive(args.archive_dir), database=database_name(args.stack))
         result = engine.query(sql)

@@ -26,6 +26,7 @@ from moto.moto_api import state_manager
 
 from agent_wait_cli import main
 from agent_wait_cli.audit_query import AthenaArchive, QueryError, run_audit
+from agent_wait_cli.client import CliError
 from agent_wait_cli.commands import build_parser
 from wait_service.archive import JsonLinesSink, archive_record
 from wait_service.archive_reports import REPORTS
@@ -413,3 +414,17 @@ def test_every_command_on_the_docs_page_runs(tmp_path: Path, aws: Any) -> None:
         out, err = io.StringIO(), io.StringIO()
         assert main(argv, out=out, err=err, environ={}) == 0, (command, err.getvalue())
         assert out.getvalue(), command
+
+
+def test_api_a_refused_read_of_the_results_is_one_line() -> None:
+    client, stub = _stubbed()
+    stub.add_response("start_query_execution", {"QueryExecutionId": "qe-1"})
+    stub.add_response("get_query_execution", _execution("SUCCEEDED"))
+    stub.add_client_error(
+        "get_query_results", "AccessDeniedException", "Access denied when reading\nthe results"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    with stub, pytest.raises(CliError) as caught:
+        run_audit(_api_args("SELECT 1"), out, err, athena=client, sleep=lambda _: None)
+    assert str(caught.value) == "athena: AccessDeniedException: Access denied when reading the results"
+    assert caught.value.exit_code == 1 and out.getvalue() == ""

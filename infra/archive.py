@@ -10,7 +10,6 @@ for that long, so that nobody (``compliance``: not even the root user) can delet
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
@@ -23,6 +22,7 @@ from constructs import Construct
 
 from infra.nag import acknowledge
 from wait_service.archive import ARCHIVE_COLUMNS, ARCHIVE_PREFIX, PARTITION_KEY
+from wait_service.archive_reports import TABLE, database_name
 
 if TYPE_CHECKING:
     from infra.functions import ServiceFunction
@@ -47,12 +47,14 @@ PROJECTION_START = "2026-01-01"
 def glue_database_name(stack_name: str) -> str:
     """A Glue database name for the stack (lower case letters, digits and ``_``).
 
+    The CLI's ``audit query`` derives the same name (:func:`wait_service.archive_reports.database_name`).
+
     Examples
     --------
     >>> glue_database_name("agent-wait")
     'agent_wait'
     """
-    return re.sub(r"[^a-z0-9_]", "_", stack_name.lower())
+    return database_name(stack_name)
 
 
 class AuditArchive(Construct):
@@ -197,7 +199,7 @@ class AuditArchive(Construct):
             catalog_id=stack.account,
             database_name=self.database_name,
             table_input=glue.CfnTable.TableInputProperty(
-                name="audit",
+                name=TABLE,
                 description="One row per change of a decided question (newest: highest sequence_number)",
                 table_type="EXTERNAL_TABLE",
                 partition_keys=[glue.CfnTable.ColumnProperty(name=PARTITION_KEY, type="string")],

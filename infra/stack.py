@@ -10,6 +10,7 @@ from aws_cdk import aws_iam as iam
 from infra import constants
 from infra.api import RestApi
 from infra.archive import AuditArchive
+from infra.audit_query import AuditQueries
 from infra.checkpoints import Checkpoints
 from infra.dispatcher import Dispatcher
 from infra.fanout import Fanout
@@ -122,6 +123,15 @@ class AgentWaitStack(cdk.Stack):
             functions=[self.timers.function_arn, self.dispatcher.function.function_arn],
             streams=[self.dispatcher.stream_arn],
         )
+        # Athena over the archive: the workgroup, the saved reports, and the operators' grants.
+        self.audit_queries = AuditQueries(
+            self,
+            "AuditQueries",
+            stack_name=config.stack_name,
+            archive=self.archive,
+            kms_key_arn=config.kms_key_arn,
+        )
+        self.audit_queries.grant_query(self.operators.policy)
         self.api = RestApi(self, "Api", config=config, handler=self.api_function.target)
         self.runner.set_reply_url(self.api.url)
         self.fanout.share_with(config.subscriber_accounts)
@@ -205,6 +215,12 @@ class AgentWaitStack(cdk.Stack):
             "AuditTable",
             value=f"{self.archive.database_name}.audit",
             description="Audit archive: the Glue table Athena queries",
+        )
+        cdk.CfnOutput(
+            self,
+            "AuditWorkGroup",
+            value=self.audit_queries.workgroup.ref,
+            description="Audit archive: Athena workgroup and saved reports (agent-wait audit query --api)",
         )
 
     def _apply_stack_wide(self, config: StackConfig) -> None:

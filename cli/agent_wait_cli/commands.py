@@ -358,7 +358,75 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     which.add_argument("message_id", metavar="ID", nargs="?", help="the message to redrive")
     which.add_argument("--all", action="store_true", help="every message (of --dlq NAME only, if given)")
     dredrive.add_argument("--dlq", metavar="NAME", help="with --all: only this DLQ")
+    _audit_parser(sub, env)
     return parser
+
+
+def _audit_parser(sub: Any, env: Mapping[str, str]) -> None:
+    """``audit query`` and ``audit reports``: SQL over the audit archive (DuckDB locally, Athena deployed)."""
+    from wait_service.archive_reports import REPORTS
+
+    shared = OneLineParser(add_help=False)
+    shared.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print JSON for scripts instead of a table",
+    )
+    shared.add_argument(
+        "--report",
+        choices=sorted(REPORTS),
+        metavar="NAME",
+        help=f"a saved report: {', '.join(sorted(REPORTS))}",
+    )
+    audit = sub.add_parser(
+        "audit",
+        help="query the audit archive (every decided question): DuckDB locally, Athena deployed",
+        description="The same SQL runs on both: the archive is the table `audit` (docs/audit-query.md).",
+    )
+    asub = audit.add_subparsers(dest="action", required=True, metavar="ACTION")
+    query = asub.add_parser(
+        "query",
+        parents=[shared],
+        help="run SQL (or a saved --report) over the archive",
+        description="Locally (the default) DuckDB reads the local stack's archive folder; with --api, "
+        "Athena runs the statement in the stack's workgroup with your AWS credentials.",
+    )
+    query.add_argument("sql", nargs="?", metavar="SQL", help="the statement; the table is `audit`")
+    query.add_argument(
+        "--api",
+        dest="athena",
+        action="store_true",
+        help="the deployed archive: run it through Athena (workgroup <stack>-audit), your AWS credentials",
+    )
+    query.add_argument(
+        "--stack",
+        default=env.get("AGENT_WAIT_STACK", "agent-wait"),
+        help="the stack's name: its Glue database and workgroup (default: $AGENT_WAIT_STACK or agent-wait)",
+    )
+    query.add_argument("--region", default=argparse.SUPPRESS, help="with --api: the stack's region")
+    query.add_argument(
+        "--workgroup", default=None, help="with --api: the Athena workgroup (default <stack>-audit)"
+    )
+    query.add_argument(
+        "--max-wait",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="with --api: stop the query if it has not finished by then (default 300)",
+    )
+    query.add_argument(
+        "--archive-dir",
+        default=env.get("AGENT_WAIT_ARCHIVE_DIR"),
+        metavar="DIR",
+        help="locally: the archive folder agent-wait local printed as `audit archive:` (default: "
+        "$AGENT_WAIT_ARCHIVE_DIR, else the newest such folder in the temp folder)",
+    )
+    asub.add_parser(
+        "reports",
+        parents=[shared],
+        help="the saved reports and what each answers (--report NAME prints its SQL)",
+    )
 
 
 def build_answer(
@@ -562,6 +630,11 @@ class Cli:
 
         return run_dlq(self.args, self.out, now=self._clock)
 
+    def audit(self) -> int:
+        from agent_wait_cli.audit_query import run_audit
+
+        return run_audit(self.args, self.out, self.err)
+
     def _get_question(self, question_id: str) -> Mapping[str, Any]:
         body = self.client.request("GET", f"/questions/{_quote(question_id)}").body
         return body if isinstance(body, Mapping) else {}
@@ -583,6 +656,8 @@ COMMANDS: dict[tuple[str, str | None], Callable[[Cli], int]] = {
     ("dlq", "list"): Cli.dlq,
     ("dlq", "show"): Cli.dlq,
     ("dlq", "redrive"): Cli.dlq,
+    ("audit", "query"): Cli.audit,
+    ("audit", "reports"): Cli.audit,
 }
 
 

@@ -141,7 +141,7 @@ def test_assets_ship_no_local_stack_cli_or_test_code(report: AssemblyReport) -> 
     assert not (package / "testing.py").exists()
     folders = [f.path for f in report.functions] + [layer.path for layer in report.layers]
     for folder in folders:
-        for forbidden in ("moto", "agent_wait_cli"):
+        for forbidden in ("moto", "agent_wait_cli", "duckdb"):
             assert not list(folder.rglob(forbidden)), f"{folder.name} ships {forbidden}"
         for top_level in ("tests", "pytest", "_pytest"):
             assert not (folder / top_level).exists() and not (folder / "python" / top_level).exists()

@@ -84,10 +84,11 @@ def test_the_account_role_can_be_left_to_the_account(options_synth: Synth) -> No
 def test_the_checked_in_cdk_json_deploys_the_offload_bucket(cdk_json_synth: Synth) -> None:
     stack = cdk_json_synth.stack
     assert stack.checkpoints.bucket is not None
-    # The offload bucket, next to the audit archive's (which every variant has).
+    # The offload bucket, next to the audit archive's and its query results' (which every variant has).
     assert set(cdk_json_synth.resources("AWS::S3::Bucket")) == {
         logical_id(cdk_json_synth, stack.checkpoints.bucket),
         logical_id(cdk_json_synth, stack.archive.bucket),
+        logical_id(cdk_json_synth, stack.audit_queries.results),
     }
     bucket = {"Ref": logical_id(cdk_json_synth, stack.checkpoints.bucket)}
     assert env_of(cdk_json_synth, stack.runner.function)["AGENT_WAIT_CHECKPOINT_BUCKET"] == bucket
@@ -407,6 +408,7 @@ def test_a_customer_managed_key_encrypts_tables_queues_bucket_and_logs(options_s
     assert set(buckets) == {
         logical_id(options_synth, stack.checkpoints.bucket),
         logical_id(options_synth, stack.archive.bucket),
+        logical_id(options_synth, stack.audit_queries.results),
     }
     for bucket in buckets.values():
         [rule] = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]

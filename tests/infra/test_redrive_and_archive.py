@@ -9,6 +9,7 @@ import pytest
 from test_template import logical_id
 
 from infra.archive import FIREHOSE_BUCKET_ACTIONS
+from infra.audit_query import AUDIT_QUERY_GRANTS
 from infra.config import AUDIT_RETENTION_DAYS, ConfigError, StackConfig
 from tests.infra.conftest import BUCKET_CONTEXT
 from wait_service.archive import ARCHIVE_COLUMNS
@@ -309,7 +310,10 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
     granted = {
         a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     }
-    assert granted == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | set(STREAM_ACTIONS) | {"lambda:InvokeFunction"}
+    # (and what `agent-wait audit query --api` needs: tests/infra/test_audit_query_template.py)
+    assert granted - set(AUDIT_QUERY_GRANTS) == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | set(
+        STREAM_ACTIONS
+    ) | {"lambda:InvokeFunction"}
     assert called == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | set(STREAM_ACTIONS)
     assert sorted(invoked) == ["agent-wait-dispatcher"] + ["agent-wait-lifecycle"] * 2
     # on every DLQ the stack has, the timers' (EventBridge Scheduler's) included

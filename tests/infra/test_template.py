@@ -111,8 +111,8 @@ def test_aws_checkpointer_has_one_table_and_a_bucket_by_default(default_synth: S
     )
     stack = default_synth.stack
     assert stack.checkpoints.bucket is not None
-    # (the other bucket is the audit archive's)
-    default_synth.template.resource_count_is("AWS::S3::Bucket", 2)
+    # (the others are the audit archive's and its Athena query results')
+    default_synth.template.resource_count_is("AWS::S3::Bucket", 3)
     variables = default_synth.resources("AWS::Lambda::Function")[
         logical_id(default_synth, stack.runner.function)
     ]["Properties"]["Environment"]["Variables"]
@@ -884,6 +884,7 @@ def test_outputs(default_synth: Synth) -> None:
         "AlarmTopicArn",
         "AuditBucketName",
         "AuditTable",
+        "AuditWorkGroup",
         "OperatorPolicyArn",
     }
     assert outputs["TopicArn"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.topic)}

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_wait_cli.audit_query import LOCAL_FOLDER_PREFIX
 from agent_wait_cli.local.clock import ScheduleClock, destination_record
 from agent_wait_cli.local.events import EventLog, ledger_readers
 from agent_wait_cli.local.gateway import Exchange, Gateway
@@ -228,7 +229,7 @@ class LocalStack:
         self.archive_dir = (
             self.config.archive_dir.resolve()
             if self.config.archive_dir is not None
-            else Path(tempfile.mkdtemp(prefix="agent-wait-audit-"))
+            else Path(tempfile.mkdtemp(prefix=LOCAL_FOLDER_PREFIX))
         )
         self.archive_dir.mkdir(parents=True, exist_ok=True)
         if self.config.log_path is not None:

@@ -492,7 +492,9 @@ class LocalResources:
             "AGENT_WAIT_CHECKPOINTER": self.checkpointer,
         }
         if self.policy_table:
+            # Read on every question locally: a set is seen by the very next one.
             env["AGENT_WAIT_POLICY_TABLE"] = self.policy_table
+            env["AGENT_WAIT_POLICY_CACHE_SECONDS"] = "0"
         if self.checkpoint_writes_table:
             env["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] = self.checkpoint_writes_table
         if self.schedule_group and self.lifecycle_arn and self.scheduler_role_arn:

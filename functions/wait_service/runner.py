@@ -1159,6 +1159,9 @@ def build_policy_overrides(
     """The policy store's overrides for questions raised, when the settings name a store."""
     if not settings.policy_table:
         return None
-    from wait_service.policy_store import PolicyOverrides, PolicyStore
+    from wait_service.policy_store import CACHE_SECONDS, PolicyOverrides, PolicyStore
 
-    return PolicyOverrides(PolicyStore(settings.policy_table, dynamodb), ledger.find_question)
+    cache = CACHE_SECONDS if settings.policy_cache_seconds is None else settings.policy_cache_seconds
+    return PolicyOverrides(
+        PolicyStore(settings.policy_table, dynamodb), ledger.find_question, cache_seconds=cache
+    )

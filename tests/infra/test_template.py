@@ -408,6 +408,7 @@ def test_runner_environment_is_wired(default_synth: Synth) -> None:
         "AGENT_WAIT_CHECKPOINT_TABLE": {"Ref": logical_id(default_synth, stack.checkpoints.table)},
         "AGENT_WAIT_CHECKPOINT_BUCKET": {"Ref": logical_id(default_synth, stack.checkpoints.bucket)},
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+        "AGENT_WAIT_POLICY_TABLE": {"Ref": logical_id(default_synth, stack.policies.table)},
         "POWERTOOLS_SERVICE_NAME": "agent-wait",
         "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
         "LOG_LEVEL": constants.LOG_LEVEL,
@@ -557,6 +558,8 @@ def test_runner_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
                     arn_of(default_synth, stack.ledger.table),
                 ),
+                # The policy store, read when a question is raised
+                (("dynamodb:Query",), arn_of(default_synth, stack.policies.table)),
                 (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
                 (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
                 (("sqs:SendMessage",), arn_of(default_synth, stack.fanout.outbox)),

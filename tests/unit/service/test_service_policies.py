@@ -25,6 +25,7 @@ from wait_service.inbox import StartMessage
 from wait_service.ledger import Ledger
 from wait_service.observability import metrics
 from wait_service.policy_store import (
+    CACHE_SECONDS,
     FIXED_BY_CODE,
     PolicyConflictError,
     PolicyInvalidError,
@@ -34,7 +35,7 @@ from wait_service.policy_store import (
     overridable_fields,
 )
 from wait_service.resources import POLICIES, create_table
-from wait_service.runner import RunnerService, build_runner
+from wait_service.runner import RunnerService, build_policy_overrides, build_runner
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -305,7 +306,7 @@ def test_an_unreadable_store_falls_back_on_the_last_version_read(
     def unreadable(**kwargs: Any) -> Any:
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "Query")
 
-    store.client = type("Broken", (), {"query": staticmethod(unreadable)})()  # type: ignore[assignment]
+    store.client = type("Broken", (), {"query": staticmethod(unreadable)})()
     record = ledger.get_question(park(runner, "t-2"))
     assert (record.policy_version, record.policy["ttl"]) == (1, 600)
     assert metric("PolicyStoreUnreadable") == 1
@@ -345,4 +346,11 @@ def test_the_runner_reads_the_store_named_by_its_settings(
     aws: Aws, clock: FakeClock, store: PolicyStore
 ) -> None:
     assert aws.settings.policy_table == store.table_name
-    assert isinstance(make_runner(aws, clock).policies, PolicyOverrides)
+    policies = make_runner(aws, clock).policies
+    assert isinstance(policies, PolicyOverrides)
+    # The local stack reads on every question; deployed, the runner keeps a read CACHE_SECONDS
+    assert (policies.store.table_name, policies.cache_seconds) == (store.table_name, 0)
+    deployed = build_policy_overrides(
+        aws.settings.model_copy(update={"policy_cache_seconds": None}), Ledger("l", aws.dynamodb)
+    )
+    assert isinstance(deployed, PolicyOverrides) and deployed.cache_seconds == CACHE_SECONDS

@@ -2,7 +2,7 @@
 
 Attach it to the roles named in ``operator_principals`` (the inbox's queue policy admits them as
 senders; this policy is what lets them call SQS, Lambda and the ledger's stream at all).
-``agent-wait dlq`` calls exactly these actions.
+``agent-wait dlq`` and ``agent-wait policies`` call exactly these actions.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+
+from infra.policies import POLICY_OPERATOR_ACTIONS, STACK_READ_ACTIONS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -50,13 +52,16 @@ class OperatorPolicy(Construct):
         sources: Sequence[sqs.IQueue],
         functions: Sequence[str],
         streams: Sequence[str] = (),
+        policy_tables: Sequence[str] = (),
+        stacks: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.policy = iam.ManagedPolicy(
             self,
             "Policy",
             managed_policy_name=name,
-            description="agent-wait: look into the dead-letter queues and redrive them (agent-wait dlq)",
+            description="agent-wait: redrive the dead-letter queues (agent-wait dlq), set policies "
+            "(agent-wait policies)",
             statements=[
                 iam.PolicyStatement(actions=sorted(DLQ_ACTIONS), resources=[q.queue_arn for q in dlqs]),
                 iam.PolicyStatement(actions=sorted(SOURCE_ACTIONS), resources=[q.queue_arn for q in sources]),
@@ -64,6 +69,17 @@ class OperatorPolicy(Construct):
                 *(
                     [iam.PolicyStatement(actions=sorted(STREAM_ACTIONS), resources=list(streams))]
                     if streams
+                    else []
+                ),
+                # `agent-wait policies`: read the store, write its next versions, find it by stack output.
+                *(
+                    [
+                        iam.PolicyStatement(
+                            actions=sorted(POLICY_OPERATOR_ACTIONS), resources=list(policy_tables)
+                        ),
+                        iam.PolicyStatement(actions=sorted(STACK_READ_ACTIONS), resources=list(stacks)),
+                    ]
+                    if policy_tables
                     else []
                 ),
             ],

@@ -21,6 +21,7 @@ from infra.ledger import Ledger
 from infra.observability import Observability, Watched, WatchedTable
 from infra.operate import KEY_USE_ACTIONS, CustomerManagedKey, DeletionProtection
 from infra.operators import OperatorPolicy
+from infra.policies import PolicyStore
 from infra.timers import Timers
 from infra.webhooks import Webhooks
 from wait_service.resources import LEDGER
@@ -99,6 +100,9 @@ class AgentWaitStack(cdk.Stack):
             prefix=prefix,
         )
         self.timers.allow_scheduling(self.runner)
+        # Per-function policy overrides: the runner reads them, operators set them.
+        self.policies = PolicyStore(self, "Policies")
+        self.policies.readable_by(self.runner)
         self.inbox.only_senders([self.dispatcher.role], operators=config.operator_principals)
         self.archive = AuditArchive(
             self,
@@ -122,6 +126,8 @@ class AgentWaitStack(cdk.Stack):
             sources=[self.inbox.queue, self.fanout.outbox],
             functions=[self.timers.function_arn, self.dispatcher.function.function_arn],
             streams=[self.dispatcher.stream_arn],
+            policy_tables=[self.policies.table.table_arn],
+            stacks=[self.stack_id],
         )
         # Athena over the archive: the workgroup, the saved reports, and the operators' grants.
         self.audit_queries = AuditQueries(
@@ -194,6 +200,12 @@ class AgentWaitStack(cdk.Stack):
         )
         cdk.CfnOutput(
             self,
+            "PolicyTableName",
+            value=self.policies.table.table_name,
+            description="The policy store (agent-wait policies list | show | set | diff)",
+        )
+        cdk.CfnOutput(
+            self,
             "AlarmTopicArn",
             value=self.observability.topic.topic_arn,
             description="The SNS topic every alarm notifies (subscribe your on-call address or tool)",
@@ -202,7 +214,7 @@ class AgentWaitStack(cdk.Stack):
             self,
             "OperatorPolicyArn",
             value=self.operators.policy.managed_policy_arn,
-            description="Attach to the roles in operator_principals: agent-wait dlq list | show | redrive",
+            description="Attach to the roles in operator_principals: agent-wait dlq | policies ...",
         )
         cdk.CfnOutput(
             self,

@@ -332,13 +332,6 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help="the local stack's moto endpoint (`agent-wait local` prints it); default: AWS, with your "
         "credentials and --region",
     )
-    dlq_common.add_argument(
-        "--lambda-endpoint-url",
-        default=None,
-        metavar="URL",
-        help="with --endpoint-url: the local stack's Lambda endpoint (`agent-wait local` prints it as "
-        "`lambda:`), through which a ledger-stream batch is handed back to its dispatcher",
-    )
     dlq = sub.add_parser(
         "dlq",
         help="look into the dead-letter queues and redrive their messages",
@@ -358,7 +351,49 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     which.add_argument("message_id", metavar="ID", nargs="?", help="the message to redrive")
     which.add_argument("--all", action="store_true", help="every message (of --dlq NAME only, if given)")
     dredrive.add_argument("--dlq", metavar="NAME", help="with --all: only this DLQ")
+    dredrive.add_argument(
+        "--lambda-endpoint-url",
+        default=None,
+        metavar="URL",
+        help="with --endpoint-url: the local stack's Lambda endpoint (`agent-wait local` prints it as "
+        "`lambda:`), through which a ledger-stream batch is handed back to its dispatcher",
+    )
     _audit_parser(sub, env)
+
+    store_common = OneLineParser(add_help=False)
+    store_common.add_argument(
+        "--table",
+        default=env.get("AGENT_WAIT_POLICY_TABLE"),
+        help="the policy store's table (default: $AGENT_WAIT_POLICY_TABLE, else the stack's output "
+        "PolicyTableName, or <stack>-policies on the local stack)",
+    )
+    policies = sub.add_parser(
+        "policies",
+        help="per-function policy overrides, changed without a deploy",
+        description="Override ttl, responders, escalation, reminders (any policy field but kind, options "
+        "and bind) per function. The next question each function raises uses the new version; questions "
+        "already raised keep theirs (docs/policies.md).",
+    )
+    psub = policies.add_subparsers(dest="action", required=True, metavar="ACTION")
+    parents = [common, dlq_common, store_common]
+    psub.add_parser("list", parents=parents, help="every function with an override, at its current version")
+    pshow = psub.add_parser("show", parents=parents, help="a function's current override")
+    pshow.add_argument("name", metavar="NAME", help="the function's name (a question's `function`)")
+    pset = psub.add_parser("set", parents=parents, help="write a new version of a function's override")
+    pset.add_argument("name", metavar="NAME", help="the function's name (a question's `function`)")
+    pset.add_argument(
+        "--file", required=True, metavar="F", help="the override: a JSON object of policy fields"
+    )
+    pset.add_argument(
+        "--if-version",
+        type=int,
+        default=None,
+        metavar="N",
+        help="refuse (409) unless the current version is N (0: none yet), e.g. the one `diff` showed",
+    )
+    pdiff = psub.add_parser("diff", parents=parents, help="JSON Patch from the current override to a file")
+    pdiff.add_argument("name", metavar="NAME", help="the function's name (a question's `function`)")
+    pdiff.add_argument("--file", required=True, metavar="F", help="the override to compare")
     return parser
 
 
@@ -635,6 +670,11 @@ class Cli:
 
         return run_audit(self.args, self.out, self.err)
 
+    def policies(self) -> int:
+        from agent_wait_cli.policies_command import run_policies
+
+        return run_policies(self.args, self.out)
+
     def _get_question(self, question_id: str) -> Mapping[str, Any]:
         body = self.client.request("GET", f"/questions/{_quote(question_id)}").body
         return body if isinstance(body, Mapping) else {}
@@ -658,6 +698,10 @@ COMMANDS: dict[tuple[str, str | None], Callable[[Cli], int]] = {
     ("dlq", "redrive"): Cli.dlq,
     ("audit", "query"): Cli.audit,
     ("audit", "reports"): Cli.audit,
+    ("policies", "list"): Cli.policies,
+    ("policies", "show"): Cli.policies,
+    ("policies", "set"): Cli.policies,
+    ("policies", "diff"): Cli.policies,
 }
 
 

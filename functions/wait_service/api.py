@@ -191,6 +191,11 @@ class QuestionView(BaseModel):
     digest: str
     question: ExactJson = None
     policy: dict[str, JsonValue] = Field(default_factory=dict)
+    policy_version: int | None = Field(
+        default=None,
+        description="the version of the policy store's override the question was raised under "
+        "(null: the policy in the agent's code)",
+    )
     source: dict[str, JsonValue] | None = None
     created_at: str | None = None
     expires_at: str | None = None

@@ -42,6 +42,7 @@ from agent_wait.errors import (
 )
 from agent_wait.exact_json import dumps
 from wait_service.observability import logger
+from wait_service.policy_store import PolicyConflictError, PolicyInvalidError
 from wait_service.signing import SignatureRejectedError
 
 if TYPE_CHECKING:
@@ -122,6 +123,8 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     IdempotencyConflictError: 422,
     IdempotencyInProgressError: 409,
     InputInvalidError: 422,
+    PolicyInvalidError: 422,
+    PolicyConflictError: 409,
     ServiceUnavailableError: 503,
 }
 

@@ -31,3 +31,7 @@ RESUMES_DISPATCHED: Final = "ResumesDispatched"
 STARTS_DISPATCHED: Final = "StartsDispatched"
 # Resolution events (`wait.answered`, ..., `thread.failed`) the dispatcher published, by type.
 EVENTS_PUBLISHED: Final = "EventsPublished"
+# Questions raised while the policy store could not be read (the last version read, else the code's policy).
+POLICY_STORE_UNREADABLE: Final = "PolicyStoreUnreadable"
+# Policy overrides not applied to a question because they do not fit the code's policy.
+POLICY_OVERRIDES_REFUSED: Final = "PolicyOverridesRefused"

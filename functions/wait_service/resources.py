@@ -299,6 +299,10 @@ LEDGER = TableSpec(
     # dispatcher (``wait_service.ledger_stream``) reads both images of every change.
     stream_view_type="NEW_AND_OLD_IMAGES",
 )
+# The policy store (wait_service.policy_store): per function, one item per version of its policy
+# override, the sort key zero-padded so the latest sorts last. Never expires: it is the history of
+# who changed which policy when.
+POLICIES = TableSpec(logical_id="Policies", partition_key="function_name", sort_key="version")
 # The single-table layout langgraph-checkpoint-aws's DynamoDBSaver reads and writes.
 CHECKPOINTS = TableSpec(logical_id="Checkpoints", partition_key="PK", sort_key="SK", ttl_attribute="ttl")
 # langgraph-checkpoint-dynamodb 0.1.0 (optional backend): two tables keyed as its saver reads and
@@ -472,6 +476,8 @@ class LocalResources:
     # The ledger's stream, and the standard queue that takes the records its reader gave up on.
     ledger_stream_arn: str | None = None
     stream_dlq_url: str | None = None
+    # The policy store's table (per-function policy overrides).
+    policy_table: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -485,6 +491,10 @@ class LocalResources:
             "AGENT_WAIT_LEDGER_TTL_DAYS": str(TTL_DAYS),
             "AGENT_WAIT_CHECKPOINTER": self.checkpointer,
         }
+        if self.policy_table:
+            # Read on every question locally: a set is seen by the very next one.
+            env["AGENT_WAIT_POLICY_TABLE"] = self.policy_table
+            env["AGENT_WAIT_POLICY_CACHE_SECONDS"] = "0"
         if self.checkpoint_writes_table:
             env["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] = self.checkpoint_writes_table
         if self.schedule_group and self.lifecycle_arn and self.scheduler_role_arn:
@@ -619,7 +629,7 @@ def create_resources(
     checkpointer: str = "aws",
 ) -> LocalResources:
     """Create the ledger, checkpoint table(s) (and bucket, given ``s3``), inbox, outbox and topic (and,
-    given a ``scheduler`` client, the timers' schedule group) from the specs above.
+    given a ``scheduler`` client, the timers' schedule group) from the specs above; and the policy store.
 
     ``checkpointer`` picks the checkpoint tables as the stack's ``checkpointer`` context does:
     ``aws`` (one table, and the bucket given ``s3``) or ``dynamodb`` (its two tables, no bucket:
@@ -631,6 +641,7 @@ def create_resources(
     if checkpointer not in ("aws", "dynamodb"):
         raise ValueError(f"checkpointer must be 'aws' or 'dynamodb', not {checkpointer!r}")
     ledger = create_table(dynamodb, LEDGER, prefix + "ledger")
+    policies = create_table(dynamodb, POLICIES, prefix + "policies")
     stream_arn = dynamodb.describe_table(TableName=ledger)["Table"].get("LatestStreamArn")
     stream_dlq_url = sqs.create_queue(QueueName=prefix + DISPATCHER.dlq_name)["QueueUrl"]
     writes: str | None = None
@@ -691,4 +702,5 @@ def create_resources(
         lifecycle_dlq_url=lifecycle_dlq_url,
         ledger_stream_arn=stream_arn,
         stream_dlq_url=stream_dlq_url,
+        policy_table=policies,
     )

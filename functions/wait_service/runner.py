@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from agent_wait import Envelope
+    from agent_wait.envelope import Question
     from wait_service.settings import Durability, Settings
     from wait_service.timers import Timers
 
@@ -295,6 +296,9 @@ class RunnerService:
     input_schema:
         The JSON schema every start's input must fit (the one the api checks); by default the
         graph's own (``get_input_jsonschema()``), built at the first start; ``None`` runs any input.
+    policies:
+        The policy store's say on each question raised (``wait_service.policy_store.PolicyOverrides``):
+        given to ``publish`` and to async-mode ``@wait`` calls; ``None``: the code's policies alone.
 
     Examples
     --------
@@ -318,6 +322,7 @@ class RunnerService:
         timers: Timers | None = None,
         durability: Durability | None = None,
         input_schema: dict[str, Any] | None = _UNSET,
+        policies: Callable[[Question], Question] | None = None,
     ) -> None:
         if publish is None:
             from agent_wait.langgraph import publish_interrupts
@@ -335,6 +340,7 @@ class RunnerService:
         self.timers = timers
         self.durability = durability
         self.input_schema = input_schema
+        self.policies = policies
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it.
@@ -488,7 +494,11 @@ class RunnerService:
                     thread_id, message.run_id if isinstance(message, StartMessage) else answer_run
                 )
             host = AsyncHost(
-                announce=hosted, reply_url=self.reply_url, default_ttl=self.default_ttl, now=self._clock
+                announce=hosted,
+                reply_url=self.reply_url,
+                default_ttl=self.default_ttl,
+                now=self._clock,
+                override=self.policies,
             )
             with collect_receipts() as receipts, hosting_async_waits(host):
                 result = self._invoke(message, question, settled, parked, config, answer_run, batch)
@@ -730,6 +740,8 @@ class RunnerService:
                 self._mark_resumed(with_end, mine)
             return self._unrecorded(thread_id, unrecordable)
         tracking = _Tracking(self.announce)
+        # Only a deployment with a policy store passes it (an injected `publish` may not take it).
+        overriding: dict[str, Any] = {"override": self.policies} if self.policies is not None else {}
         envelopes = self.publish(
             result,
             thread_id,
@@ -737,6 +749,7 @@ class RunnerService:
             reply_url=self.reply_url,
             default_ttl=self.default_ttl,
             now=self._clock(),
+            **overriding,
         )
         if tracking.unrecordable:
             if with_end is not None:
@@ -1136,4 +1149,19 @@ def build_runner(
         inbox=Inbox(settings.require("inbox_url"), sqs),
         timers=build_timers(settings, scheduler, clock=clock),
         durability=settings.durability,
+        policies=build_policy_overrides(settings, ledger, dynamodb=dynamodb),
+    )
+
+
+def build_policy_overrides(
+    settings: Settings, ledger: Ledger, *, dynamodb: DynamoDBClient | None = None
+) -> Callable[[Question], Question] | None:
+    """The policy store's overrides for questions raised, when the settings name a store."""
+    if not settings.policy_table:
+        return None
+    from wait_service.policy_store import CACHE_SECONDS, PolicyOverrides, PolicyStore
+
+    cache = CACHE_SECONDS if settings.policy_cache_seconds is None else settings.policy_cache_seconds
+    return PolicyOverrides(
+        PolicyStore(settings.policy_table, dynamodb), ledger.find_question, cache_seconds=cache
     )

@@ -29,6 +29,8 @@ DEFAULT_GRAPH = "examples.refund_agent:build_graph"
 # Powertools (POWERTOOLS_*, LOG_LEVEL) and boto3 (AWS_ENDPOINT_URL) read their own variables.
 ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_LEDGER_TABLE": "ledger_table",
+    "AGENT_WAIT_POLICY_TABLE": "policy_table",
+    "AGENT_WAIT_POLICY_CACHE_SECONDS": "policy_cache_seconds",
     "AGENT_WAIT_INBOX_URL": "inbox_url",
     "AGENT_WAIT_ARCHIVE_STREAM": "archive_stream",
     "AGENT_WAIT_ARCHIVE_DIR": "archive_dir",
@@ -85,6 +87,10 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     ledger_table: str | None = None
+    # The policy store's table (per-function overrides); unset: every question keeps its code's policy.
+    policy_table: str | None = None
+    # How long the runner keeps a function's override (None: the store's default, 30 s).
+    policy_cache_seconds: float | None = Field(default=None, ge=0)
     inbox_url: str | None = None
     # The audit archive: a Firehose delivery stream (deployed) or a folder (the local stack).
     archive_stream: str | None = None

@@ -228,6 +228,28 @@ def test_cli_start_see_answer_result(local_stack: LocalProcess) -> None:
     assert sorted(ended) == ["thread.done", "wait.answered", "wait.resumed"]
 
 
+def test_a_policy_set_with_the_cli_reaches_the_next_question(
+    local_stack: LocalProcess, tmp_path: Path
+) -> None:
+    # The last test on this module's stack: the override stays for the stack's life.
+    override = tmp_path / "refund.json"
+    override.write_text('{"prompt": "Check the customer\'s refund history first"}', encoding="utf-8")
+    moto = ["--endpoint-url", local_stack.info["moto"]]
+    assert (
+        "set issue_refund version 1"
+        in run_cli("policies", "set", "issue_refund", "--file", str(override), *moto, check=True).stdout
+    )
+
+    thread_id = f"e2e-policy-{uuid.uuid4().hex[:6]}"
+    http("POST", f"{local_stack.api}/threads/{thread_id}/runs", {"input": {"customer": "c-17", "amount": 40}})
+    thread = eventually(
+        lambda: _thread_status(local_stack.api, thread_id, "interrupted", "failed"), what="the question"
+    )
+    _, _, question = http("GET", f"{local_stack.api}/questions/{thread['pending'][0]}")
+    assert question["policy_version"] == 1
+    assert question["policy"]["prompt"] == "Check the customer's refund history first"
+
+
 def test_cli_usage_and_connection_errors() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -91,7 +91,7 @@ def test_a_stream_batch_the_dispatcher_failed_is_redriven_through_the_lambda_end
 
 
 def test_the_lambda_endpoint_flag_is_for_the_local_stack_only(stack: LocalStack) -> None:
-    code, out, err = dlq(stack, "list", "--lambda-endpoint-url", "https://lambda.us-east-1.amazonaws.com")
+    code, out, err = dlq(stack, "redrive", "--all", "--lambda-endpoint-url", "https://lambda.example.com")
     assert code == 2 and "not on this machine" in err and err.count("\n") == 1
     out_, err_ = io.StringIO(), io.StringIO()
     code = main(

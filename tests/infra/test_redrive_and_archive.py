@@ -229,6 +229,7 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
     from agent_wait_cli.dlq import DeadLetters
     from agent_wait_cli.local.clock import destination_record
     from infra.operators import DLQ_ACTIONS, SOURCE_ACTIONS, STREAM_ACTIONS
+    from infra.policies import POLICY_OPERATOR_ACTIONS, STACK_READ_ACTIONS
     from wait_service.resources import OUTBOX, TIMERS, create_resources, dead_letter_queues
 
     # Given every kind of message in the DLQs, when an operator lists, shows and redrives them all
@@ -310,8 +311,10 @@ def test_the_operator_policy_grants_exactly_what_agent_wait_dlq_calls(default_sy
     granted = {
         a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     }
-    # (and what `agent-wait audit query --api` needs: tests/infra/test_audit_query_template.py)
-    assert granted - set(AUDIT_QUERY_GRANTS) == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | set(
+    # (and what `agent-wait audit query --api` needs: tests/infra/test_audit_query_template.py, and
+    # `agent-wait policies`' own actions: tests/infra/test_policies_template.py)
+    policies = set(POLICY_OPERATOR_ACTIONS) | set(STACK_READ_ACTIONS)
+    assert granted - set(AUDIT_QUERY_GRANTS) - policies == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | set(
         STREAM_ACTIONS
     ) | {"lambda:InvokeFunction"}
     assert called == set(DLQ_ACTIONS) | set(SOURCE_ACTIONS) | set(STREAM_ACTIONS)

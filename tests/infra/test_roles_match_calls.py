@@ -23,6 +23,7 @@ from infra.functions import INBOX_CONSUME_ACTIONS
 from wait_service.api import build_api
 from wait_service.dispatcher import build_ledger_stream
 from wait_service.inbox import parse_message
+from wait_service.policy_store import PolicyStore
 from wait_service.resources import create_resources
 from wait_service.runner import build_runner
 from wait_service.settings import Settings
@@ -49,21 +50,35 @@ TRANSACT_ITEM_ACTIONS = {
 
 
 class Recorder:
-    """Clients whose every call is recorded as an IAM action, ``dynamodb:UpdateItem``."""
+    """Clients whose every call is recorded as an IAM action, ``dynamodb:UpdateItem``.
 
-    def __init__(self) -> None:
+    Calls on the tables named ``apart`` are recorded in ``apart_actions`` instead (a table whose
+    grants are asserted on their own).
+    """
+
+    def __init__(self, apart: tuple[str, ...] = ()) -> None:
         self.actions: set[str] = set()
+        self.apart_actions: set[str] = set()
         self.transactions = 0
+        self._apart = apart
+        self._on_apart = False
 
     def client(self, service: str) -> Any:
         client = boto3.client(service, region_name="us-east-1")  # type: ignore[call-overload]
+        client.meta.events.register("provide-client-params.dynamodb.*", self._note_table)
         client.meta.events.register("before-call.*.*", self._record)
         client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", self._record_items)
         return client
 
+    def _note_table(self, params: dict[str, Any], **_: Any) -> None:
+        self._on_apart = params.get("TableName") in self._apart
+
     def _record(self, model: Any, **_: Any) -> None:
         if model.name != "TransactWriteItems":
-            self.actions.add(f"{model.service_model.endpoint_prefix}:{model.name}")
+            action = f"{model.service_model.endpoint_prefix}:{model.name}"
+            on_apart = self._on_apart and model.service_model.endpoint_prefix == "dynamodb"
+            (self.apart_actions if on_apart else self.actions).add(action)
+            self._on_apart = False
 
     def _record_items(self, params: dict[str, Any], **_: Any) -> None:
         self.transactions += 1
@@ -94,7 +109,16 @@ def calls() -> Iterator[dict[str, set[str]]]:
             resources.env()
             | {"AGENT_WAIT_REPLY_URL": "https://x/{question_id}", "AGENT_WAIT_ARCHIVE_STREAM": "audit"}
         )
-        api_calls, runner_calls, dispatcher_calls = Recorder(), Recorder(), Recorder()
+        # The runner reads the policy store for the function the sample asks about (an override set)
+        assert resources.policy_table is not None
+        PolicyStore(resources.policy_table, setup.client("dynamodb")).set(
+            "issue_refund", {"ttl": 7200}, set_by="ops", set_at="2026-12-01T00:00:00Z"
+        )
+        api_calls, runner_calls, dispatcher_calls = (
+            Recorder(),
+            Recorder((resources.policy_table,)),
+            Recorder(),
+        )
         api = build_api(settings, dynamodb=api_calls.client("dynamodb"), sqs=api_calls.client("sqs"))
         runner = build_runner(
             settings,
@@ -166,6 +190,7 @@ def calls() -> Iterator[dict[str, set[str]]]:
         yield {
             "api": api_calls.actions,
             "runner": runner_calls.actions,
+            "runner_policies": runner_calls.apart_actions,
             "dispatcher": dispatcher_calls.actions,
         }
 
@@ -212,6 +237,16 @@ def test_the_runner_role_grants_exactly_what_the_runner_calls_on_the_ledger_topi
         "sns:Publish",
         "sqs:SendMessage",
     }
+
+
+def test_the_runner_role_only_reads_the_policy_store(
+    default_synth: Synth, calls: dict[str, set[str]]
+) -> None:
+    from infra.policies import POLICY_READ_ACTIONS
+
+    stack = default_synth.stack
+    on_store = granted(default_synth, stack.runner.role, [arn_of(default_synth, stack.policies.table)])
+    assert on_store == calls["runner_policies"] == set(POLICY_READ_ACTIONS) == {"dynamodb:Query"}
 
 
 def test_the_dispatcher_role_grants_exactly_what_the_dispatcher_and_its_mapping_call(

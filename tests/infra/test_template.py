@@ -21,6 +21,7 @@ from wait_service.resources import (
     INBOX,
     LEDGER,
     OUTBOX,
+    POLICIES,
     RUNNER_TIMEOUT_SECONDS,
     TTL_DAYS,
     TTL_DELETION_LAG_DAYS,
@@ -50,8 +51,9 @@ def table_properties(spec: TableSpec) -> dict[str, Any]:
         ],
         "BillingMode": "PAY_PER_REQUEST",
         "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
-        "TimeToLiveSpecification": {"AttributeName": spec.ttl_attribute, "Enabled": True},
     }
+    if spec.ttl_attribute:
+        expected["TimeToLiveSpecification"] = {"AttributeName": spec.ttl_attribute, "Enabled": True}
     if spec.indexes:
         expected["GlobalSecondaryIndexes"] = spec.global_secondary_indexes()
     if spec.stream_view_type:
@@ -107,7 +109,7 @@ def test_ledger_table_matches_its_spec(default_synth: Synth) -> None:
 
 def test_aws_checkpointer_has_one_table_and_a_bucket_by_default(default_synth: Synth) -> None:
     assert sorted(json.dumps(t, sort_keys=True) for t in tables_by_spec(default_synth)) == sorted(
-        json.dumps(table_properties(spec), sort_keys=True) for spec in (LEDGER, CHECKPOINTS)
+        json.dumps(table_properties(spec), sort_keys=True) for spec in (LEDGER, CHECKPOINTS, POLICIES)
     )
     stack = default_synth.stack
     assert stack.checkpoints.bucket is not None
@@ -161,7 +163,7 @@ def test_the_api_accepts_smaller_answers_when_checkpoints_cannot_offload(
 def test_dynamodb_checkpointer_has_its_two_tables(jwt_synth: Synth) -> None:
     assert sorted(json.dumps(t, sort_keys=True) for t in tables_by_spec(jwt_synth)) == sorted(
         json.dumps(table_properties(spec), sort_keys=True)
-        for spec in (LEDGER, CHECKPOINTS_DYNAMODB, CHECKPOINT_WRITES_DYNAMODB)
+        for spec in (LEDGER, CHECKPOINTS_DYNAMODB, CHECKPOINT_WRITES_DYNAMODB, POLICIES)
     )
 
 
@@ -406,6 +408,7 @@ def test_runner_environment_is_wired(default_synth: Synth) -> None:
         "AGENT_WAIT_CHECKPOINT_TABLE": {"Ref": logical_id(default_synth, stack.checkpoints.table)},
         "AGENT_WAIT_CHECKPOINT_BUCKET": {"Ref": logical_id(default_synth, stack.checkpoints.bucket)},
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+        "AGENT_WAIT_POLICY_TABLE": {"Ref": logical_id(default_synth, stack.policies.table)},
         "POWERTOOLS_SERVICE_NAME": "agent-wait",
         "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
         "LOG_LEVEL": constants.LOG_LEVEL,
@@ -555,6 +558,8 @@ def test_runner_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
                     arn_of(default_synth, stack.ledger.table),
                 ),
+                # The policy store, read when a question is raised
+                (("dynamodb:Query",), arn_of(default_synth, stack.policies.table)),
                 (("sns:Publish",), {"Ref": logical_id(default_synth, stack.fanout.topic)}),
                 (("kms:Decrypt", "kms:GenerateDataKey"), arn_of(default_synth, stack.fanout.key)),
                 (("sqs:SendMessage",), arn_of(default_synth, stack.fanout.outbox)),
@@ -886,6 +891,7 @@ def test_outputs(default_synth: Synth) -> None:
         "AuditTable",
         "AuditWorkGroup",
         "OperatorPolicyArn",
+        "PolicyTableName",
     }
     assert outputs["TopicArn"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.topic)}
     assert outputs["OutboxQueueUrl"]["Value"] == {"Ref": logical_id(default_synth, stack.fanout.outbox)}

@@ -85,6 +85,8 @@ class QuestionRecord:
     if_match: str | None = None
     # What the resumed call reported: {"ran", "args", "outcome", "error"?, "at"}.
     receipt: dict[str, Any] | None = None
+    # The version of the policy store's override the question was raised under (None: the code's policy).
+    policy_version: int | None = None
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> QuestionRecord:
@@ -117,6 +119,7 @@ class QuestionRecord:
             envelope=data.get("envelope"),
             if_match=data.get("if_match"),
             receipt=data.get("receipt"),
+            policy_version=None if data.get("policy_version") is None else int(data["policy_version"]),
         )
 
     @property

@@ -5,7 +5,7 @@
 | ``question_id`` | ``Interrupt.id`` (interrupt mode) or :func:`async_question_id` (async mode) |
 | ``event_id`` | a fresh ULID per publish |
 | ``dedupe_key`` | ``wait.created:<question_id>`` (:func:`dedupe_key_for`) |
-| ``digest`` | :func:`digest_of` the question id, the question and its policy; echoed as ``If-Match`` |
+| ``digest`` | :func:`digest_of` the question id, the question, its policy (and version); ``If-Match`` |
 
 While a question waits, follow-up events of the same question (:meth:`Envelope.follow_up`) carry
 the same ``question_id`` and ``digest`` under another ``type``: ``wait.escalated`` (``route``,
@@ -55,6 +55,9 @@ EventType = Literal["wait.created", "wait.escalated", "wait.reminder"]
 EVENT_TYPES: tuple[EventType, ...] = ("wait.created", "wait.escalated", "wait.reminder")
 # Fields only follow-up events carry; a `wait.created` envelope's JSON leaves them out.
 _FOLLOW_UP_FIELDS = ("route", "escalation", "reminder")
+# Left out of the JSON when unset, so a question raised under its code's policy alone is shown
+# (and digested) exactly as before policy stores existed.
+_OPTIONAL_FIELDS = (*_FOLLOW_UP_FIELDS, "policy_version")
 
 
 def canonical_json(obj: Any) -> str:
@@ -70,13 +73,17 @@ def canonical_json(obj: Any) -> str:
     return exact_json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def digest_of(question: Any, policy: Policy, *, question_id: str) -> str:
+def digest_of(question: Any, policy: Policy, *, question_id: str, policy_version: int | None = None) -> str:
     """sha256 hex of the canonical JSON of ``{"question_id", "question", "policy"}``.
 
     The digest is the question's ETag: a binding reply echoes it as ``If-Match``, so an answer
     can only approve the exact proposal and policy it was shown, and only on the question it was
     shown on: two identical proposals (the same call on two threads) have two digests, so a tag
     read on one never approves the other.
+
+    ``policy_version`` (the version of a policy store's override the question was raised under)
+    joins the payload only when given: a question raised under its code's policy alone keeps the
+    digest it always had.
 
     Examples
     --------
@@ -85,12 +92,17 @@ def digest_of(question: Any, policy: Policy, *, question_id: str) -> str:
     64
     >>> digest_of(call, Policy(), question_id="q1") == digest_of(call, Policy(), question_id="q2")
     False
+    >>> versioned = digest_of(call, Policy(), question_id="q1", policy_version=1)
+    >>> digest_of(call, Policy(), question_id="q1") == versioned
+    False
     """
-    payload = {
+    payload: dict[str, Any] = {
         "question_id": question_id,
         "question": question,
         "policy": policy.model_dump(mode="json"),
     }
+    if policy_version is not None:
+        payload["policy_version"] = policy_version
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
@@ -165,6 +177,8 @@ class Question(BaseModel):
     question: JsonValue
     policy: Policy = Field(default_factory=lambda: DEFAULT_BARE_POLICY)
     source: dict[str, JsonValue] | None = None
+    # The version of the policy store's override ``policy`` was merged with; None: the code's own.
+    policy_version: int | None = Field(default=None, ge=1)
 
 
 class Envelope(BaseModel):
@@ -202,6 +216,8 @@ class Envelope(BaseModel):
     escalation: int | None = Field(default=None, ge=1)
     # `wait.reminder`: the 1-based number of the reminder.
     reminder: int | None = Field(default=None, ge=1)
+    # The version of the policy store's override the question was raised under (absent: none).
+    policy_version: int | None = Field(default=None, ge=1)
 
     @field_validator("created_at", "expires_at")
     @classmethod
@@ -228,7 +244,7 @@ class Envelope(BaseModel):
         >>> '"created_at":"2026-01-01T00:00:00Z"' in env.to_json()
         True
         """
-        absent = {name for name in _FOLLOW_UP_FIELDS if getattr(self, name) is None}
+        absent = {name for name in _OPTIONAL_FIELDS if getattr(self, name) is None}
         return self.model_dump_json(exclude=absent)
 
     def follow_up(
@@ -294,7 +310,12 @@ def build_envelope(
     """
     created_at = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     ttl = question.policy.ttl if question.policy.ttl is not None else default_ttl
-    digest = digest_of(question.question, question.policy, question_id=question.question_id)
+    digest = digest_of(
+        question.question,
+        question.policy,
+        question_id=question.question_id,
+        policy_version=question.policy_version,
+    )
     return Envelope(
         event_id=str(ULID()),
         dedupe_key=dedupe_key_for(question.question_id),
@@ -305,6 +326,7 @@ def build_envelope(
         digest=digest,
         question=question.question,
         policy=question.policy,
+        policy_version=question.policy_version,
         source=question.source,
         reply_with=ReplyWith(
             url=reply_url.replace("{question_id}", question.question_id) if reply_url else None,

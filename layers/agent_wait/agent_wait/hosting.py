@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from datetime import datetime
 
-    from agent_wait.envelope import Envelope
+    from agent_wait.envelope import Envelope, Question
 
 __all__ = [
     "ASYNC_ANSWER_KEY",
@@ -68,12 +68,16 @@ class AsyncHost:
         Seconds, for questions whose policy sets no ttl.
     now:
         The host's clock for ``created_at`` (``None``: the system clock).
+    override:
+        The host's last word on each question before its envelope is built (a policy store's
+        override); ``None`` publishes the question as the decorator made it.
     """
 
     announce: Callable[[Envelope], Any]
     reply_url: str | None = None
     default_ttl: int | None = None
     now: Callable[[], datetime] | None = None
+    override: Callable[[Question], Question] | None = None
 
 
 # A context variable, not a global: LangGraph copies the context into the threads it runs nodes

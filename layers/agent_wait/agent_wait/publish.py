@@ -45,6 +45,8 @@ __all__ = ["make_publish_interrupts", "unpack_interrupt"]
 logger = logging.getLogger("agent_wait")
 
 PublishInterrupts = Callable[..., list[Envelope]]
+# A host's last word on a question before its envelope is built (a policy store's override).
+QuestionOverride = Callable[[Question], Question]
 
 
 def unpack_interrupt(value: Any) -> tuple[Any, Policy, dict[str, Any] | None]:
@@ -84,10 +86,12 @@ def make_publish_interrupts(framework: Framework) -> PublishInterrupts:
     -------
     publish_interrupts:
         ``publish_interrupts(result, thread_id, announce, *, reply_url=None, default_ttl=None,
-        now=None) -> list[Envelope]``: one envelope per ``(id, value)`` in
+        now=None, override=None) -> list[Envelope]``: one envelope per ``(id, value)`` in
         ``framework.interrupts_in(result)`` (empty when the run finished), each announced through
         ``announce`` (may be ``None``). ``reply_url`` is a template containing ``{question_id}``;
-        ``default_ttl`` applies when a policy sets no ttl. Never raises because a sink failed.
+        ``default_ttl`` applies when a policy sets no ttl. ``override`` (the host's, e.g. a policy
+        store) gets each :class:`~agent_wait.envelope.Question` and returns the one to publish,
+        before the envelope and its digest are built. Never raises because a sink failed.
 
     Examples
     --------
@@ -102,14 +106,16 @@ def make_publish_interrupts(framework: Framework) -> PublishInterrupts:
         reply_url: str | None = None,
         default_ttl: int | None = None,
         now: datetime | None = None,
+        override: QuestionOverride | None = None,
     ) -> list[Envelope]:
         envelopes: list[Envelope] = []
         for question_id, value in framework.interrupts_in(result):
             question, policy, source = unpack_interrupt(value)
+            asked = Question(question_id=question_id, question=question, policy=policy, source=source)
             envelopes.append(
                 build_envelope(
                     thread_id,
-                    Question(question_id=question_id, question=question, policy=policy, source=source),
+                    override(asked) if override is not None else asked,
                     reply_url=reply_url,
                     default_ttl=default_ttl,
                     now=now,

@@ -566,9 +566,10 @@ class _Runner:
         question = self._question(call)
         # The qualified name, so Refunds.issue and Orders.issue on one thread do not share an id.
         question_id = async_question_id(thread_id, self.spec.fn.__qualname__, call.published)
+        asked = Question(question_id=question_id, question=question, policy=self.policy, source=self.source)
         envelope = build_envelope(
             thread_id,
-            Question(question_id=question_id, question=question, policy=self.policy, source=self.source),
+            host.override(asked) if host is not None and host.override is not None else asked,
             reply_url=reply_url,
             default_ttl=default_ttl,
             now=now,

@@ -29,6 +29,8 @@ def test_settings_from_env_maps_every_variable() -> None:
     settings = Settings.from_env(
         {
             "AGENT_WAIT_LEDGER_TABLE": "ledger",
+            "AGENT_WAIT_POLICY_TABLE": "policies",
+            "AGENT_WAIT_POLICY_CACHE_SECONDS": "5",
             "AGENT_WAIT_INBOX_URL": "https://sqs/inbox.fifo",
             "AGENT_WAIT_ARCHIVE_STREAM": "agent-wait-audit",
             "AGENT_WAIT_ARCHIVE_DIR": "/tmp/audit",
@@ -68,6 +70,8 @@ def test_settings_from_env_maps_every_variable() -> None:
 
     assert settings.model_dump() == {
         "ledger_table": "ledger",
+        "policy_table": "policies",
+        "policy_cache_seconds": 5.0,
         "inbox_url": "https://sqs/inbox.fifo",
         "archive_stream": "agent-wait-audit",
         "archive_dir": "/tmp/audit",

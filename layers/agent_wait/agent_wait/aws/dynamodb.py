@@ -140,6 +140,9 @@ def ledger_put(table_name: str, envelope: Envelope) -> dict[str, Any]:
         "envelope": envelope.to_json(),
         "lifecycle": [{"stage": "raised", "at": created_at, "actor": "agent"}],
     }
+    if envelope.policy_version is not None:
+        # The policy store's version the question was raised under (its digest covers it).
+        item["policy_version"] = envelope.policy_version
     return {
         "TableName": table_name,
         "Item": {key: to_attribute(value) for key, value in item.items()},

@@ -95,6 +95,9 @@ def test_the_lambda_endpoint_flag_is_for_the_local_stack_only(stack: LocalStack)
     assert code == 2 and "not on this machine" in err and err.count("\n") == 1
     out_, err_ = io.StringIO(), io.StringIO()
     code = main(
-        ["dlq", "list", "--lambda-endpoint-url", "http://127.0.0.1:1"], out=out_, err=err_, environ={}
+        ["dlq", "redrive", "--all", "--lambda-endpoint-url", "http://127.0.0.1:1"],
+        out=out_,
+        err=err_,
+        environ={},
     )
     assert code == 2 and "pass its moto --endpoint-url too" in err_.getvalue()

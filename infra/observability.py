@@ -259,7 +259,8 @@ class Observability(Construct):
         datapoints: int = constants.ALARM_DATAPOINTS,
     ) -> cloudwatch.Alarm:
         """An alarm when ``metric`` reaches ``threshold`` in ``datapoints`` of the last ``evaluation``
-        periods; no data is not a breach. Named ``<service>-<construct id>``, as docs/operations.md lists it."""
+        periods; no data is not a breach. Named ``<service>-<construct id>``, as docs/operations.md
+        lists it."""
         alarm = cloudwatch.Alarm(
             self,
             construct_id,

@@ -562,6 +562,8 @@ def test_the_docs_have_commands_of_each_kind() -> None:
         ("agent-wait threads show t-1 --no-such-flag", "unrecognized arguments"),
         ("agent-wait questions shwo q-1", "invalid choice"),
         ("agent-wait local --graph-source examples --graph nope.graph:build_graph", "no nope/graph.py"),
+        ("npx cdk deploy -c graph_sorce=x", "is not a context key"),
+        ("npx cdk deplyo", "not a cdk command"),
         ("aws sqs create-queue --queue-name q --no-such-flag x", "has no --no-such-flag"),
         ("aws sqs create-cue --queue-name q", "no such operation"),
         ("curl --no-such-option https://example.com", "curl has no option"),

@@ -15,7 +15,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 # pip's output goes to .venv/pip.log; the terminal gets one line per step and a count of the packages
 # pip has resolved (every 25), so a first setup of a few minutes is never silent. The log's tail is
-# shown when the install fails.
+# shown when the install fails. pip writes unbuffered, so each line reaches the count as it happens.
 PIP_INSTALL = $(BIN)/python -m pip install --progress-bar off
 PIP_PROGRESS = awk '/^Collecting /{n++; if (n % 25 == 0) {printf "    %d packages resolved\n", n; fflush()}} \
 	/^Installing collected packages/{printf "    %d packages resolved; installing them\n", n; fflush()} \
@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 	@echo "  2/3 upgrading pip"
 	@$(PIP_INSTALL) --quiet --upgrade pip > $(VENV)/pip.log 2>&1 || $(PIP_FAILED)
 	@echo "  3/3 installing agent-wait and its dev dependencies (pip's log: $(VENV)/pip.log)"
-	@$(PIP_INSTALL) -e '.[dev]' 2>&1 | tee -a $(VENV)/pip.log | $(PIP_PROGRESS) || $(PIP_FAILED)
+	@PYTHONUNBUFFERED=1 $(PIP_INSTALL) -e '.[dev]' 2>&1 | tee -a $(VENV)/pip.log | $(PIP_PROGRESS) || $(PIP_FAILED)
 	@touch $(STAMP)
 	@echo "==> .venv ready"
 

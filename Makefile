@@ -13,8 +13,14 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-# pip's output goes to .venv/pip.log and is shown only when the install fails.
-PIP_INSTALL = $(BIN)/python -m pip install --quiet --progress-bar off
+# pip's output goes to .venv/pip.log; the terminal gets one line per step, a count of the packages
+# pip has resolved (every 25) and, while pip says nothing (building, installing), a line every 30 s,
+# so a first setup of a few minutes is never silent. The log's tail is shown when the install fails.
+PIP_INSTALL = $(BIN)/python -m pip install --progress-bar off
+PIP_PROGRESS = awk '/^(Collecting|Processing) /{n++; if (n % 25 == 0) {printf "    %d packages resolved\n", n; fflush()}} \
+	/^Installing collected packages/{printf "    %d packages resolved; installing them\n", n; fflush()} \
+	/^Successfully installed/{print "    installed"; fflush()}'
+PIP_FAILED = { grep -v '^WARNING: Location' $(VENV)/pip.log | tail -40; echo "setup failed (log: $(VENV)/pip.log)"; exit 1; }
 # pytest-xdist: one worker per core; tests sharing a synthesized app or a local stack stay together
 # (the grouping is in tests/conftest.py). JOBS=1 runs in one process.
 JOBS ?= auto
@@ -22,10 +28,12 @@ PYTEST = $(BIN)/pytest -n $(JOBS) --dist loadgroup
 
 $(STAMP): pyproject.toml
 	@echo "==> setting up .venv (first run, or pyproject.toml changed: a few minutes)"
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(PIP_INSTALL) --upgrade pip > $(VENV)/pip.log 2>&1 \
-		&& $(PIP_INSTALL) -e '.[dev]' >> $(VENV)/pip.log 2>&1 \
-		|| { grep -v '^WARNING: Location' $(VENV)/pip.log | tail -40; echo "setup failed (log: $(VENV)/pip.log)"; exit 1; }
+	@test -x $(BIN)/python || { echo "  1/3 creating the virtual environment ($(PYTHON) -m venv $(VENV))"; $(PYTHON) -m venv $(VENV); }
+	@echo "  2/3 upgrading pip"
+	@$(PIP_INSTALL) --quiet --upgrade pip > $(VENV)/pip.log 2>&1 || $(PIP_FAILED)
+	@echo "  3/3 installing agent-wait and its dev dependencies (pip's log: $(VENV)/pip.log)"
+	@beat() { while sleep 30 > /dev/null; do echo "    still installing ($$SECONDS s)"; done; }; beat & trap "kill $$! 2>/dev/null" EXIT; \
+		PYTHONUNBUFFERED=1 $(PIP_INSTALL) -e '.[dev]' 2>&1 | tee -a $(VENV)/pip.log | $(PIP_PROGRESS) || $(PIP_FAILED)
 	@touch $(STAMP)
 	@echo "==> .venv ready"
 

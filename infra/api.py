@@ -102,7 +102,7 @@ class RestApi(Construct):
             ),
             deploy_options=apigw.StageOptions(
                 stage_name=constants.API_STAGE,
-                # Per method (context api_rate / api_burst; the README's Scale section sizes them).
+                # Per method (context api_rate / api_burst; docs/performance.md, Scale, sizes them).
                 throttling_rate_limit=config.api_rate,
                 throttling_burst_limit=config.api_burst,
                 tracing_enabled=True,

@@ -291,7 +291,7 @@ class StackConfig:
     snapstart
         Lambda SnapStart on the runner and the api: each deploy publishes a version whose
         initialized environment is snapshotted, and an alias of it is what the inbox and API Gateway
-        invoke (see the README, section SnapStart, for its cost and trade-offs).
+        invoke (see docs/deploy.md, section SnapStart, for its cost and trade-offs).
 
     Examples
     --------
@@ -484,7 +484,7 @@ class StackConfig:
                 "context auth=jwt needs cognito_user_pool_arn, or jwt_issuer set to a Cognito user pool "
                 "issuer (https://cognito-idp.<region>.amazonaws.com/<pool id>): an API Gateway REST API "
                 "validates JWTs natively only through a Cognito user pool authorizer"
-                " (see the README, section Deploy to AWS)"
+                " (see docs/deploy.md, section Configuration)"
             )
         pool_arn = config.cognito_user_pool_arn
         if pool_arn is not None and not _USER_POOL_ARN.match(pool_arn):
@@ -539,7 +539,7 @@ class StackConfig:
 
 
 # Every context key the stack reads: one field of StackConfig each, so a key added there is in this
-# registry (a test checks the README's configuration table lists each, and that a bad value of each
+# registry (a test checks the configuration table of docs/deploy.md lists each, and that a bad value of each
 # ends the synth with one line naming it).
 CONTEXT_KEYS: tuple[str, ...] = tuple(setting.name for setting in fields(StackConfig))
 # CDK's own context keys have a colon, a slash or an '@' ("@aws-cdk/...", "aws:cdk:..."); ours are snake_case.
@@ -559,5 +559,5 @@ def check_known_keys(context: dict[str, Any]) -> None:
     for key in sorted(context):
         if _OURS.match(key) and key not in CONTEXT_KEYS:
             close = difflib.get_close_matches(key, CONTEXT_KEYS, n=1)
-            hint = f"did you mean {close[0]}?" if close else "see the README's configuration table"
+            hint = f"did you mean {close[0]}?" if close else "see the configuration table in docs/deploy.md"
             raise ConfigError(f"context {key}: no such key", fix=f"{hint} (remove it, or correct its name)")

@@ -3,7 +3,7 @@ queue ages, Lambda errors and throttles, DynamoDB throttles, Scheduler and SNS d
 latency; and the topic every alarm notifies.
 
 Every alarm's description says what it means and the first thing to do (it is the text of the
-notification); the README's alarm table lists the same alarms (a test keeps them equal).
+notification); the alarm table of docs/operations.md lists the same alarms (a test keeps them equal).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class Observability(Construct):
                 f"{name.capitalize()}DlqDepth",
                 f"Messages in the {name} dead-letter queue: work failed every retry and waits for a human. "
                 "First: look at the message (`agent-wait dlq list`) and the logs around its time; redrive "
-                "it once the cause is fixed (README, Alarms).",
+                "it once the cause is fixed (docs/operations.md, Alarms).",
                 queue.metric_approximate_number_of_messages_visible(period=_PERIOD, statistic="Maximum"),
                 constants.DLQ_ALARM_THRESHOLD,
                 datapoints=1,
@@ -259,7 +259,8 @@ class Observability(Construct):
         datapoints: int = constants.ALARM_DATAPOINTS,
     ) -> cloudwatch.Alarm:
         """An alarm when ``metric`` reaches ``threshold`` in ``datapoints`` of the last ``evaluation``
-        periods; no data is not a breach. Named ``<service>-<construct id>``, as the README lists it."""
+        periods; no data is not a breach. Named ``<service>-<construct id>``, as docs/operations.md
+        lists it."""
         alarm = cloudwatch.Alarm(
             self,
             construct_id,

@@ -335,7 +335,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     dlq = sub.add_parser(
         "dlq",
         help="look into the dead-letter queues and redrive their messages",
-        description="Every DLQ of the stack (the runbook in the README says what each holds).",
+        description="Every DLQ of the stack (the runbook in docs/operations.md says what each holds).",
     )
     dsub = dlq.add_subparsers(dest="action", required=True, metavar="ACTION")
     dlist = dsub.add_parser("list", parents=[common, dlq_common], help="each DLQ and the messages in it")

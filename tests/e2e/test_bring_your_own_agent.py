@@ -150,7 +150,7 @@ def test_the_real_model_example_drafts_offline_parks_and_resumes() -> None:
     """On the local stack the support agent drafts with the fake model (Bedrock is not there)."""
     from examples.support_reply.support_reply_agent.model import FAKE_DRAFT
 
-    # As the README runs it: the example's folder is the graph source, as it is deployed.
+    # As docs/your-own-agent.md runs it: the example's folder is the graph source, as it is deployed.
     local = start_local(
         "--graph", "support_reply_agent.graph:build_graph", "--graph-source", "examples/support_reply"
     )

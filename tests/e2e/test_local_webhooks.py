@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from agent_wait.testing import sample_envelope
 from agent_wait.webhook import WebhookAnnounce
 from agent_wait_cli.commands import build_parser
 from agent_wait_cli.local.stack import LocalStack, StackConfig
+from tests.doc_sections import fenced_after
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,10 +92,8 @@ def test_a_malformed_webhook_flag_is_refused(value: str, capsys: pytest.CaptureF
 
 
 def readme_receiver() -> str:
-    text = (ROOT / "README.md").read_text()
-    match = re.search(r"```python\n(.*?)```", text[text.index("<!-- webhook-receiver -->") :], re.S)
-    assert match, "the README lost its webhook receiver"
-    return match.group(1)
+    """The webhook receiver the docs show (docs/integrations.md), as written."""
+    return fenced_after("<!-- webhook-receiver -->")[1]
 
 
 def test_the_readme_receiver_accepts_a_delivery_and_refuses_a_forgery(tmp_path: Path) -> None:

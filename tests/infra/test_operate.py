@@ -16,6 +16,7 @@ from infra import constants
 from infra.config import ConfigError, StackConfig
 from infra.fanout import OUTBOX_CONSUME_ACTIONS
 from infra.options import STACK_NAME_MAX
+from tests.doc_sections import section, table_rows
 from tests.infra.conftest import KMS_KEY_ARN, OPTIONS_CONTEXT, WAF_ACL_ARN, cdk_json_context
 from wait_service import metric_names
 from wait_service.answer_limits import MAX_ANSWER_BYTES
@@ -78,7 +79,7 @@ def test_the_account_role_can_be_left_to_the_account(options_synth: Synth) -> No
     )
 
 
-# -- 2. cdk.json, the code's defaults and the README agree ----------------------------------------
+# -- 2. cdk.json, the code's defaults and the docs agree ----------------------------------------
 
 
 def test_the_checked_in_cdk_json_deploys_the_offload_bucket(cdk_json_synth: Synth) -> None:
@@ -99,13 +100,14 @@ def test_the_checked_in_cdk_json_deploys_the_offload_bucket(cdk_json_synth: Synt
 
 
 def test_every_setting_in_cdk_json_is_the_codes_default_and_in_the_readme() -> None:
-    readme = (constants.REPO_ROOT / "README.md").read_text()
+    _, rows = table_rows("| key | default | meaning |")
+    documented = {key for row in rows for key in re.findall(r"`([a-z][a-z0-9_]*)`", row.split("|")[1])}
     settings = {key: value for key, value in cdk_json_context().items() if not key.startswith("@")}
     assert "checkpoint_bucket" in settings
     for key, value in settings.items():
         # A key set alone to its cdk.json value gives the same configuration as no context at all.
         assert StackConfig.from_context({key: value}.get) == StackConfig(), key
-        assert f"| `{key}`" in readme or f"`{key}`," in readme, f"{key} is not in the README's table"
+        assert key in documented, f"{key} is not in the configuration table"
 
 
 def test_cdk_json_leaves_the_bucket_to_the_checkpointer() -> None:
@@ -125,11 +127,10 @@ def alarm_ids(synth: Synth) -> set[str]:
 
 
 def readme_alarm_names() -> set[str]:
-    """The alarm names in the first column of the README's alarm table."""
-    readme = (constants.REPO_ROOT / "README.md").read_text()
-    section = readme.split("### Alarms", 1)[1].split("\n#", 1)[0]
+    """The alarm names in the first column of the alarm table (docs/operations.md, "Alarms")."""
+    _, body = section("Alarms")
     names: set[str] = set()
-    for line in section.splitlines():
+    for line in body.splitlines():
         if line.startswith("| `"):
             names |= set(re.findall(r"`([A-Za-z0-9]+)`", line.split("|")[1]))
     return names

@@ -2,7 +2,7 @@
 
 FIFO queues in high-throughput mode (limits per thread, not per queue), indexes that project only
 what their queries read and are keyed so that their writes spread, and every throughput limit a
-context setting (infra.config) with the defaults the README documents.
+context setting (infra.config) with the defaults docs/deploy.md and docs/performance.md document.
 """
 
 from __future__ import annotations

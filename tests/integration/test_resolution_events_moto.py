@@ -102,7 +102,7 @@ def test_fifty_racing_replies_publish_one_wait_answered(
 def test_a_filter_policy_delivers_only_answered_events_to_its_queue(
     resources: LocalResources, aws_client: Callable[[str], Any], dispatch: Callable[..., int]
 ) -> None:
-    # Given a subscriber queue subscribed with the README's filter policy (only wait.answered)
+    # Given a subscriber queue subscribed with docs/events.md's filter policy (only wait.answered)
     sqs, sns = aws_client("sqs"), aws_client("sns")
     url = sqs.create_queue(QueueName=resources.ledger_table + "-answered-only")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

@@ -6,7 +6,7 @@ approve with ``args`` sends their edit, anything else sends nothing. The model c
 are in separate nodes: a resumed thread re-runs the node that parked, and must not ask the model
 again (a real model would draft something else).
 
-Deploy it with its own requirements and permissions (README, "Bring your own agent")::
+Deploy it with its own requirements and permissions (docs/your-own-agent.md)::
 
     npx cdk deploy -c graph=support_reply_agent.graph:build_graph -c graph_source=examples \\
       -c graph_requirements=examples/support_reply_agent/requirements.txt \\

@@ -1,7 +1,8 @@
 """LangGraph behaviour agent-wait relies on, pinned for the version the project pins.
 
 Each test asserts what the pinned LangGraph does today, so an upgrade that changes it fails here
-and the docs (README "Limitations", seed 000's notes) get revisited. Runs with InMemorySaver.
+and the docs (docs/your-own-agent.md, "LangGraph behaviour agent-wait relies on", and seed 000's
+notes) get revisited. Runs with InMemorySaver.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_two_interrupting_tools_in_one_tool_node_surface_one_interrupt_per_run()
 def test_the_second_interrupt_of_a_tool_node_has_its_own_id() -> None:
     """Seed 000 recorded on 1.2.11 that "the second carries the same id as the first (#6626)".
     On 1.2.24 the ids differ, so the two questions get distinct dedupe keys. If this fails, #6626
-    is back: restore the limitation in the README and the seed notes."""
+    is back: restore the limitation in docs/your-own-agent.md and the seed notes."""
     graph, cfg = _two_tool_graph(), _cfg("two-ids")
     first = graph.invoke({"messages": []}, cfg)
     second = graph.invoke(Command(resume={first["__interrupt__"][0].id: "ok"}), cfg)

@@ -304,8 +304,9 @@ class ReadingSaver(FailingSaver):
 def test_a_failure_at_each_call_of_a_resumes_last_attempt_marks_its_question_resume_failed(
     aws: Aws, clock: FakeClock
 ) -> None:
-    # README, "Failures end visibly": "the last failure marks the question resume_failed and the
-    # thread failed before the DLQ". Given every call a resume makes, reads included, in order
+    # docs/operations.md, "When something fails": "the last failure marks the question
+    # resume_failed and the thread failed", and the message moves to the inbox DLQ. Given every call
+    # a resume makes, reads included, in order
     saver = ReadingSaver(Faults())
     question_id = parked_and_answered(aws, clock, "t-last-count", saver)
     faults = CallFaults()

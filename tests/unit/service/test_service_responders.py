@@ -10,7 +10,7 @@ in the API Gateway developer guide): ``userArn`` (the session's ARN,
 does not pass ``sts:SourceIdentity`` to the integration (it is not among the ``$context.identity``
 variables, nor among the condition keys its resource policies evaluate). A deployment that wants
 the person recorded pins the session name to the source identity in the role's trust policy (the
-README's example), and the answer records the session ARN, session name included.
+example in docs/security.md), and the answer records the session ARN, session name included.
 """
 
 from __future__ import annotations

@@ -6,15 +6,15 @@ escalation ladder; reminders go out at their offsets while it is open. Every ste
 write in the ledger, so a timer that fires late, twice, or after an answer changes nothing, and
 exactly one of reply, expiry and revocation decides a question; only that one resumes the thread.
 
-:class:`Decisions` is the part the api shares (a reply that finds its question past due applies
-the expiry itself); :class:`LifecycleService` adds the announcers and timers the lifecycle
-function needs. No decision sends its resume from here: the decision's ledger write is the commit,
-and the ledger's stream has the resume enqueued (:mod:`wait_service.ledger_stream`).
+:class:`~wait_service.decisions.Decisions` (its own module: the api shares it, since a reply that
+finds its question past due applies the expiry itself) decides; :class:`LifecycleService` adds the
+announcers and timers the lifecycle function needs. No decision sends its resume from here: the
+decision's ledger write is the commit, and the ledger's stream has the resume enqueued
+(:mod:`wait_service.ledger_stream`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -22,8 +22,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait import Envelope, exact_json
 from agent_wait.errors import AnnounceError
-from wait_service.ledger import EXPIRED_ANSWER, Clock, Ledger, QuestionRecord, parse_time, utcnow
-from wait_service.metric_names import QUESTIONS_ESCALATED, QUESTIONS_EXPIRED, REMINDERS_SENT
+from wait_service.decisions import Decisions, Expire, on_expiry_action
+from wait_service.ledger import Clock, Ledger, QuestionRecord, parse_time, utcnow
+from wait_service.metric_names import QUESTIONS_ESCALATED, REMINDERS_SENT
 from wait_service.observability import logger, metrics
 from wait_service.statuses import DECIDED
 
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
-    from pydantic import JsonValue
 
     from agent_wait import BaseAnnounce
     from wait_service.settings import Settings
@@ -46,85 +46,6 @@ class ThreadReplies(Protocol):
     """Where a question's own conversation is (``SlackAnnounce``): replies in its thread."""
 
     def follow_up(self, question_id: str, text: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class Escalate:
-    """Move the question to rung ``number`` (1-based), routed to ``route``."""
-
-    number: int
-    route: str
-
-
-@dataclass(frozen=True)
-class Expire:
-    """Decide the question with ``answer``."""
-
-    answer: JsonValue
-
-
-def on_expiry_action(policy: dict[str, Any], rung: int) -> Escalate | Expire:
-    """What the ttl running out on ladder ``rung`` (0: not escalated) does to a question.
-
-    Examples
-    --------
-    >>> ladder = {"on_expiry": {"action": "escalate", "to": ["managers", "directors"], "answer": None}}
-    >>> on_expiry_action(ladder, 0), on_expiry_action(ladder, 1)
-    (Escalate(number=1, route='managers'), Escalate(number=2, route='directors'))
-    >>> on_expiry_action(ladder, 2)
-    Expire(answer={'action': 'reject', 'reason': 'expired'})
-    >>> on_expiry_action({"on_expiry": {"action": "default", "answer": {"action": "approve"}}}, 0)
-    Expire(answer={'action': 'approve'})
-    """
-    on_expiry = policy.get("on_expiry") or {}
-    default = on_expiry.get("answer")
-    if on_expiry.get("action") == "escalate":
-        routes = list(on_expiry.get("to") or [])
-        if rung < len(routes):
-            return Escalate(rung + 1, str(routes[rung]))
-    return Expire(default if default is not None else dict(EXPIRED_ANSWER))
-
-
-class Decisions:
-    """Decides questions by expiry; the ledger's stream enqueues the resume of each decision.
-
-    Parameters
-    ----------
-    ledger:
-        Where decisions are recorded.
-    clock:
-        Current UTC time; injected by tests.
-    """
-
-    def __init__(self, ledger: Ledger, *, clock: Clock = utcnow) -> None:
-        self.ledger = ledger
-        self._clock = clock
-
-    def expire(self, question: QuestionRecord, answer: JsonValue, *, rung: int) -> QuestionRecord:
-        """Decide ``question`` with ``answer`` because its ttl ran out on ``rung``; returns it as it stands.
-
-        The winner counts the expiry (its resume follows from the ledger's stream); a loser
-        changes nothing.
-        """
-        lost = self.ledger.record_expiry(question.question_id, answer, rung=rung)
-        if lost is not None:
-            return lost
-        metrics.add_metric(name=QUESTIONS_EXPIRED, unit=MetricUnit.Count, value=1)
-        logger.info("question expired", extra={"question_id": question.question_id, "rung": rung})
-        return self.ledger.get_question(question.question_id)
-
-    def close_if_due(self, question: QuestionRecord) -> QuestionRecord:
-        """The question as it stands once an expiry that is due (but whose timer has not fired) applies.
-
-        Only a final expiry applies here: a question due to move up its ladder stays answerable
-        until the lifecycle function moves it, since escalating keeps it answerable anyway.
-        """
-        if not question.is_open or not question.expired_at(self._clock()):
-            return question
-        action = on_expiry_action(question.policy, question.escalation)
-        if isinstance(action, Escalate):
-            return question
-        return self.expire(question, action.answer, rung=question.escalation)
 
 
 def _compact(value: Any) -> str:

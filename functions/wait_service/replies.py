@@ -25,8 +25,8 @@ from agent_wait.errors import (
     QuestionClosedError,
     ResponderNotAllowedError,
 )
+from wait_service.decisions import Decisions
 from wait_service.ledger import Ledger, QuestionRecord, normalize_json, parse_time, utcnow
-from wait_service.lifecycle import Decisions
 from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_REVOKED, TIME_TO_ANSWER
 from wait_service.observability import metrics
 from wait_service.responders import admits

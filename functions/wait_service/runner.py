@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
-from botocore.retries.standard import RetryContext, ThrottledRetryableChecker, TransientRetryableChecker
 from langgraph.types import Command
 from pydantic_core import to_json
 from ulid import ULID
@@ -46,6 +45,7 @@ from agent_wait.langchain_hitl import receipts as tool_receipts
 from agent_wait.receipts import Receipt, collect_receipts, emit_receipt
 from wait_service.async_answers import answer_input, answer_run_id, is_async_question
 from wait_service.constants import MAX_RECEIVE_COUNT
+from wait_service.failures import is_infrastructure_failure
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.input_schema import check_input, graph_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
@@ -110,56 +110,6 @@ class RunOutcome:
     delivered: list[str] = field(default_factory=list)
     resumed: str | None = None
     error: str | None = None
-
-
-class InfrastructureError(Exception):
-    """An AWS call failed in a way worth retrying; the message is retried with backoff."""
-
-
-_THROTTLED, _TRANSIENT = ThrottledRetryableChecker(), TransientRetryableChecker()
-
-
-def is_infrastructure_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it was raised from) is a throttle, timeout or 5xx of an AWS call.
-
-    botocore's own retry checkers decide, so the runner retries exactly what the SDK itself
-    would have: throttling codes, transient codes and 5xx statuses, and connection errors.
-
-    Examples
-    --------
-    >>> from botocore.exceptions import ClientError, EndpointConnectionError
-    >>> throttled = ClientError({"Error": {"Code": "ThrottlingException"}}, "PutItem")
-    >>> is_infrastructure_failure(throttled), is_infrastructure_failure(KeyError("customer"))
-    (True, False)
-    >>> is_infrastructure_failure(EndpointConnectionError(endpoint_url="https://x"))
-    True
-    """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, InfrastructureError | AnnounceError):
-            return True
-        if isinstance(current, ClientError):
-            status = current.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            context = RetryContext(
-                attempt_number=1,
-                parsed_response=dict(current.response),
-                http_response=_Status(status) if isinstance(status, int) else None,
-            )
-            if _THROTTLED.is_retryable(context) or _TRANSIENT.is_retryable(context):
-                return True
-        else:
-            context = RetryContext(attempt_number=1, caught_exception=current)  # type: ignore[arg-type]
-            if _TRANSIENT.is_retryable(context):
-                return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-@dataclass(frozen=True)
-class _Status:
-    status_code: int
 
 
 class _Tracking(BaseAnnounce):

@@ -48,3 +48,94 @@ def test_the_scan_sees_imports() -> None:
     # Not vacuous: the CLI does import the service and the library.
     roots = set().union(*imported_roots(ROOT / "cli" / "agent_wait_cli").values())
     assert {"wait_service", "agent_wait"} <= roots
+
+
+PACKAGES = {
+    "agent_wait": LIBRARY,
+    "wait_service": SERVICE / "wait_service",
+    "agent_wait_cli": ROOT / "cli" / "agent_wait_cli",
+}
+
+
+def module_name(package: str, folder: Path, path: Path) -> str:
+    parts = [package, *path.relative_to(folder).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: str, folder: Path) -> dict[str, set[str]]:
+    """Module → the modules of the same package it imports, at any depth, for typing only or not (a
+    ``from a import b`` names ``a.b`` when that is a module, else ``a``)."""
+    paths = {module_name(package, folder, path): path for path in sorted(folder.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        edges: set[str] = set()
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".")
+                    anchor = anchor if is_package else anchor[:-1]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base
+                    for alias in node.names
+                ]
+            else:
+                continue
+            edges |= {target for target in targets if target in paths and target != name}
+        graph[name] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_import_circles(package: str) -> None:
+    assert circles(import_graph(package, PACKAGES[package])) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    # Not vacuous: two modules importing each other, and a longer ring, are reported.
+    assert circles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}) == [
+        ["a", "b"],
+        ["c", "d", "e"],
+    ]
+    graph = import_graph("wait_service", PACKAGES["wait_service"])
+    assert "wait_service.ledger" in graph["wait_service.runner"]

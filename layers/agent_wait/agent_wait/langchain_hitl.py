@@ -38,8 +38,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_wait.errors import AnswerInvalidError
+from agent_wait.interrupt_keys import WAIT_KEY
 from agent_wait.receipts import Receipt
-from agent_wait.wait import WAIT_KEY
 
 __all__ = [
     "BATCH_KEY",

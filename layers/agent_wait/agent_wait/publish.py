@@ -32,8 +32,8 @@ from pydantic_core import to_jsonable_python
 from agent_wait import exact_json
 from agent_wait.announce.base import announce_safely
 from agent_wait.envelope import Envelope, Question, build_envelope
+from agent_wait.interrupt_keys import SOURCE_KEY, WAIT_KEY
 from agent_wait.policy import DEFAULT_BARE_POLICY, Policy
-from agent_wait.wait import SOURCE_KEY, WAIT_KEY
 
 if TYPE_CHECKING:
     from datetime import datetime

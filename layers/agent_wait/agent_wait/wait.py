@@ -54,6 +54,7 @@ from agent_wait.envelope import Question, async_question_id, build_envelope
 from agent_wait.errors import AnswerInvalidError, MissingExtraError
 from agent_wait.framework import Framework
 from agent_wait.hosting import ASYNC_MODE, current_async_host
+from agent_wait.interrupt_keys import SOURCE_KEY, WAIT_KEY
 from agent_wait.policy import (
     POLICY_CONSTRUCTORS,
     Policy,
@@ -80,8 +81,6 @@ __all__ = [
 
 logger = logging.getLogger("agent_wait")
 
-WAIT_KEY = "__wait__"
-SOURCE_KEY = "__source__"
 DECISION_PARAM = "decision"
 OPERATION_ID_PARAM = "operation_id"
 _RECEIVER_NAMES = ("self", "cls")

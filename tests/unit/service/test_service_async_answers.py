@@ -12,9 +12,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agent_wait import async_question_id
 from examples.async_agent import build_graph
 from wait_service.async_answers import answer_run_id
+from wait_service.decisions import Decisions
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Ledger
-from wait_service.lifecycle import Decisions
 from wait_service.runner import RunnerService, build_announce
 from wait_service.timers import build_timers
 

@@ -29,6 +29,7 @@ from agent_wait.errors import (
     IdempotencyInProgressError,
     InputInvalidError,
     InvalidRequestError,
+    InvalidWindowError,
     MethodNotAllowedError,
     PayloadTooLargeError,
     PreconditionFailedError,
@@ -122,6 +123,7 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     IdempotencyConflictError: 422,
     IdempotencyInProgressError: 409,
     InputInvalidError: 422,
+    InvalidWindowError: 422,
     ServiceUnavailableError: 503,
 }
 

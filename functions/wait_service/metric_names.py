@@ -31,3 +31,12 @@ RESUMES_DISPATCHED: Final = "ResumesDispatched"
 STARTS_DISPATCHED: Final = "StartsDispatched"
 # Resolution events (`wait.answered`, ..., `thread.failed`) the dispatcher published, by type.
 EVENTS_PUBLISHED: Final = "EventsPublished"
+# Decisions the dispatcher counted into the stats table (wait_service.analytics), by what they did,
+# once per question; and the time from raised to a person's answer, read from the ledger's stream.
+DECISIONS_APPROVED: Final = "DecisionsApproved"
+DECISIONS_EDITED: Final = "DecisionsEdited"
+DECISIONS_REJECTED: Final = "DecisionsRejected"
+DECISIONS_RESPONDED: Final = "DecisionsResponded"
+EXPIRED_WITH_DEFAULT: Final = "ExpiredWithDefault"
+EXPIRED_WITHOUT_DEFAULT: Final = "ExpiredWithoutDefault"
+TIME_TO_DECISION: Final = "TimeToDecision"

@@ -299,6 +299,9 @@ LEDGER = TableSpec(
     # dispatcher (``wait_service.ledger_stream``) reads both images of every change.
     stream_view_type="NEW_AND_OLD_IMAGES",
 )
+# The approval analytics' counters and their once-only markers (wait_service.analytics says why a
+# table of their own, and how its keys spread the writes).
+STATS = TableSpec(logical_id="Stats", partition_key="pk", sort_key="sk", ttl_attribute="expires_ttl")
 # The single-table layout langgraph-checkpoint-aws's DynamoDBSaver reads and writes.
 CHECKPOINTS = TableSpec(logical_id="Checkpoints", partition_key="PK", sort_key="SK", ttl_attribute="ttl")
 # langgraph-checkpoint-dynamodb 0.1.0 (optional backend): two tables keyed as its saver reads and
@@ -472,6 +475,7 @@ class LocalResources:
     # The ledger's stream, and the standard queue that takes the records its reader gave up on.
     ledger_stream_arn: str | None = None
     stream_dlq_url: str | None = None
+    stats_table: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -485,6 +489,8 @@ class LocalResources:
             "AGENT_WAIT_LEDGER_TTL_DAYS": str(TTL_DAYS),
             "AGENT_WAIT_CHECKPOINTER": self.checkpointer,
         }
+        if self.stats_table:
+            env["AGENT_WAIT_STATS_TABLE"] = self.stats_table
         if self.checkpoint_writes_table:
             env["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] = self.checkpoint_writes_table
         if self.schedule_group and self.lifecycle_arn and self.scheduler_role_arn:
@@ -633,6 +639,7 @@ def create_resources(
     ledger = create_table(dynamodb, LEDGER, prefix + "ledger")
     stream_arn = dynamodb.describe_table(TableName=ledger)["Table"].get("LatestStreamArn")
     stream_dlq_url = sqs.create_queue(QueueName=prefix + DISPATCHER.dlq_name)["QueueUrl"]
+    stats = create_table(dynamodb, STATS, prefix + "stats")
     writes: str | None = None
     bucket: str | None = None
     if checkpointer == "dynamodb":
@@ -691,4 +698,5 @@ def create_resources(
         lifecycle_dlq_url=lifecycle_dlq_url,
         ledger_stream_arn=stream_arn,
         stream_dlq_url=stream_dlq_url,
+        stats_table=stats,
     )

@@ -111,6 +111,8 @@ def test_tables_match(default_synth: Synth, resources: LocalResources, aws_clien
         default_synth, stack.checkpoints.table
     )
     assert _template_table(default_synth, stack.ledger.table)["ttl"] == "expires_ttl"
+    assert resources.stats_table is not None
+    assert _local_table(dynamodb, resources.stats_table) == _template_table(default_synth, stack.ledger.stats)
 
 
 def test_dynamodb_checkpointer_tables_match(jwt_synth: Synth, aws_client: Any) -> None:

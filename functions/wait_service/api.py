@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from agent_wait import exact_json
 from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
 from wait_service import errors_http, openapi_doc
+from wait_service.analytics import StatsView, parse_window
 from wait_service.answer_limits import (
     DYNAMODB_ITEM_BYTES,
     MAX_ANSWER_BYTES,
@@ -633,8 +634,6 @@ class WaitApi:
 
 
     def _stats_route(self) -> None:
-        from wait_service.analytics import StatsView, parse_window
-
         app = self.app
 
         @app.get(

@@ -161,9 +161,15 @@ def test_cli_stats_prints_tables(aws: Aws, api: Any, clock: FakeClock, call: Cal
     lines = out.splitlines()
     assert lines[0] == "2026-11-30 .. 2026-11-30"
     assert lines[1].startswith("raised 3  answered 2  expired 1 (default applied 0)  revoked 0")
-    assert "approve 50%  edit 50%  time to answer p50 2.0m" in lines[2]
-    ann = next(line for line in lines if line.startswith("ann "))
-    assert ann.split()[:6] == ["ann", "-", "1", "1", "0", "0"] or ann.split()[:4] == ["ann", "0", "1", "1"]
+    assert lines[2] == "approve 50%  edit 50%  time to answer p50 2.1m  p90 1.0h  max 1.0h"
+    assert lines[4].split() == [
+        "RESPONDER", "RAISED", "ANSWERED", "APPROVE", "EDIT", "REJECT", "RESPOND", "EXPIRED", "REVOKED",
+        "P50", "P90", "MAX", "APPROVE%", "EDIT%",
+    ]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[5:8]}
+    assert rows["ann"] == ["0", "1", "1", "0", "0", "0", "0", "0", "2.0m", "2.0m", "2.0m", "100%", "0%"]
+    assert rows["bob"][:4] == ["0", "1", "0", "1"] and rows["bob"][-2:] == ["0%", "100%"]
+    assert rows["system:expiry"][6] == "1"
     assert any(line.startswith("EDITED FIELD") for line in lines)
     assert any(line.split()[:2] == ["amount", "1"] for line in lines)
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 DAY = date(2026, 11, 30)
 FUNCTIONS = ("issue_refund", "delete_user", "send_email")
 RESPONDERS = ("ann", "bob", "cy")
+QUESTIONS = 500
 
 
 def stats(aws: Aws, since: date = DAY, until: date = DAY + timedelta(days=30), **filters: Any) -> dict[str, Any]:
@@ -269,6 +270,50 @@ def recount(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.fixture
+def item_rollback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto backs up every table a transaction names, a deep copy of the whole table on each call, to
+    roll a cancelled one back: with the thousands of counters and markers of a long run that makes
+    each transaction slower than the last. Here the items the transaction touches are backed up
+    instead, and put back when it is cancelled: the same rollback, for the Put and Update items the
+    analytics send. (The first tests above run on moto's own.)"""
+    import copy
+    from types import SimpleNamespace
+
+    import moto.dynamodb.models as models
+    from moto.dynamodb.exceptions import TransactionCanceledException
+    from moto.dynamodb.models.table import Table
+
+    deepcopy = copy.deepcopy
+    monkeypatch.setattr(
+        models,
+        "copy",
+        SimpleNamespace(deepcopy=lambda value, memo=None: value if isinstance(value, Table) else deepcopy(value, memo)),
+    )
+    transact = models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved = []
+        for item in transact_items:
+            op = next(iter(item.values()))
+            table = self.get_table(op["TableName"])
+            names = [n for n in (table.hash_key_attr, table.range_key_attr) if n]
+            key = op.get("Key") or {name: op["Item"][name] for name in names}
+            saved.append((op["TableName"], key, deepcopy(self.get_item(op["TableName"], key))))
+        try:
+            transact(self, transact_items)
+        except TransactionCanceledException:
+            for table_name, key, before in reversed(saved):
+                if before is None:
+                    self.delete_item(table_name, key)
+                else:
+                    self.put_item(table_name, before.to_json()["Attributes"])
+            raise
+
+    monkeypatch.setattr(models.DynamoDBBackend, "transact_write_items", transact_write_items)
+
+
+@pytest.mark.usefixtures("item_rollback")
 def test_after_500_racing_questions_every_aggregate_equals_a_recount_from_the_ledger(
     aws: Aws, api: WaitApi, clock: FakeClock
 ) -> None:
@@ -333,7 +378,7 @@ def test_after_500_racing_questions_every_aggregate_equals_a_recount_from_the_le
             if rng.random() < 0.25:
                 stream.process(lambda_record(record, aws.resources.ledger_stream_arn))
 
-    for number in range(int(__import__("os").environ.get("N_Q", "500"))):
+    for number in range(QUESTIONS):
         clock.advance(rng.choice([1, 30, 400, 5000, 40_000]))
         envelope = aws.raise_question(
             f"t-{number}",
@@ -344,7 +389,7 @@ def test_after_500_racing_questions_every_aggregate_equals_a_recount_from_the_le
         )
         questions.append((f"q-{number}", envelope.digest))
         # Writers race for the open questions of the last few minutes.
-        for _ in range(rng.choice([0, 1, 1, 2, 3])):
+        for _ in range(rng.choice([0, 1, 1, 2])):
             act(*rng.choice(questions[-12:]))
         if rng.random() < 0.1:
             read_stream()
@@ -363,7 +408,7 @@ def test_after_500_racing_questions_every_aggregate_equals_a_recount_from_the_le
         for item in page["Items"]
         if item["dedupe_key"]["S"].startswith("wait.created:")
     ]
-    assert len(items) == int(__import__("os").environ.get("N_Q", "500"))
+    assert len(items) == QUESTIONS
     until = clock().date()
     recounted = recount(items)
     got = StatsService(store).stats(since=DAY, until=until)

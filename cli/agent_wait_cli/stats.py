@@ -7,12 +7,26 @@ by escalation rung and by day, and the fields most often edited. ``--json`` prin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_wait_cli.render import table
 
-COLUMNS = ("RAISED", "ANSWERED", "APPROVE", "EDIT", "REJECT", "RESPOND", "EXPIRED", "REVOKED", "P50", "P90", "MAX")
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+COLUMNS = (
+    "RAISED",
+    "ANSWERED",
+    "APPROVE",
+    "EDIT",
+    "REJECT",
+    "RESPOND",
+    "EXPIRED",
+    "REVOKED",
+    "P50",
+    "P90",
+    "MAX",
+)
 
 
 def duration(ms: Any) -> str:
@@ -55,12 +69,17 @@ def _row(label: Any, figures: Mapping[str, Any]) -> list[Any]:
 
 
 def _section(title: str, key: str, rows: Sequence[Mapping[str, Any]], *, skip_empty: bool = False) -> str:
-    shown = [r for r in rows if not skip_empty or any(r.get(n) for n in ("raised", "answered", "expired", "revoked"))]
+    shown = [
+        r
+        for r in rows
+        if not skip_empty or any(r.get(n) for n in ("raised", "answered", "expired", "revoked"))
+    ]
     if not shown:
         return ""
-    body = table([title, *COLUMNS, "APPROVE%", "EDIT%"], [
-        [*_row(r.get(key), r), percent(r.get("approve_rate")), percent(r.get("edit_rate"))] for r in shown
-    ])
+    body = table(
+        [title, *COLUMNS, "APPROVE%", "EDIT%"],
+        [[*_row(r.get(key), r), percent(r.get("approve_rate")), percent(r.get("edit_rate"))] for r in shown],
+    )
     return body + "\n"
 
 

@@ -59,8 +59,8 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, Field
 
 from agent_wait import canonical_json
-from agent_wait.errors import InvalidWindowError
 from agent_wait.aws._attributes import BARE_FUNCTION
+from agent_wait.errors import InvalidWindowError
 from wait_service.ledger import QuestionRecord, normalize_json, parse_time
 from wait_service.ledger.questions import EXPIRED_ANSWER
 from wait_service.metric_names import (
@@ -152,7 +152,9 @@ def edited_fields(answer: Any, question: Any) -> list[str]:
     proposed = _proposed_args(question)
     if proposed is None:
         return sorted(str(key) for key in args)
-    return sorted(str(key) for key, value in args.items() if key not in proposed or not _same(value, proposed[key]))
+    return sorted(
+        str(key) for key, value in args.items() if key not in proposed or not _same(value, proposed[key])
+    )
 
 
 def answer_kind(answer: Any, question: Any = None) -> AnswerKind:
@@ -239,7 +241,7 @@ def facts_of(change: LedgerChange) -> list[Fact]:
         return []
     question = QuestionRecord.from_item(change.new)
     old = QuestionRecord.from_item(change.old) if change.old else None
-    cell = {"question_id": question.question_id, "function": function_of(question.question)}
+    cell: dict[str, Any] = {"question_id": question.question_id, "function": function_of(question.question)}
     facts: list[Fact] = []
     if old is None and question.status == "raised":
         facts.append(
@@ -385,7 +387,9 @@ class StatsStore:
                 TableName=self.table_name,
                 Key=dict(key),
                 UpdateExpression="SET tta_max_ms = :v",
-                ConditionExpression="attribute_exists(pk) AND (attribute_not_exists(tta_max_ms) OR tta_max_ms < :v)",
+                ConditionExpression=(
+                    "attribute_exists(pk) AND (attribute_not_exists(tta_max_ms) OR tta_max_ms < :v)"
+                ),
                 ExpressionAttributeValues={":v": {"N": str(ms)}},
             )
         except ClientError as exc:
@@ -437,7 +441,8 @@ class AnalyticsConsumer:
 
     Examples
     --------
-    >>> LedgerStream([OutboxDispatcher(ledger, inbox), AnalyticsConsumer(StatsStore(table))])  # doctest: +SKIP
+    >>> consumer = AnalyticsConsumer(StatsStore(table))  # doctest: +SKIP
+    >>> LedgerStream([OutboxDispatcher(ledger, inbox), consumer])  # doctest: +SKIP
     """
 
     name = "analytics"
@@ -448,7 +453,9 @@ class AnalyticsConsumer:
     def handle(self, change: LedgerChange) -> None:
         for fact in facts_of(change):
             if not self.store.count(fact):
-                logger.info("fact counted already", extra={"question_id": fact.question_id, "fact": fact.event})
+                logger.info(
+                    "fact counted already", extra={"question_id": fact.question_id, "fact": fact.event}
+                )
                 continue
             if fact.event == "decided":
                 _emit(fact)
@@ -514,7 +521,11 @@ class Tally:
         c = self.counts
         answered = c["answered"]
         edited = sorted(
-            ((name.removeprefix(EDITED_PREFIX), n) for name, n in c.items() if name.startswith(EDITED_PREFIX) and n),
+            (
+                (name.removeprefix(EDITED_PREFIX), n)
+                for name, n in c.items()
+                if name.startswith(EDITED_PREFIX) and n
+            ),
             key=lambda pair: (-pair[1], pair[0]),
         )
         return {
@@ -563,7 +574,9 @@ def summarize(
     (1, 1500, 'ann')
     """
     total = Tally()
-    by: dict[str, dict[Any, Tally]] = {name: defaultdict(Tally) for name in ("day", "function", "responder", "rung")}
+    by: dict[str, dict[Any, Tally]] = {
+        name: defaultdict(Tally) for name in ("day", "function", "responder", "rung")
+    }
     for cell in cells:
         if function is not None and cell.get("function") != function:
             continue
@@ -586,7 +599,9 @@ def summarize(
             for k, v in sorted(by["responder"].items(), key=lambda kv: str(kv[0]))
             if k
         ],
-        "by_rung": [{"rung": k} | v.figures() for k, v in sorted(by["rung"].items(), key=lambda kv: int(kv[0] or 0))],
+        "by_rung": [
+            {"rung": k} | v.figures() for k, v in sorted(by["rung"].items(), key=lambda kv: int(kv[0] or 0))
+        ],
     }
 
 
@@ -595,7 +610,8 @@ class StatsService:
 
     Examples
     --------
-    >>> StatsService(StatsStore("agent-wait-stats")).stats(since=date(2026, 11, 1), until=date(2026, 11, 30))  # doctest: +SKIP
+    >>> service = StatsService(StatsStore("agent-wait-stats"))  # doctest: +SKIP
+    >>> service.stats(since=date(2026, 11, 1), until=date(2026, 11, 30))["totals"]["raised"]  # doctest: +SKIP
     """
 
     def __init__(self, store: StatsStore) -> None:

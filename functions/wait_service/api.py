@@ -632,13 +632,12 @@ class WaitApi:
                 status_code=200, content_type=JSON, body=body, headers={"Cache-Control": "no-store"}
             )
 
-
     def _stats_route(self) -> None:
         app = self.app
 
         @app.get(
             "/stats",
-            summary="Approval analytics: outcomes, time to answer and edits, by day, function, responder, rung",
+            summary="Approval analytics: outcomes, time to answer, edits by day, function, responder, rung",
             responses=responses(
                 {200: {"description": "the window's figures", "content": {JSON: {"model": StatsView}}}},
                 {
@@ -652,7 +651,9 @@ class WaitApi:
         def get_stats(
             since: Annotated[
                 str | None,
-                Query(max_length=40, description="first day (UTC), YYYY-MM-DD; default: six days before until"),
+                Query(
+                    max_length=40, description="first day (UTC), YYYY-MM-DD; default: six days before until"
+                ),
             ] = None,
             until: Annotated[
                 str | None, Query(max_length=40, description="last day (UTC), YYYY-MM-DD; default: today")

@@ -545,11 +545,15 @@ def test_the_stats_view_draws_its_charts_in_the_page(local_stack: LocalProcess, 
     overflow = page.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0
     elsewhere = page.execute_script(
-        "return performance.getEntriesByType('resource').filter((r) => !r.name.startsWith(location.origin)).length"
+        "return performance.getEntriesByType('resource')"
+        ".filter((r) => !r.name.startsWith(location.origin)).length"
     )
     assert elsewhere == 0
     # The view's own style block is allowed by the CSP (by its hash), so its layout applies.
-    assert page.execute_script("return getComputedStyle(document.getElementById('stats-tiles')).display") == "grid"
+    assert (
+        page.execute_script("return getComputedStyle(document.getElementById('stats-tiles')).display")
+        == "grid"
+    )
     OUTPUT.mkdir(exist_ok=True)
     full = page.execute_script("return document.documentElement.scrollHeight")
     page.set_window_size(1280, max(900, min(int(full) + 100, 2400)))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from botocore.exceptions import ClientError
+from service_events import LambdaContext, load_handler
 
 from agent_wait import OnExpiry, Policy
 from agent_wait.aws import SqsAnnounce
@@ -37,8 +38,6 @@ from wait_service.ledger_stream import LedgerStream
 from wait_service.lifecycle import LifecycleService
 from wait_service.timers import TimerEvent
 
-from service_events import LambdaContext, load_handler
-
 if TYPE_CHECKING:
     from service_events import Aws, FakeClock
 
@@ -50,14 +49,18 @@ RESPONDERS = ("ann", "bob", "cy")
 QUESTIONS = 500
 
 
-def stats(aws: Aws, since: date = DAY, until: date = DAY + timedelta(days=30), **filters: Any) -> dict[str, Any]:
+def stats(
+    aws: Aws, since: date = DAY, until: date = DAY + timedelta(days=30), **filters: Any
+) -> dict[str, Any]:
     store = StatsStore(aws.settings.require("stats_table"), aws.dynamodb)
     return StatsService(store).stats(since=since, until=until, **filters)
 
 
 def redeliver(aws: Aws, keep: Any = lambda record: True) -> int:
     """Hand the stream's records again, from its start, to a fresh analytics consumer (a retried batch)."""
-    consumer = LedgerStream([AnalyticsConsumer(StatsStore(aws.settings.require("stats_table"), aws.dynamodb))])
+    consumer = LedgerStream(
+        [AnalyticsConsumer(StatsStore(aws.settings.require("stats_table"), aws.dynamodb))]
+    )
     handed = 0
 
     def handle(event: dict[str, Any], _: Any) -> None:
@@ -108,7 +111,9 @@ def test_the_max_is_kept_when_the_record_is_retried_after_the_counters_were_writ
     api.replies.reply("q-1", {"action": "approve"}, principal="ann", if_match=f'"{envelope.digest}"')
     store = StatsStore(aws.settings.require("stats_table"), aws.dynamodb)
     real = store.client.update_item
-    failures = iter([ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "UpdateItem")])
+    failures = iter(
+        [ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "UpdateItem")]
+    )
 
     def flaky(**request: Any) -> Any:
         if request.get("UpdateExpression") == "SET tta_max_ms = :v" and (error := next(failures, None)):
@@ -170,7 +175,9 @@ def test_escalations_and_resume_failures_are_counted_on_their_rung(
     policy = Policy(kind="approval", ttl=60, on_expiry=OnExpiry(action="escalate", to=["lead"]))
     envelope = aws.raise_question("t-1", "q-1", policy=policy)
     clock.advance(61)
-    lifecycle = LifecycleService(api.ledger, SqsAnnounce(aws.resources.outbox_url, client=aws.sqs), clock=clock)
+    lifecycle = LifecycleService(
+        api.ledger, SqsAnnounce(aws.resources.outbox_url, client=aws.sqs), clock=clock
+    )
     assert lifecycle.handle(TimerEvent(question_id="q-1", timer="expire", n=0)) == "escalated"
     api.replies.reply("q-1", {"action": "approve"}, principal="lead", if_match=f'"{envelope.digest}"')
     assert api.ledger.mark_resume_failed(api.ledger.get_question("q-1"), "ValueError: boom", attempts=5)
@@ -206,13 +213,22 @@ def test_percentiles_come_from_buckets_that_add_up_across_days() -> None:
         counts: dict[str, Any] = defaultdict(int)
         for value in values:
             counts[f"tta_b{bucket_of(value):02d}"] += 1
-        return {"day": day, "function": "f", "responder": "ann", "rung": 0, "answered": len(values),
-                "answered_approve": len(values), "tta_count": len(values), "tta_sum_ms": sum(values),
-                "tta_max_ms": max(values)} | counts
+        return {
+            "day": day,
+            "function": "f",
+            "responder": "ann",
+            "rung": 0,
+            "answered": len(values),
+            "answered_approve": len(values),
+            "tta_count": len(values),
+            "tta_sum_ms": sum(values),
+            "tta_max_ms": max(values),
+        } | counts
 
     first, second = [500] * 30 + [5_000] * 10, [60_000] * 40 + [7_200_000] * 20
-    summary = summarize([cell("2026-11-30", first), cell("2026-12-01", second)],
-                        since=DAY, until=DAY + timedelta(days=1))
+    summary = summarize(
+        [cell("2026-11-30", first), cell("2026-12-01", second)], since=DAY, until=DAY + timedelta(days=1)
+    )
     both = summary["totals"]["time_to_answer"]
     # Then the window's histogram is the union's: p50 falls in the 60 s bucket, p90 in the 2 h one
     union = Tally(max_ms=7_200_000)
@@ -244,7 +260,9 @@ def recount(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         add(q.created_at[:10], function, "", 0, raised=1)  # type: ignore[index]
         for entry in q.lifecycle:
             if entry["stage"] == "escalated":
-                rung = 1 + sum(1 for e in q.lifecycle[: q.lifecycle.index(entry)] if e["stage"] == "escalated")
+                rung = 1 + sum(
+                    1 for e in q.lifecycle[: q.lifecycle.index(entry)] if e["stage"] == "escalated"
+                )
                 add(entry["at"][:10], function, "", rung, escalated=1)
         if q.status in ("expired", "revoked", "answered", "resumed", "resume_failed"):
             day, who = q.answered_at[:10], q.answered_by or ""  # type: ignore[index]
@@ -256,9 +274,22 @@ def recount(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             else:
                 kind = answer_kind(q.answer, q.question)
                 waited = round((parse_time(q.answered_at) - parse_time(q.created_at)).total_seconds() * 1000)  # type: ignore[arg-type]
-                edits = {f"edited:{name}": 1 for name in edited_fields(q.answer, q.question)} if kind == "edit" else {}
-                add(day, function, who, q.escalation, answered=1, tta_count=1, tta_sum_ms=waited,
-                    **{f"answered_{kind}": 1, f"tta_b{bucket_of(waited):02d}": 1}, **edits)
+                edits = (
+                    {f"edited:{name}": 1 for name in edited_fields(q.answer, q.question)}
+                    if kind == "edit"
+                    else {}
+                )
+                add(
+                    day,
+                    function,
+                    who,
+                    q.escalation,
+                    answered=1,
+                    tta_count=1,
+                    tta_sum_ms=waited,
+                    **{f"answered_{kind}": 1, f"tta_b{bucket_of(waited):02d}": 1},
+                    **edits,
+                )
                 cell = cells[(day, function, who, q.escalation)]
                 cell["tta_max_ms"] = max(cell.get("tta_max_ms", 0), waited)
         failed = [e for e in q.lifecycle if e["stage"] == "resume_failed"]
@@ -288,7 +319,9 @@ def item_rollback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         models,
         "copy",
-        SimpleNamespace(deepcopy=lambda value, memo=None: value if isinstance(value, Table) else deepcopy(value, memo)),
+        SimpleNamespace(
+            deepcopy=lambda value, memo=None: value if isinstance(value, Table) else deepcopy(value, memo)
+        ),
     )
     transact = models.DynamoDBBackend.transact_write_items
 
@@ -338,7 +371,9 @@ def test_after_500_racing_questions_every_aggregate_equals_a_recount_from_the_le
         max_retry_attempts=0,
         on_batch=lambda records: retried.extend(records),
     )
-    lifecycle = LifecycleService(api.ledger, SqsAnnounce(aws.resources.outbox_url, client=aws.sqs), clock=clock)
+    lifecycle = LifecycleService(
+        api.ledger, SqsAnnounce(aws.resources.outbox_url, client=aws.sqs), clock=clock
+    )
     policies = [
         Policy(kind="approval", ttl=1800),
         Policy(kind="approval", ttl=1800, on_expiry=OnExpiry(action="default", answer={"action": "approve"})),
@@ -416,7 +451,9 @@ def test_after_500_racing_questions_every_aggregate_equals_a_recount_from_the_le
     totals = got["totals"]
     assert totals["raised"] == len(items)
     assert min(totals["approve"], totals["edit"], totals["reject"], totals["expired_default"]) > 10
-    assert min(totals["expired_no_default"], totals["revoked"], totals["escalated"], totals["resume_failed"]) > 3
+    assert (
+        min(totals["expired_no_default"], totals["revoked"], totals["escalated"], totals["resume_failed"]) > 3
+    )
     # The same figures for each function, each responder, and both at once.
     cells = list(store.cells(DAY, until))
     for function in (*FUNCTIONS, None):

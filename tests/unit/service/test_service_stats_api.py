@@ -67,8 +67,14 @@ def test_stats_route_answers_the_window_figures(aws: Aws, api: Any, clock: FakeC
         1,
         [{"field": "amount", "count": 1}],
     )
-    deletes = body_of(call(stats_event({"since": "2026-11-30", "until": "2026-11-30", "function": "delete_user"})))
-    assert (deletes["totals"]["raised"], deletes["totals"]["expired"], deletes["totals"]["answered"]) == (1, 1, 0)
+    deletes = body_of(
+        call(stats_event({"since": "2026-11-30", "until": "2026-11-30", "function": "delete_user"}))
+    )
+    assert (deletes["totals"]["raised"], deletes["totals"]["expired"], deletes["totals"]["answered"]) == (
+        1,
+        1,
+        0,
+    )
 
 
 def test_stats_default_to_the_last_seven_days(aws: Aws, call: Call) -> None:
@@ -125,7 +131,9 @@ class InProcess:
         response = self.call(get_event(url.path, url.path, query=query))
         text = response["body"]
         if response["statusCode"] >= 400:
-            raise urllib.error.HTTPError(request.full_url, response["statusCode"], "err", Message(), io.BytesIO(text.encode()))
+            raise urllib.error.HTTPError(
+                request.full_url, response["statusCode"], "err", Message(), io.BytesIO(text.encode())
+            )
         return _Response(response["statusCode"], text)
 
 
@@ -163,8 +171,20 @@ def test_cli_stats_prints_tables(aws: Aws, api: Any, clock: FakeClock, call: Cal
     assert lines[1].startswith("raised 3  answered 2  expired 1 (default applied 0)  revoked 0")
     assert lines[2] == "approve 50%  edit 50%  time to answer p50 2.1m  p90 1.0h  max 1.0h"
     assert lines[4].split() == [
-        "RESPONDER", "RAISED", "ANSWERED", "APPROVE", "EDIT", "REJECT", "RESPOND", "EXPIRED", "REVOKED",
-        "P50", "P90", "MAX", "APPROVE%", "EDIT%",
+        "RESPONDER",
+        "RAISED",
+        "ANSWERED",
+        "APPROVE",
+        "EDIT",
+        "REJECT",
+        "RESPOND",
+        "EXPIRED",
+        "REVOKED",
+        "P50",
+        "P90",
+        "MAX",
+        "APPROVE%",
+        "EDIT%",
     ]
     rows = {line.split()[0]: line.split()[1:] for line in lines[5:8]}
     assert rows["ann"] == ["0", "1", "1", "0", "0", "0", "0", "0", "2.0m", "2.0m", "2.0m", "100%", "0%"]
@@ -177,11 +197,15 @@ def test_cli_stats_prints_tables(aws: Aws, api: Any, clock: FakeClock, call: Cal
 def test_cli_stats_json_is_the_api_body(aws: Aws, api: Any, clock: FakeClock, call: Call) -> None:
     decide_some(aws, api, clock)
 
-    code, out, _ = run_cli(["stats", "--since", "2026-11-30", "--until", "2026-11-30", "--responder", "ann", "--json"], call)
+    code, out, _ = run_cli(
+        ["stats", "--since", "2026-11-30", "--until", "2026-11-30", "--responder", "ann", "--json"], call
+    )
 
     assert code == 0
     body = json.loads(out)
-    assert body == body_of(call(stats_event({"since": "2026-11-30", "until": "2026-11-30", "responder": "ann"})))
+    assert body == body_of(
+        call(stats_event({"since": "2026-11-30", "until": "2026-11-30", "responder": "ann"}))
+    )
     assert body["totals"]["approve"] == 1
 
 

@@ -158,7 +158,6 @@ class AgentWaitStack(cdk.Stack):
                 topic=self.fanout.topic,
                 tables={
                     "Ledger": WatchedTable(self.ledger.table, tuple(index.name for index in LEDGER.indexes)),
-                    "Stats": WatchedTable(self.ledger.stats),
                     **{table.node.id: WatchedTable(table) for table in self.checkpoints.tables},
                 },
                 schedule_group=self.timers.group_name,

@@ -30,6 +30,7 @@ ROUTES: tuple[tuple[str, str, bool], ...] = (
     ("GET", "/questions/{question_id}", False),
     ("POST", "/questions/{question_id}/reply", True),
     ("POST", "/questions/{question_id}/revoke", True),
+    ("GET", "/stats", False),
     ("GET", "/openapi.json", False),
     ("GET", "/inbox", False),
     ("GET", "/inbox/config", False),

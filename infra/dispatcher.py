@@ -11,7 +11,12 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants
-from infra.functions import LEDGER_DISPATCHER_ACTIONS, TOPIC_KEY_ACTIONS, ServiceFunction
+from infra.functions import (
+    LEDGER_DISPATCHER_ACTIONS,
+    STATS_DISPATCHER_ACTIONS,
+    TOPIC_KEY_ACTIONS,
+    ServiceFunction,
+)
 from infra.nag import acknowledge
 from wait_service.resources import (
     DISPATCHER,
@@ -82,6 +87,7 @@ class Dispatcher(Construct):
                 "AGENT_WAIT_TOPIC_ARN": fanout.topic.topic_arn,
                 "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+                "AGENT_WAIT_STATS_TABLE": ledger.stats.table_name,
             },
             memory_mb=constants.API_MEMORY_MB,
             timeout_seconds=DISPATCHER_TIMEOUT_SECONDS,
@@ -95,6 +101,7 @@ class Dispatcher(Construct):
         self.role = fn.role
         fn.allow(LEDGER_DISPATCHER_ACTIONS, [ledger.table.table_arn])
         fn.allow(STREAM_READ_ACTIONS, [stream_arn])
+        fn.allow(STATS_DISPATCHER_ACTIONS, [ledger.stats.table_arn])
         fn.allow(["sqs:SendMessage"], [inbox.queue.queue_arn])
         fn.allow(["sqs:SendMessage"], [fanout.outbox.queue_arn])
         fn.allow(["sns:Publish"], [fanout.topic.topic_arn])

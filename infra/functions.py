@@ -224,6 +224,10 @@ LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Updat
 # The dispatcher queues an async answer's run on its thread item and notes `resume_enqueued_at` on
 # the question; it reads nothing but the stream records it is handed.
 LEDGER_DISPATCHER_ACTIONS = ("dynamodb:UpdateItem",)
+# The analytics counters: each fact is a transaction of a marker put and a counters update, then a
+# conditional update of the max (wait_service.analytics); the api queries them for GET /stats.
+STATS_DISPATCHER_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
+STATS_API_ACTIONS = ("dynamodb:Query",)
 # What langgraph-checkpoint-aws DynamoDBSaver calls (get_item, put_item, query, batch_get_item,
 # batch_write_item) and, for its S3 offload, put_object / get_object / delete_objects.
 CHECKPOINT_AWS_ACTIONS = (
@@ -391,6 +395,7 @@ class ApiFunction(ServiceFunction):
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
                 "AGENT_WAIT_INPUT_SCHEMA": f"{GRAPH_INPUT_ASSET_DIR}/{INPUT_SCHEMA_FILE}",
                 "AGENT_WAIT_MAX_ANSWER_BYTES": str(max_answer_bytes),
+                "AGENT_WAIT_STATS_TABLE": ledger.stats.table_name,
             },
             memory_mb=constants.API_MEMORY_MB,
             timeout_seconds=API_TIMEOUT_SECONDS,
@@ -400,6 +405,7 @@ class ApiFunction(ServiceFunction):
         )
         self.allow(LEDGER_API_ACTIONS, [ledger.table.table_arn])
         self.allow(LEDGER_API_INDEX_ACTIONS, ledger.index_arns)
+        self.allow(STATS_API_ACTIONS, [ledger.stats.table_arn])
         self._configure_signed_requests(config)
         if config.inbox_client_id and config.inbox_domain:
             self.function.add_environment("AGENT_WAIT_INBOX_CLIENT_ID", config.inbox_client_id)

@@ -7,7 +7,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from infra.specs import table_from_spec
-from wait_service.resources import LEDGER
+from wait_service.resources import LEDGER, STATS
 
 
 class Ledger(Construct):
@@ -23,6 +23,9 @@ class Ledger(Construct):
         super().__init__(scope, construct_id)
         # The ledger is the record of who approved what: it outlives a `cdk destroy`.
         self.table: dynamodb.Table = table_from_spec(self, LEDGER, removal_policy=cdk.RemovalPolicy.RETAIN)
+        # The approval analytics' counters (wait_service.analytics): the dispatcher adds to them from
+        # the ledger's stream, the api reads them (GET /stats). Kept like the ledger they count.
+        self.stats: dynamodb.Table = table_from_spec(self, STATS, removal_policy=cdk.RemovalPolicy.RETAIN)
 
     @property
     def index_arns(self) -> list[str]:

@@ -398,6 +398,7 @@ class Observability(Construct):
                 width=12,
             ),
         )
+        self._add_decision_widgets()
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24),
         )
@@ -460,6 +461,38 @@ class Observability(Construct):
                     for name, fn in functions.items()
                 ],
                 width=12,
+            ),
+        )
+
+    def _add_decision_widgets(self) -> None:
+        """The approval analytics' headline figures, as the dispatcher emits them from the ledger's
+        stream (once per question): outcomes by kind, and the time to a person's answer. The
+        breakdowns by responder, function and rung are in ``GET /stats`` (CloudWatch cannot read
+        the counters table)."""
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Decisions by outcome",
+                left=[
+                    self.question_metric(metric_names.DECISIONS_APPROVED),
+                    self.question_metric(metric_names.DECISIONS_EDITED),
+                    self.question_metric(metric_names.DECISIONS_REJECTED),
+                    self.question_metric(metric_names.DECISIONS_RESPONDED),
+                    self.question_metric(metric_names.EXPIRED_WITH_DEFAULT),
+                    self.question_metric(metric_names.EXPIRED_WITHOUT_DEFAULT),
+                    self.question_metric(metric_names.QUESTIONS_REVOKED),
+                ],
+                stacked=True,
+                width=12,
+            ),
+            cloudwatch.SingleValueWidget(
+                title="Time to decision (ms, from the stream)",
+                metrics=[
+                    self.question_metric(metric_names.TIME_TO_DECISION, statistic="p50"),
+                    self.question_metric(metric_names.TIME_TO_DECISION, statistic="p90"),
+                    self.question_metric(metric_names.TIME_TO_DECISION, statistic="Maximum"),
+                ],
+                width=12,
+                height=6,
             ),
         )
 

@@ -291,6 +291,17 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         "KEY and input within 24 h and the api returns the first response without starting another run",
     )
 
+    stats = sub.add_parser(
+        "stats",
+        parents=[common],
+        help="approval analytics: outcomes, time to answer, edits by responder, function, rung, day",
+        description="GET /stats: the figures of a window of days (UTC), as tables (--json: the api's body).",
+    )
+    stats.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: six days before --until)")
+    stats.add_argument("--until", metavar="YYYY-MM-DD", help="last day (default: today)")
+    stats.add_argument("--function", help="only this function's questions")
+    stats.add_argument("--responder", help="only what this principal decided")
+
     inbox = sub.add_parser(
         "inbox",
         parents=[common],
@@ -650,6 +661,17 @@ class Cli:
             self.print(f"{result.status} thread {thread_id} {body.get('status', '')}".rstrip())
         return 0
 
+    def stats(self) -> int:
+        from agent_wait_cli.stats import render_stats
+
+        query = {name: getattr(self.args, name) for name in ("since", "until", "function", "responder")}
+        body = self.client.request("GET", "/stats", query=query).body
+        if self.args.json:
+            self.dump(body)
+        else:
+            self.print(render_stats(body if isinstance(body, Mapping) else {}))
+        return 0
+
     def tail(self) -> int:
         from agent_wait_cli.tail import follow
 
@@ -691,6 +713,7 @@ COMMANDS: dict[tuple[str, str | None], Callable[[Cli], int]] = {
     ("revoke", None): Cli.revoke,
     ("threads", "show"): Cli.threads_show,
     ("threads", "start"): Cli.threads_start,
+    ("stats", None): Cli.stats,
     ("tail", None): Cli.tail,
     ("inbox", None): Cli.inbox,
     ("dlq", "list"): Cli.dlq,

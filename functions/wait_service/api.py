@@ -7,7 +7,8 @@ cold start stays small (``tests/unit/service/test_api_imports.py`` holds it to t
 
 Routes: ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``, ``GET /questions``,
 ``GET /questions/{question_id}``, ``POST /questions/{question_id}/reply``,
-``POST /questions/{question_id}/revoke``, ``GET /openapi.json``, and the inbox page
+``POST /questions/{question_id}/revoke``, ``GET /stats`` (``wait_service.analytics``),
+``GET /openapi.json``, and the inbox page
 (``GET /inbox``, ``GET /inbox/config``: ``wait_service.inbox_page``).
 """
 
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from agent_wait import exact_json
 from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
 from wait_service import errors_http, openapi_doc
+from wait_service.analytics import StatsView, parse_window
 from wait_service.answer_limits import (
     DYNAMODB_ITEM_BYTES,
     MAX_ANSWER_BYTES,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
+    from wait_service.analytics import StatsService
     from wait_service.inbox_page import InboxSignIn
     from wait_service.settings import Settings
     from wait_service.signing import SignedRequests
@@ -323,8 +326,11 @@ class WaitApi:
         starts: IdempotentStarts | None = None,
         input_schema: dict[str, Any] | None = None,
         inbox_sign_in: InboxSignIn | None = None,
+        stats: StatsService | None = None,
     ) -> None:
         self.ledger = ledger
+        # The approval analytics (`GET /stats`); None when the deployment keeps no counters.
+        self.stats = stats
         self.replies = replies
         self.runs = runs
         self.signed = signed
@@ -608,6 +614,8 @@ class WaitApi:
                 headers={"ETag": etag_for(record.digest)},
             )
 
+        self._stats_route()
+
         @app.get("/openapi.json", include_in_schema=False, enable_validation=False)
         def openapi() -> Response[str]:
             return Response(status_code=200, content_type=JSON, body=self.openapi_json())
@@ -628,6 +636,48 @@ class WaitApi:
             return Response(
                 status_code=200, content_type=JSON, body=body, headers={"Cache-Control": "no-store"}
             )
+
+    def _stats_route(self) -> None:
+        app = self.app
+
+        @app.get(
+            "/stats",
+            summary="Approval analytics: outcomes, time to answer, edits by day, function, responder, rung",
+            responses=responses(
+                {200: {"description": "the window's figures", "content": {JSON: {"model": StatsView}}}},
+                {
+                    400: None,
+                    422: "invalid_window: a date that is not YYYY-MM-DD, until before since, or a window "
+                    "over 366 days; `field` names the parameter",
+                    503: None,
+                },
+            ),
+        )
+        def get_stats(
+            since: Annotated[
+                str | None,
+                Query(
+                    max_length=40, description="first day (UTC), YYYY-MM-DD; default: six days before until"
+                ),
+            ] = None,
+            until: Annotated[
+                str | None, Query(max_length=40, description="last day (UTC), YYYY-MM-DD; default: today")
+            ] = None,
+            function: Annotated[
+                str | None, Query(min_length=1, max_length=256, description="only this function's questions")
+            ] = None,
+            responder: Annotated[
+                str | None,
+                Query(min_length=1, max_length=2048, description="only what this principal decided"),
+            ] = None,
+        ) -> StatsView:
+            first, last = parse_window(since, until, today=self.ledger._clock().date())
+            if self.stats is None:
+                raise errors_http.ServiceUnavailableError(
+                    "this deployment keeps no analytics (AGENT_WAIT_STATS_TABLE is not set)"
+                )
+            figures = self.stats.stats(since=first, until=last, function=function, responder=responder)
+            return StatsView.model_validate(figures)
 
 
 def build_api(
@@ -687,4 +737,13 @@ def build_api(
         slack=slack,
         inbox_sign_in=inbox_sign_in,
         max_answer_bytes=settings.max_answer_bytes,
+        stats=_stats_service(settings, dynamodb),
     )
+
+
+def _stats_service(settings: Settings, dynamodb: DynamoDBClient) -> StatsService | None:
+    if not settings.stats_table:
+        return None
+    from wait_service.analytics import StatsService, StatsStore
+
+    return StatsService(StatsStore(settings.stats_table, dynamodb))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent_wait.aws import SnsAnnounce, SqsAnnounce
+from wait_service.analytics import AnalyticsConsumer, StatsStore
 from wait_service.archive import ArchiveConsumer, archive_sink
 from wait_service.inbox import Inbox
 from wait_service.ledger import Ledger
@@ -56,4 +57,7 @@ def build_ledger_stream(
     )
     if sink is not None:
         consumers.append(ArchiveConsumer(sink))
+    # The approval analytics' counters, each fact counted once (wait_service.analytics).
+    if settings.stats_table:
+        consumers.append(AnalyticsConsumer(StatsStore(settings.stats_table, ledger._client)))
     return LedgerStream(consumers)

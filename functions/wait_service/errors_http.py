@@ -29,6 +29,7 @@ from agent_wait.errors import (
     IdempotencyInProgressError,
     InputInvalidError,
     InvalidRequestError,
+    InvalidWindowError,
     MethodNotAllowedError,
     PayloadTooLargeError,
     PreconditionFailedError,
@@ -125,6 +126,7 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     InputInvalidError: 422,
     PolicyInvalidError: 422,
     PolicyConflictError: 409,
+    InvalidWindowError: 422,
     ServiceUnavailableError: 503,
 }
 

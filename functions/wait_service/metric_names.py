@@ -35,3 +35,12 @@ EVENTS_PUBLISHED: Final = "EventsPublished"
 POLICY_STORE_UNREADABLE: Final = "PolicyStoreUnreadable"
 # Policy overrides not applied to a question because they do not fit the code's policy.
 POLICY_OVERRIDES_REFUSED: Final = "PolicyOverridesRefused"
+# Decisions the dispatcher counted into the stats table (wait_service.analytics), by what they did,
+# once per question; and the time from raised to a person's answer, read from the ledger's stream.
+DECISIONS_APPROVED: Final = "DecisionsApproved"
+DECISIONS_EDITED: Final = "DecisionsEdited"
+DECISIONS_REJECTED: Final = "DecisionsRejected"
+DECISIONS_RESPONDED: Final = "DecisionsResponded"
+EXPIRED_WITH_DEFAULT: Final = "ExpiredWithDefault"
+EXPIRED_WITHOUT_DEFAULT: Final = "ExpiredWithoutDefault"
+TIME_TO_DECISION: Final = "TimeToDecision"

@@ -303,6 +303,9 @@ LEDGER = TableSpec(
 # override, the sort key zero-padded so the latest sorts last. Never expires: it is the history of
 # who changed which policy when.
 POLICIES = TableSpec(logical_id="Policies", partition_key="function_name", sort_key="version")
+# The approval analytics' counters and their once-only markers (wait_service.analytics says why a
+# table of their own, and how its keys spread the writes).
+STATS = TableSpec(logical_id="Stats", partition_key="pk", sort_key="sk", ttl_attribute="expires_ttl")
 # The single-table layout langgraph-checkpoint-aws's DynamoDBSaver reads and writes.
 CHECKPOINTS = TableSpec(logical_id="Checkpoints", partition_key="PK", sort_key="SK", ttl_attribute="ttl")
 # langgraph-checkpoint-dynamodb 0.1.0 (optional backend): two tables keyed as its saver reads and
@@ -478,6 +481,7 @@ class LocalResources:
     stream_dlq_url: str | None = None
     # The policy store's table (per-function policy overrides).
     policy_table: str | None = None
+    stats_table: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -495,6 +499,8 @@ class LocalResources:
             # Read on every question locally: a set is seen by the very next one.
             env["AGENT_WAIT_POLICY_TABLE"] = self.policy_table
             env["AGENT_WAIT_POLICY_CACHE_SECONDS"] = "0"
+        if self.stats_table:
+            env["AGENT_WAIT_STATS_TABLE"] = self.stats_table
         if self.checkpoint_writes_table:
             env["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] = self.checkpoint_writes_table
         if self.schedule_group and self.lifecycle_arn and self.scheduler_role_arn:
@@ -644,6 +650,7 @@ def create_resources(
     policies = create_table(dynamodb, POLICIES, prefix + "policies")
     stream_arn = dynamodb.describe_table(TableName=ledger)["Table"].get("LatestStreamArn")
     stream_dlq_url = sqs.create_queue(QueueName=prefix + DISPATCHER.dlq_name)["QueueUrl"]
+    stats = create_table(dynamodb, STATS, prefix + "stats")
     writes: str | None = None
     bucket: str | None = None
     if checkpointer == "dynamodb":
@@ -703,4 +710,5 @@ def create_resources(
         ledger_stream_arn=stream_arn,
         stream_dlq_url=stream_dlq_url,
         policy_table=policies,
+        stats_table=stats,
     )

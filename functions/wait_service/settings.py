@@ -34,6 +34,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_INBOX_URL": "inbox_url",
     "AGENT_WAIT_ARCHIVE_STREAM": "archive_stream",
     "AGENT_WAIT_ARCHIVE_DIR": "archive_dir",
+    "AGENT_WAIT_STATS_TABLE": "stats_table",
     "AGENT_WAIT_TOPIC_ARN": "topic_arn",
     "AGENT_WAIT_OUTBOX_URL": "outbox_url",
     "AGENT_WAIT_GRAPH": "graph",
@@ -95,6 +96,8 @@ class Settings(BaseModel):
     # The audit archive: a Firehose delivery stream (deployed) or a folder (the local stack).
     archive_stream: str | None = None
     archive_dir: str | None = None
+    # The approval analytics' counters (wait_service.analytics): the dispatcher adds, the api reads.
+    stats_table: str | None = None
     topic_arn: str | None = None
     outbox_url: str | None = None
     graph: str = DEFAULT_GRAPH

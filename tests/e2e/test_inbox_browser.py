@@ -505,3 +505,59 @@ def test_the_page_reads_and_writes_numbers_digit_for_digit(
     assert page.execute_script("return jsonText(parseExact(arguments[0]))", text) == text
     # Plain numbers stay numbers: only digits a double would lose are kept aside.
     assert page.execute_script("return typeof parseExact('[40]')[0]") == "number"
+
+
+def test_the_stats_view_draws_its_charts_in_the_page(local_stack: LocalProcess, page: WebDriver) -> None:
+    # Given two questions decided: one approved as proposed, one with an edited amount
+    answered = []
+    for answer in ({"action": "approve"}, {"action": "approve", "args": {"amount": 25}}):
+        thread_id, question_id = parked(local_stack)
+        status, headers, _ = http("GET", f"{local_stack.api}/questions/{question_id}")
+        reply = http(
+            "POST",
+            f"{local_stack.api}/questions/{question_id}/reply",
+            {"answer": answer},
+            {"If-Match": headers["ETag"], "X-Wait-Principal": "ann"},
+        )
+        assert (status, reply[0]) == (200, 202)
+        answered.append(thread_id)
+    for thread_id in answered:
+        finished(local_stack, thread_id)
+
+    def counted() -> Any:
+        totals = http("GET", f"{local_stack.api}/stats")[2]["totals"]
+        return totals if totals["edit"] >= 1 and totals["approve"] >= 1 else None
+
+    eventually(counted, what="the answers counted")
+
+    # When the Stats view is opened
+    page.set_window_size(1280, 900)
+    page.get("about:blank")
+    page.get(f"{local_stack.api}/inbox#/stats")
+    until(page, lambda d: d.find_element(By.ID, "stats-tiles"), "the stats tiles")
+
+    # Then its charts are SVG drawn in the page, and nothing broke the page's CSP
+    charts = page.find_elements(By.CSS_SELECTOR, "figure.chart svg")
+    assert len(charts) >= 3
+    assert page.find_elements(By.CSS_SELECTOR, "figure.chart svg rect")
+    assert "amount" in page.find_element(By.ID, "stats").text
+    assert not page.find_element(By.TAG_NAME, "main").is_displayed()
+    overflow = page.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0
+    elsewhere = page.execute_script(
+        "return performance.getEntriesByType('resource')"
+        ".filter((r) => !r.name.startsWith(location.origin)).length"
+    )
+    assert elsewhere == 0
+    # The view's own style block is allowed by the CSP (by its hash), so its layout applies.
+    assert (
+        page.execute_script("return getComputedStyle(document.getElementById('stats-tiles')).display")
+        == "grid"
+    )
+    OUTPUT.mkdir(exist_ok=True)
+    full = page.execute_script("return document.documentElement.scrollHeight")
+    page.set_window_size(1280, max(900, min(int(full) + 100, 2400)))
+    path = OUTPUT / "stats.png"
+    assert page.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000
+    page.set_window_size(1280, 900)

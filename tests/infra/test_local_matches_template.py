@@ -115,6 +115,8 @@ def test_tables_match(default_synth: Synth, resources: LocalResources, aws_clien
     assert _local_table(dynamodb, resources.policy_table) == _template_table(
         default_synth, stack.policies.table
     )
+    assert resources.stats_table is not None
+    assert _local_table(dynamodb, resources.stats_table) == _template_table(default_synth, stack.ledger.stats)
 
 
 def test_dynamodb_checkpointer_tables_match(jwt_synth: Synth, aws_client: Any) -> None:

@@ -185,6 +185,10 @@ def calls() -> Iterator[dict[str, set[str]]]:
         run_next()  # the resume: done, and the deferred run is enqueued
         run_next()  # the deferred run parks on its own question
         assert api.ledger.get_thread("t-1").run_status == "interrupted"
+        # GET /stats: the analytics the dispatcher counted meanwhile
+        assert api.stats is not None
+        today = api.ledger._clock().date()
+        assert api.stats.stats(since=today, until=today)["totals"]["answered"] == 1
         # The resume's end was tried as one transaction (authorized as its items' UpdateItems)
         assert runner_calls.transactions >= 1
         yield {
@@ -264,13 +268,21 @@ def test_the_dispatcher_role_grants_exactly_what_the_dispatcher_and_its_mapping_
             # The resolution events (`wait.answered`, `wait.resumed`, `thread.done`...).
             {"Ref": logical_id(default_synth, stack.fanout.topic)},
             arn_of(default_synth, stack.fanout.outbox),
+            # The analytics' counters: a marker put and a counters update per fact, in one transaction.
+            arn_of(default_synth, stack.ledger.stats),
         ],
     )
 
     assert (
         own
         == calls["dispatcher"]
-        == {"dynamodb:UpdateItem", "sns:Publish", "sqs:SendMessage", "firehose:PutRecordBatch"}
+        == {
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "sns:Publish",
+            "sqs:SendMessage",
+            "firehose:PutRecordBatch",
+        }
     )
     stream_grants = {
         action

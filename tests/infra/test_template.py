@@ -23,6 +23,7 @@ from wait_service.resources import (
     OUTBOX,
     POLICIES,
     RUNNER_TIMEOUT_SECONDS,
+    STATS,
     TTL_DAYS,
     TTL_DELETION_LAG_DAYS,
     TableSpec,
@@ -109,7 +110,7 @@ def test_ledger_table_matches_its_spec(default_synth: Synth) -> None:
 
 def test_aws_checkpointer_has_one_table_and_a_bucket_by_default(default_synth: Synth) -> None:
     assert sorted(json.dumps(t, sort_keys=True) for t in tables_by_spec(default_synth)) == sorted(
-        json.dumps(table_properties(spec), sort_keys=True) for spec in (LEDGER, CHECKPOINTS, POLICIES)
+        json.dumps(table_properties(spec), sort_keys=True) for spec in (LEDGER, STATS, CHECKPOINTS, POLICIES)
     )
     stack = default_synth.stack
     assert stack.checkpoints.bucket is not None
@@ -163,7 +164,7 @@ def test_the_api_accepts_smaller_answers_when_checkpoints_cannot_offload(
 def test_dynamodb_checkpointer_has_its_two_tables(jwt_synth: Synth) -> None:
     assert sorted(json.dumps(t, sort_keys=True) for t in tables_by_spec(jwt_synth)) == sorted(
         json.dumps(table_properties(spec), sort_keys=True)
-        for spec in (LEDGER, CHECKPOINTS_DYNAMODB, CHECKPOINT_WRITES_DYNAMODB, POLICIES)
+        for spec in (LEDGER, STATS, CHECKPOINTS_DYNAMODB, CHECKPOINT_WRITES_DYNAMODB, POLICIES)
     )
 
 
@@ -385,6 +386,7 @@ def test_api_environment_is_wired(default_synth: Synth) -> None:
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
         "AGENT_WAIT_INPUT_SCHEMA": "graph_input/graph_input_schema.json",
         "AGENT_WAIT_MAX_ANSWER_BYTES": str(MAX_ANSWER_BYTES),
+        "AGENT_WAIT_STATS_TABLE": {"Ref": logical_id(default_synth, stack.ledger.stats)},
         "POWERTOOLS_SERVICE_NAME": "agent-wait",
         "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,
         "LOG_LEVEL": constants.LOG_LEVEL,
@@ -481,6 +483,8 @@ def test_api_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     ledger,
                 ),
                 (("dynamodb:Query", "dynamodb:Scan"), indexes),
+                # GET /stats reads the analytics' counters
+                (("dynamodb:Query",), arn_of(default_synth, stack.ledger.stats)),
                 XRAY,
             ],
         )
@@ -521,6 +525,8 @@ def test_dispatcher_role_has_exactly_its_actions(default_synth: Synth) -> None:
                     ("sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"),
                     arn_of(default_synth, dispatcher.dlq),
                 ),
+                # The analytics' counters and their markers
+                (("dynamodb:PutItem", "dynamodb:UpdateItem"), arn_of(default_synth, stack.ledger.stats)),
                 # The audit archive's records
                 (
                     ("firehose:PutRecordBatch",),

@@ -92,7 +92,12 @@ def test_the_archive_holds_every_decided_question_as_the_ledger_does(
     settings = Settings.from_env({**resources.env(), "AGENT_WAIT_ARCHIVE_DIR": str(tmp_path)})
     # The dispatcher's own consumers, the archive among them (configured by the folder)
     stream = build_ledger_stream(settings, dynamodb=dynamodb, sqs=aws_client("sqs"), sns=aws_client("sns"))
-    assert [consumer.name for consumer in stream.consumers] == ["outbox", "resolution-events", "archive"]
+    assert [consumer.name for consumer in stream.consumers] == [
+        "outbox",
+        "resolution-events",
+        "archive",
+        "analytics",
+    ]
 
     # Given 50 questions decided every way a question ends
     ends: dict[str, str] = {}

@@ -25,6 +25,7 @@ __all__ = [
     "IdempotencyInProgressError",
     "InputInvalidError",
     "InvalidRequestError",
+    "InvalidWindowError",
     "MethodNotAllowedError",
     "MissingExtraError",
     "PayloadTooLargeError",
@@ -221,6 +222,13 @@ class InvalidRequestError(AgentWaitError):
     ) -> None:
         super().__init__(message, question_id=question_id, thread_id=thread_id)
         self.field = field
+
+
+class InvalidWindowError(InvalidRequestError):
+    """A window of days that cannot be read: a date that is not ``YYYY-MM-DD``, ``until`` before
+    ``since``, or too many days; ``field`` names the parameter."""
+
+    code = "invalid_window"
 
 
 class UnsupportedMediaTypeError(InvalidRequestError):

@@ -30,6 +30,8 @@ ROUTES: tuple[tuple[str, str, bool], ...] = (
     ("GET", "/questions/{question_id}", False),
     ("POST", "/questions/{question_id}/reply", True),
     ("POST", "/questions/{question_id}/revoke", True),
+    ("POST", "/questions/{question_id}/delegate", True),
+    ("POST", "/questions/{question_id}/extend", True),
     ("GET", "/openapi.json", False),
     ("GET", "/inbox", False),
     ("GET", "/inbox/config", False),

@@ -7,8 +7,9 @@ cold start stays small (``tests/unit/service/test_api_imports.py`` holds it to t
 
 Routes: ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``, ``GET /questions``,
 ``GET /questions/{question_id}``, ``POST /questions/{question_id}/reply``,
-``POST /questions/{question_id}/revoke``, ``GET /openapi.json``, and the inbox page
-(``GET /inbox``, ``GET /inbox/config``: ``wait_service.inbox_page``).
+``POST /questions/{question_id}/revoke``, ``POST /questions/{question_id}/delegate``,
+``POST /questions/{question_id}/extend`` (``wait_service.authority``), ``GET /openapi.json``, and the
+inbox page (``GET /inbox``, ``GET /inbox/config``: ``wait_service.inbox_page``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from agent_wait import exact_json
 from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
@@ -32,6 +33,7 @@ from wait_service.answer_limits import (
     check_reply_fits,
 )
 from wait_service.audit import audit_of
+from wait_service.authority import AuthorityService
 from wait_service.constants import SLACK_INTERACTIONS_PATH
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.input_schema import check_input, read_input_schema
@@ -182,6 +184,13 @@ class AuditView(BaseModel):
     if_match: str | None = Field(default=None, description="the tag the responder sent")
     answered_at: str | None = None
     receipt: ReceiptView | None = None
+    requested_by: str | None = Field(default=None, description="who started the run that raised it")
+    delegations: list[dict[str, ExactJson]] = Field(
+        default_factory=list, description="each hand-over: {to, by, reason, at}"
+    )
+    extensions: list[dict[str, ExactJson]] = Field(
+        default_factory=list, description="each move of the expiry: {from, to, seconds, by, reason, at}"
+    )
 
 
 class QuestionView(BaseModel):
@@ -203,6 +212,10 @@ class QuestionView(BaseModel):
     escalation: int = Field(default=0, description="the escalation rung the question is on (0: none)")
     resumed_at: str | None = None
     error: str | None = Field(default=None, description="why the resume failed (resume_failed)")
+    requested_by: str | None = Field(default=None, description="who started the run that raised it")
+    delegates: list[str] = Field(
+        default_factory=list, description="principals a responder delegated this question to"
+    )
     audit: AuditView | None = None
 
     @classmethod
@@ -229,6 +242,36 @@ class RevokeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field(min_length=1, max_length=4096, description="why the question is withdrawn")
+
+
+class DelegateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    to: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=r"^\S+$",
+        description="the principal who may answer this question too (no spaces)",
+    )
+    reason: str = Field(min_length=1, max_length=4096, description="why it is handed over")
+
+
+class ExtendRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    by_seconds: int | None = Field(
+        default=None, gt=0, le=366 * 86400, description="move the expiry this many seconds later"
+    )
+    until: AwareDatetime | None = Field(
+        default=None, description="or move it to this moment (with a timezone)"
+    )
+    reason: str = Field(min_length=1, max_length=4096, description="why more time is needed")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ExtendRequest:
+        if (self.by_seconds is None) == (self.until is None):
+            raise ValueError("give exactly one of by_seconds and until")
+        return self
 
 
 class ReplyAccepted(BaseModel):
@@ -322,6 +365,8 @@ class WaitApi:
         self.ledger = ledger
         self.replies = replies
         self.runs = runs
+        # Delegation and extension share the reply service's ledger and clock.
+        self.authority = AuthorityService(ledger, clock=replies._clock)
         self.signed = signed
         self.slack = slack
         # Without it (tests of other routes) an Idempotency-Key is not honoured.
@@ -407,6 +452,13 @@ class WaitApi:
             return ANONYMOUS
         raise ResponderNotAllowedError("the request carries no authenticated principal", principal=None)
 
+    def _caller(self) -> str | None:
+        """The caller's principal when the request carries one (as :meth:`_principal`), else ``None``."""
+        try:
+            return self._principal()
+        except ResponderNotAllowedError:
+            return None
+
     def _check_answer_fits(self, question_id: str, request: ReplyRequest) -> None:
         """Refuse (413) an answer no store on its way could hold, before anything is recorded."""
         if check_answer_size(request.answer, self.max_answer_bytes) > ANSWER_FITS_ANY_QUESTION_BYTES:
@@ -446,11 +498,17 @@ class WaitApi:
         ) -> Response[RunAccepted]:
             check_numbers(request.input, "input")
             check_input(request.input, self.input_schema)
+            # Who asked for the run: its questions record it (separation of duties).
+            started_by = self._caller()
             if self.starts is None:
-                queued = self.runs.start(thread_id, request.input)
+                queued = self.runs.start(thread_id, request.input, started_by=started_by)
             else:
                 queued = self.starts.start(
-                    thread_id, request.input, key=idempotency_key, context=app.lambda_context
+                    thread_id,
+                    request.input,
+                    key=idempotency_key,
+                    context=app.lambda_context,
+                    started_by=started_by,
                 )
             return Response(status_code=202, content_type=JSON, body=RunAccepted(thread_id=queued.thread_id))
 
@@ -596,6 +654,75 @@ class WaitApi:
             request: Annotated[RevokeRequest, Body()],
         ) -> Response[QuestionView]:
             record = self.replies.revoke(question_id, request.reason, principal=self._principal())
+            return Response(
+                status_code=200,
+                content_type=JSON,
+                body=QuestionView.of(record),
+                headers={"ETag": etag_for(record.digest)},
+            )
+
+        @app.post(
+            "/questions/<question_id>/delegate",
+            summary="Hand an open question to another principal, who may then answer it too",
+            responses=responses(
+                {200: {"description": "delegated", "content": {JSON: {"model": QuestionView}}}},
+                {
+                    400: None,
+                    403: "responder_not_allowed: only a responder of the question may delegate it",
+                    404: "question_not_found: unknown question",
+                    409: "question_decided: the question is decided (`status`); already_responder: "
+                    "`to` may answer it already",
+                    413: None,
+                    415: None,
+                    422: "invalid_delegation: `to` is the caller, an STS session ARN, or the run's "
+                    "starter under requester_cannot_approve (`field`: to)",
+                    503: None,
+                },
+            ),
+        )
+        def delegate(
+            question_id: Annotated[str, Path(min_length=1)],
+            request: Annotated[DelegateRequest, Body()],
+        ) -> Response[QuestionView]:
+            record = self.authority.delegate(
+                question_id, request.to, reason=request.reason, principal=self._principal()
+            )
+            return Response(
+                status_code=200,
+                content_type=JSON,
+                body=QuestionView.of(record),
+                headers={"ETag": etag_for(record.digest)},
+            )
+
+        @app.post(
+            "/questions/<question_id>/extend",
+            summary="Move an open question's expiry later, within its policy's max_extension",
+            responses=responses(
+                {200: {"description": "extended", "content": {JSON: {"model": QuestionView}}}},
+                {
+                    400: None,
+                    403: "responder_not_allowed: only a responder of the question may extend it",
+                    404: "question_not_found: unknown question",
+                    409: "question_decided: the question is decided or past its expiry (`status`)",
+                    413: None,
+                    415: None,
+                    422: "invalid_extension: past the policy's max_extension, no extension allowed, no "
+                    "expiry to move, or not later (`field`: by_seconds or until)",
+                    503: None,
+                },
+            ),
+        )
+        def extend(
+            question_id: Annotated[str, Path(min_length=1)],
+            request: Annotated[ExtendRequest, Body()],
+        ) -> Response[QuestionView]:
+            record = self.authority.extend(
+                question_id,
+                reason=request.reason,
+                principal=self._principal(),
+                by_seconds=request.by_seconds,
+                until=request.until,
+            )
             return Response(
                 status_code=200,
                 content_type=JSON,

@@ -25,11 +25,11 @@ from agent_wait.errors import (
     QuestionClosedError,
     ResponderNotAllowedError,
 )
+from wait_service.authority import check_requester, may_answer
 from wait_service.ledger import Ledger, QuestionRecord, normalize_json, parse_time, utcnow
 from wait_service.lifecycle import Decisions
 from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_REVOKED, TIME_TO_ANSWER
 from wait_service.observability import metrics
-from wait_service.responders import admits
 from wait_service.statuses import ANSWERED, phase_of
 
 if TYPE_CHECKING:
@@ -130,6 +130,7 @@ class ReplyService:
         question = self.ledger.get_question(question_id)
         policy = Policy.model_validate(question.policy)
         self._check_responder(question, policy, principal)
+        check_requester(question, policy, principal)
         self._check_binding(question, policy, if_match)
         try:
             policy.check_answer(answer, question=question.question)
@@ -189,7 +190,8 @@ class ReplyService:
         # An empty list admits any caller the api authenticated (or `anonymous` on the local
         # stack: the api refuses a request without a principal from anywhere else); an IAM
         # role entry admits its sessions, never a session name (`wait_service.responders`).
-        if not admits(policy.responders, principal):
+        # A principal a responder delegated the question to answers it too (`wait_service.authority`).
+        if not may_answer(question, policy, principal):
             raise ResponderNotAllowedError(
                 f"{principal} may not answer this question",
                 principal=principal,

@@ -91,6 +91,16 @@ class Policy(BaseModel):
         Principals allowed to answer; empty means any authenticated caller.
     bind:
         Whether a reply must echo the envelope's digest as ``If-Match``.
+    requester_cannot_approve:
+        Separation of duties: the principal who started the run that raised the question may not
+        answer it (403 ``requester_cannot_approve``).
+    max_extension:
+        Seconds by which responders may move the expiry later, in total over all extensions
+        (``POST /questions/{id}/extend``); ``None`` (the default) allows no extension.
+
+    Fields added after the first release (``requester_cannot_approve``, ``max_extension``) appear
+    in the policy's JSON only when set, so the digest of a question that does not use them is what
+    it always was.
 
     Examples
     --------
@@ -110,6 +120,9 @@ class Policy(BaseModel):
     reminders: list[int] = Field(default_factory=list)
     responders: list[str] = Field(default_factory=list)
     bind: bool = True
+    # Added after the first release: in the JSON (and so the digest) only when set.
+    requester_cannot_approve: bool = Field(default=False, exclude_if=lambda value: value is False)
+    max_extension: int | None = Field(default=None, gt=0, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Policy:

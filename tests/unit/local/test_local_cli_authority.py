@@ -42,7 +42,8 @@ def run(argv: list[str], opener: Opener) -> tuple[int, str, str]:
 def test_delegate_posts_to_and_reason_and_prints_the_delegates() -> None:
     opener = Opener(200, {"question_id": "q 1", "status": "delegated", "delegates": ["bob"]})
 
-    code, out, _ = run(["delegate", "q 1", "--to", "bob", "--reason", "on leave", "--principal", "ann"], opener)
+    argv = ["delegate", "q 1", "--to", "bob", "--reason", "on leave", "--principal", "ann"]
+    code, out, _ = run(argv, opener)
 
     assert code == 0
     [sent] = opener.requests

@@ -193,6 +193,35 @@ class AuditView(BaseModel):
     )
 
 
+class QuorumView(BaseModel):
+    """Where a quorum stands: ``summary`` reads "2 of 3 approvals"; ``votes`` says who voted how."""
+
+    summary: str
+    approvals: int
+    approvals_required: int
+    rejections: int
+    rejections_required: int
+    votes: list[dict[str, ExactJson]] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, record: QuestionRecord) -> QuorumView | None:
+        required = record.policy.get("approvals_required")
+        if required is None:
+            return None
+        rejections_required = int(record.policy.get("rejections_required") or 1)
+        summary = f"{len(record.approvers)} of {int(required)} approvals"
+        if record.rejecters and rejections_required > 1:
+            summary += f", {len(record.rejecters)} of {rejections_required} rejections"
+        return cls(
+            summary=summary,
+            approvals=len(record.approvers),
+            approvals_required=int(required),
+            rejections=len(record.rejecters),
+            rejections_required=rejections_required,
+            votes=[dict(v) for v in record.votes],
+        )
+
+
 class QuestionView(BaseModel):
     question_id: str
     thread_id: str
@@ -216,6 +245,7 @@ class QuestionView(BaseModel):
     delegates: list[str] = Field(
         default_factory=list, description="principals a responder delegated this question to"
     )
+    quorum: QuorumView | None = Field(default=None, description="a quorum question's count and votes")
     audit: AuditView | None = None
 
     @classmethod
@@ -223,6 +253,7 @@ class QuestionView(BaseModel):
         # The view's fields are the record's public ones, by name; the audit is assembled.
         view = cls.model_validate(record, from_attributes=True)
         view.audit = AuditView.model_validate(audit_of(record))
+        view.quorum = QuorumView.of(record)
         return view
 
 
@@ -276,7 +307,9 @@ class ExtendRequest(BaseModel):
 
 class ReplyAccepted(BaseModel):
     question_id: str
-    status: Literal["answered"] = "answered"
+    status: Literal["answered", "voted"] = Field(
+        default="answered", description="voted: a quorum vote was counted; the question waits for more"
+    )
 
 
 # -- principal -----------------------------------------------------------------------------
@@ -629,7 +662,7 @@ class WaitApi:
             return Response(
                 status_code=202 if outcome.created else 200,
                 content_type=JSON,
-                body=ReplyAccepted(question_id=outcome.question_id),
+                body=ReplyAccepted(question_id=outcome.question_id, status=outcome.status),
             )
 
         @app.post(

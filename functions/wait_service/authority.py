@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from wait_service.ledger import Ledger, QuestionRecord
 
-__all__ = ["AuthorityService", "check_requester", "may_answer", "same_principal"]
+__all__ = ["AuthorityService", "check_requester", "identity_key", "may_answer", "same_principal"]
 
 # An STS ARN (an assumed-role session, a federated user) ends in a name its caller chose.
 _STS_ARN = re.compile(r"arn:aws[a-z-]*:sts::")
@@ -79,6 +79,22 @@ def same_principal(a: str, b: str) -> bool:
         right.account,
         right.name,
     )
+
+
+def identity_key(principal: str) -> str:
+    """The one key per person a quorum counts: IAM ARNs by user or role, anything else as is.
+
+    Examples
+    --------
+    >>> identity_key("arn:aws:sts::123456789012:assumed-role/Ops/alice")
+    'iam:role:aws:123456789012:Ops'
+    >>> identity_key("slack:T1:U9")
+    'slack:T1:U9'
+    """
+    identity = iam_identity(principal)
+    if identity is None:
+        return principal
+    return f"iam:{identity.kind}:{identity.partition}:{identity.account}:{identity.name}"
 
 
 def may_answer(question: QuestionRecord, policy: Policy, principal: str) -> bool:

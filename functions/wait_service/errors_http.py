@@ -24,6 +24,7 @@ from botocore.exceptions import ConnectionError as AwsConnectionError
 from agent_wait.errors import (
     AgentWaitError,
     AlreadyResponderError,
+    AlreadyVotedError,
     AnswerConflictError,
     AnswerInvalidError,
     DelegationInvalidError,
@@ -129,6 +130,7 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     ServiceUnavailableError: 503,
     QuestionDecidedError: 409,
     AlreadyResponderError: 409,
+    AlreadyVotedError: 409,
     DelegationInvalidError: 422,
     ExtensionInvalidError: 422,
 }
@@ -177,7 +179,7 @@ def error_body(error: AgentWaitError) -> dict[str, Any]:
         and error.field
     ):
         body["field"] = error.field
-    elif isinstance(error, ResponderNotAllowedError | AlreadyResponderError):
+    elif isinstance(error, ResponderNotAllowedError | AlreadyResponderError | AlreadyVotedError):
         body["principal"] = error.principal
     elif isinstance(error, MethodNotAllowedError):
         body["allow"] = error.allow

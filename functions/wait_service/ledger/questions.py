@@ -94,6 +94,11 @@ class QuestionRecord:
     # Each move of the expiry: {"from", "to", "seconds", "by", "reason", "at"}; their total seconds.
     extensions: tuple[dict[str, Any], ...] = ()
     extended_seconds: int = 0
+    # A quorum's votes, in order ({"principal", "vote", "reason"?, "if_match"?, "at"}), and who
+    # approved and who rejected (one vote per principal).
+    votes: tuple[dict[str, Any], ...] = ()
+    approvers: tuple[str, ...] = ()
+    rejecters: tuple[str, ...] = ()
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> QuestionRecord:
@@ -131,6 +136,9 @@ class QuestionRecord:
             delegations=tuple(dict(d) for d in data.get("delegations") or ()),
             extensions=tuple(dict(e) for e in data.get("extensions") or ()),
             extended_seconds=int(data.get("extended_seconds") or 0),
+            votes=tuple(dict(v) for v in data.get("votes") or ()),
+            approvers=tuple(sorted(str(p) for p in data.get("approvers") or ())),
+            rejecters=tuple(sorted(str(p) for p in data.get("rejecters") or ())),
         )
 
     @property
@@ -182,6 +190,87 @@ class QuestionStore(LedgerTable):
         if if_match is not None:
             extra["if_match"] = if_match
         return self._decide(question_id, "answered", actor=answered_by, extra=extra)
+
+    def record_vote(
+        self,
+        question_id: str,
+        *,
+        principal: str,
+        vote: str,
+        seen: int,
+        voter: str | None = None,
+        decide: JsonValue = None,
+        reason: str | None = None,
+        if_match: str | None = None,
+    ) -> QuestionRecord | None:
+        """Count ``principal``'s ``vote`` (``approve`` or ``reject``) on an open quorum question.
+
+        ``voter`` is the key the quorum counts the principal by (the same person in every session);
+        the principal itself by default.
+
+        The write holds only while the principal has not voted and the question holds ``seen``
+        votes of this kind (what the caller read): two votes at once cannot both be counted as
+        the same one. With ``decide`` (the vote that completes the quorum), the same write moves
+        the question to ``answered`` with that answer, so exactly one vote decides it and the
+        ledger's stream enqueues exactly one resume. Returns ``None`` when counted, else the
+        question as it stood.
+        """
+        now = self._clock()
+        stamp = iso(now)
+        entry: dict[str, Any] = {"principal": principal, "vote": vote, "at": stamp}
+        if reason is not None:
+            entry["reason"] = reason
+        if if_match is not None:
+            entry["if_match"] = if_match
+        if decide is not None:
+            extra: dict[str, Any] = {"answer": decide, "answered_by": principal, "answered_at": stamp}
+            if reason is not None:
+                extra["reason"] = reason
+            if if_match is not None:
+                extra["if_match"] = if_match
+            request = self._move_request(question_id, "answered", actor=principal, extra=extra, now=now)
+        else:
+            values: dict[str, Any] = {
+                ":now": {"S": stamp},
+                ":empty": {"L": []},
+                ":stage": to_attribute([{"stage": "voted", "at": stamp, "actor": principal, "detail": vote}]),
+            }
+            open_names = _in_list("o", OPEN, values)
+            request = {
+                "TableName": self.table_name,
+                "Key": {"dedupe_key": {"S": question_key(question_id)}},
+                "UpdateExpression": (
+                    "SET updated_at = :now, lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage)"
+                ),
+                "ConditionExpression": f"attribute_exists(dedupe_key) AND #s IN ({open_names})",
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": values,
+            }
+        counted = "approvers" if vote == "approve" else "rejecters"
+        request["ExpressionAttributeNames"].update(
+            {"#votes": "votes", "#voters": "voters", "#counted": counted}
+        )
+        request["ExpressionAttributeValues"].update(
+            {
+                ":vote": to_attribute([entry]),
+                ":voter": {"SS": [voter or principal]},
+                ":principal": {"S": voter or principal},
+                ":seen": {"N": str(seen)},
+                ":none": {"L": []},
+            }
+        )
+        request["UpdateExpression"] += (
+            ", #votes = list_append(if_not_exists(#votes, :none), :vote) ADD #voters :voter, #counted :voter"
+        )
+        request["ConditionExpression"] += (
+            " AND (attribute_not_exists(#voters) OR NOT contains(#voters, :principal))"
+            + (" AND attribute_not_exists(#counted)" if seen == 0 else " AND size(#counted) = :seen")
+        )
+        if seen == 0:
+            del request["ExpressionAttributeValues"][":seen"]
+        return self._open_write(
+            question_id, **{k: v for k, v in request.items() if k not in ("TableName", "Key")}
+        )
 
     def record_expiry(
         self, question_id: str, answer: JsonValue, *, rung: int, expires_at: str | None = None

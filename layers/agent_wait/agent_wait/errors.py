@@ -19,6 +19,7 @@ from typing import Any
 __all__ = [
     "AgentWaitError",
     "AlreadyResponderError",
+    "AlreadyVotedError",
     "AnnounceError",
     "AnswerConflictError",
     "AnswerInvalidError",
@@ -234,6 +235,18 @@ class AlreadyResponderError(AgentWaitError):
     """A delegation names a principal who may answer the question already."""
 
     code = "already_responder"
+
+    def __init__(
+        self, message: str, *, principal: str, question_id: str | None = None, thread_id: str | None = None
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.principal = principal
+
+
+class AlreadyVotedError(AgentWaitError):
+    """A quorum counts one vote per principal: this principal voted on the question already."""
+
+    code = "already_voted"
 
     def __init__(
         self, message: str, *, principal: str, question_id: str | None = None, thread_id: str | None = None

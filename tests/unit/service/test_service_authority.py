@@ -468,3 +468,109 @@ def test_the_starter_is_carried_to_every_question_of_the_run_and_no_further(
     assert ledger.get_question(ledger.get_thread("t-1").pending[0]).requested_by == CAROL
     assert answer(CAROL) == (403, "requester_cannot_approve")
     assert answer(ANN) == (202, None)
+
+
+# -- quorum --------------------------------------------------------------------------------------
+
+TEAM = [ANN, BOB, CAROL]
+
+
+def shown(call: Call, question_id: str = "q-1") -> dict[str, Any]:
+    return dict(
+        body_of(
+            call(
+                get_event(
+                    f"/questions/{question_id}", "/questions/{question_id}", {"question_id": question_id}
+                )
+            )
+        )
+    )
+
+
+def test_two_approvals_of_three_decide_and_each_principal_votes_once(aws: Aws, call: Call) -> None:
+    envelope = aws.raise_question(policy=approval(responders=TEAM, approvals_required=2))
+
+    first = call(reply_as(ANN, envelope.digest))
+    again = call(reply_as(ANN, envelope.digest))
+    unbound = call(reply_event("q-1", APPROVE, identity=who(BOB)))  # every vote binds the digest
+
+    assert (first["statusCode"], body_of(first)["status"]) == (202, "voted")
+    assert (again["statusCode"], body_of(again)["error"]) == (409, "already_voted")
+    assert unbound["statusCode"] == 428
+    view = shown(call)
+    assert view["status"] == "delivered" or view["status"] == "raised"
+    assert view["quorum"]["summary"] == "1 of 2 approvals"
+    assert [v["principal"] for v in view["quorum"]["votes"]] == [ANN]
+    assert aws.inbox_messages() == []  # no resume for a vote that does not decide
+
+    second = call(reply_as(BOB, envelope.digest))
+    late = call(reply_as(CAROL, envelope.digest))
+
+    assert (second["statusCode"], body_of(second)["status"]) == (202, "answered")
+    assert (late["statusCode"], body_of(late)["error"]) == (409, "answer_conflict")
+    view = shown(call)
+    assert (view["status"], view["answer"], view["answered_by"]) == ("answered", APPROVE, BOB)
+    assert view["quorum"]["summary"] == "2 of 2 approvals"
+    assert [(v["principal"], v["vote"], v["if_match"]) for v in view["quorum"]["votes"]] == [
+        (ANN, "approve", f'"{envelope.digest}"'),
+        (BOB, "approve", f'"{envelope.digest}"'),
+    ]
+    assert len([m for m in aws.inbox_messages() if m.get("question_id") == "q-1"]) == 1
+
+
+def test_one_rejection_decides_unless_more_are_required(aws: Aws, call: Call) -> None:
+    one = aws.raise_question(question_id="q-1", policy=approval(responders=TEAM, approvals_required=2))
+    two = aws.raise_question(
+        question_id="q-2", policy=approval(responders=TEAM, approvals_required=2, rejections_required=2)
+    )
+    reject = {"action": "reject", "reason": "too much"}
+
+    assert body_of(call(reply_as(ANN, one.digest, APPROVE)))["status"] == "voted"
+    assert body_of(call(reply_as(BOB, one.digest, reject)))["status"] == "answered"
+    assert shown(call, "q-1")["answer"] == reject
+
+    assert body_of(call(reply_as(BOB, two.digest, reject, question_id="q-2")))["status"] == "voted"
+    assert body_of(call(reply_as(CAROL, two.digest, reject, question_id="q-2")))["status"] == "answered"
+    view = shown(call, "q-2")
+    assert (view["answer"], view["quorum"]["rejections"]) == (reject, 2)
+
+
+def test_quorum_refusals(aws: Aws, call: Call) -> None:
+    policy = approval(responders=TEAM, approvals_required=2, approvals_from=[ANN, BOB])
+    envelope = aws.raise_question(policy=policy)
+
+    edited = call(reply_as(ANN, envelope.digest, {"action": "approve", "args": {"amount": 25}}))
+    outsider = call(reply_as(CAROL, envelope.digest))
+
+    assert (edited["statusCode"], body_of(edited)["field"]) == (422, "answer.args")
+    assert (outsider["statusCode"], body_of(outsider)["error"]) == (403, "responder_not_allowed")
+    # carol's approval does not count, but she may reject
+    assert body_of(call(reply_as(CAROL, envelope.digest, {"action": "reject"})))["status"] == "answered"
+
+
+def test_a_second_session_of_the_same_role_is_the_same_voter(aws: Aws, call: Call) -> None:
+    role = "arn:aws:iam::123456789012:role/Approvers"
+    envelope = aws.raise_question(policy=approval(responders=[role], approvals_required=2))
+    session = "arn:aws:sts::123456789012:assumed-role/Approvers/"
+
+    assert call(reply_as(session + "alice", envelope.digest))["statusCode"] == 202
+    response = call(reply_as(session + "alice-again", envelope.digest))
+
+    assert (response["statusCode"], body_of(response)["error"]) == (409, "already_voted")
+
+
+def test_a_quorum_policy_is_checked_when_declared() -> None:
+    import pydantic
+
+    for bad in (
+        {"kind": "decision", "options": ["a", "b"], "approvals_required": 2},
+        {"kind": "approval", "rejections_required": 2},
+        {"kind": "approval", "approvals_from": ["ann"]},
+        {"kind": "approval", "approvals_required": 0},
+        {"kind": "approval", "approvals_required": 2, "approvals_from": []},
+    ):
+        try:
+            Policy.model_validate(bad)
+        except pydantic.ValidationError:
+            continue
+        raise AssertionError(f"accepted {bad}")

@@ -248,3 +248,39 @@ def test_an_extension_racing_the_expiry_makes_one_outcome_and_keeps_a_timer(
         assert lifecycle(later).handle(fired) == "expired"
         assert resumes.of(question_id) == 1
     assert outcomes_seen  # (which side wins each round is up to the scheduler of threads)
+
+
+def test_concurrent_votes_make_one_decision_and_one_resume(
+    resources: LocalResources, aws_client: Callable[[str], Any], dispatch: Callable[..., int]
+) -> None:
+    dynamodb = aws_client("dynamodb")
+    resumes = Resumes(resources, aws_client, dispatch)
+    voters = ["ann", "bob", "carol"]
+    for n in range(ROUNDS):
+        # Given a question two of three must approve
+        question_id = f"q-quorum-{n}"
+        envelope = raise_question(
+            resources, dynamodb, question_id, approval(responders=voters, approvals_required=2)
+        )
+        tag = f'"{envelope.digest}"'
+
+        def vote(principal: str) -> Callable[[], Any]:
+            ledger = Ledger(resources.ledger_table, aws_client("dynamodb"), clock=lambda: RAISED)
+            return lambda: ReplyService(ledger).reply(
+                question_id,  # noqa: B023
+                {"action": "approve"},
+                principal=principal,
+                if_match=tag,  # noqa: B023
+            )
+
+        # When all three approve at once
+        outcomes = race({principal: vote(principal) for principal in voters})
+
+        # Then two votes were counted, exactly one of them decided, and the third was refused
+        statuses = sorted(getattr(o, "status", type(o).__name__) for o in outcomes.values())
+        assert statuses == ["AnswerConflictError", "answered", "voted"], outcomes
+        standing = Ledger(resources.ledger_table, dynamodb).get_question(question_id)
+        assert standing.status == "answered" and standing.answer == {"action": "approve"}
+        assert len(standing.approvers) == 2 and len(standing.votes) == 2
+        assert [s["stage"] for s in standing.lifecycle] == ["raised", "voted", "answered"]
+        assert resumes.of(question_id) == 1

@@ -505,3 +505,38 @@ def test_the_page_reads_and_writes_numbers_digit_for_digit(
     assert page.execute_script("return jsonText(parseExact(arguments[0]))", text) == text
     # Plain numbers stay numbers: only digits a double would lose are kept aside.
     assert page.execute_script("return typeof parseExact('[40]')[0]") == "number"
+
+
+def test_a_quorum_question_is_approved_by_two_names(local_stack: LocalProcess, page: WebDriver) -> None:
+    # Given a parked refund whose question two people must approve
+    thread_id, question_id = parked(local_stack)
+    ledger(local_stack).update_item(
+        TableName=ledger_table(local_stack),
+        Key={"dedupe_key": {"S": f"wait.created:{question_id}"}},
+        UpdateExpression="SET policy.approvals_required = :n",
+        ExpressionAttributeValues={":n": {"N": "2"}},
+    )
+    open_question(page, local_stack, question_id, "?refresh=0")
+    assert text_of(page, "quorum") == "0 of 2 approvals"
+
+    # When alice approves, her vote is counted and the question still waits
+    set_name(page, "alice")
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "vote was counted" in text_of(d, "outcome-message"), "the counted sentence")
+    until(page, lambda d: text_of(d, "quorum") == "1 of 2 approvals · alice approved", "one vote shown")
+    # a second click by the same name is refused, and says why
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "voted on this question already" in text_of(d, "outcome-message"), "the 409")
+
+    # And when bob approves, the quorum decides and the thread runs on
+    set_name(page, "bob")
+    open_question(page, local_stack, question_id, "?refresh=0")
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+    assert finished(local_stack, thread_id)["status"] == "done"
+    question = http("GET", f"{local_stack.api}/questions/{question_id}")[2]
+    assert question["quorum"]["summary"] == "2 of 2 approvals"
+    assert [(v["principal"], v["vote"]) for v in question["quorum"]["votes"]] == [
+        ("alice", "approve"),
+        ("bob", "approve"),
+    ]

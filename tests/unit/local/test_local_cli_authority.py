@@ -99,3 +99,26 @@ def test_a_refusal_is_shown_with_its_code_and_exit_status() -> None:
 
     assert code != 0
     assert "invalid_extension" in err or "past max_extension" in err
+
+
+def test_questions_show_prints_the_starter_the_delegates_and_the_quorum() -> None:
+    question = {
+        "question_id": "q-1",
+        "thread_id": "t-1",
+        "status": "delivered",
+        "policy": {"kind": "approval", "approvals_required": 3},
+        "question": {"function": "issue_refund", "args": {"amount": 40}},
+        "requested_by": "carol",
+        "delegates": ["dan"],
+        "quorum": {
+            "summary": "2 of 3 approvals",
+            "votes": [{"principal": "ann", "vote": "approve"}, {"principal": "bob", "vote": "approve"}],
+        },
+    }
+
+    code, out, _ = run(["questions", "show", "q-1"], Opener(200, question))
+
+    assert code == 0
+    assert "requested by  carol" in out
+    assert "delegates     dan" in out
+    assert "quorum        2 of 3 approvals (ann approve, bob approve)" in out

@@ -35,6 +35,7 @@ from agent_wait.errors import (
     ResponderNotAllowedError,
 )
 from wait_service.ledger import parse_time, utcnow
+from wait_service.ledger.questions import MAX_HANDOVERS
 from wait_service.lifecycle import Decisions
 from wait_service.responders import admits, iam_identity
 
@@ -188,6 +189,12 @@ class AuthorityService:
                 field="to",
                 question_id=question_id,
             )
+        if len(question.delegations) >= MAX_HANDOVERS:
+            raise DelegationInvalidError(
+                f"question {question_id} was delegated {MAX_HANDOVERS} times already: no more",
+                field="to",
+                question_id=question_id,
+            )
         if may_answer(question, policy, to):
             raise AlreadyResponderError(
                 f"{to} may answer this question already", principal=to, question_id=question_id
@@ -196,6 +203,12 @@ class AuthorityService:
         if lost is None:
             return self.ledger.get_question(question_id)
         self._open(lost)
+        if len(lost.delegations) >= MAX_HANDOVERS:
+            raise DelegationInvalidError(
+                f"question {question_id} was delegated {MAX_HANDOVERS} times already: no more",
+                field="to",
+                question_id=question_id,
+            )
         raise AlreadyResponderError(
             f"{to} may answer this question already", principal=to, question_id=question_id
         )
@@ -257,6 +270,12 @@ class AuthorityService:
             if policy.max_extension is None:
                 raise ExtensionInvalidError(
                     "this question's policy allows no extension (max_extension is not set)",
+                    field=field,
+                    question_id=question_id,
+                )
+            if len(question.extensions) >= MAX_HANDOVERS:
+                raise ExtensionInvalidError(
+                    f"question {question_id} was extended {MAX_HANDOVERS} times already: no more",
                     field=field,
                     question_id=question_id,
                 )

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 EXPIRY_ACTOR = "system:expiry"
 # The answer a thread is resumed with when its question expires without a default.
 EXPIRED_ANSWER: dict[str, str] = {"action": "reject", "reason": "expired"}
+# The most delegations, and the most extensions, one question records: each is a list entry on
+# the question's item, which DynamoDB holds to 400 KB.
+MAX_HANDOVERS = 20
 # A question item's attributes holding people's data, read with their numbers exact.
 EXACT_FIELDS = ("question", "answer", "receipt")
 
@@ -403,6 +406,7 @@ class QuestionStore(LedgerTable):
             ":entry": to_attribute([entry]),
             ":to": {"S": to},
             ":tos": {"SS": [to]},
+            ":cap": {"N": str(MAX_HANDOVERS)},
         }
         open_names = _in_list("o", OPEN, values)
         return self._open_write(
@@ -415,6 +419,7 @@ class QuestionStore(LedgerTable):
             ConditionExpression=(
                 f"attribute_exists(dedupe_key) AND #s IN ({open_names})"
                 " AND (attribute_not_exists(delegated_to) OR NOT contains(delegated_to, :to))"
+                " AND (attribute_not_exists(delegations) OR size(delegations) < :cap)"
             ),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
@@ -461,6 +466,7 @@ class QuestionStore(LedgerTable):
             ":add": {"N": str(seconds)},
             ":room": {"N": str(max_total - seconds)},
             ":rung": {"N": str(seen.escalation)},
+            ":cap": {"N": str(MAX_HANDOVERS)},
         }
         open_names = _in_list("o", OPEN, values)
         rung = "(attribute_not_exists(#e) OR #e = :rung)" if seen.escalation == 0 else "#e = :rung"
@@ -475,6 +481,7 @@ class QuestionStore(LedgerTable):
             ConditionExpression=(
                 f"attribute_exists(dedupe_key) AND #s IN ({open_names}) AND expires_at = :seen AND {rung}"
                 " AND (attribute_not_exists(extended_seconds) OR extended_seconds <= :room)"
+                " AND (attribute_not_exists(extensions) OR size(extensions) < :cap)"
             ),
             ExpressionAttributeNames={"#s": "status", "#e": "escalation"},
             ExpressionAttributeValues=values,

@@ -130,11 +130,13 @@ class Policy(BaseModel):
     # Added after the first release: in the JSON (and so the digest) only when set.
     requester_cannot_approve: bool = Field(default=False, exclude_if=lambda value: value is False)
     max_extension: int | None = Field(default=None, gt=0, exclude_if=lambda value: value is None)
-    approvals_required: int | None = Field(default=None, ge=1, exclude_if=lambda value: value is None)
+    approvals_required: int | None = Field(default=None, ge=1, le=100, exclude_if=lambda value: value is None)
     approvals_from: list[str] | None = Field(
         default=None, min_length=1, exclude_if=lambda value: value is None
     )
-    rejections_required: int | None = Field(default=None, ge=1, exclude_if=lambda value: value is None)
+    rejections_required: int | None = Field(
+        default=None, ge=1, le=100, exclude_if=lambda value: value is None
+    )
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Policy:

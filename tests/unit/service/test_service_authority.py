@@ -574,3 +574,18 @@ def test_a_quorum_policy_is_checked_when_declared() -> None:
         except pydantic.ValidationError:
             continue
         raise AssertionError(f"accepted {bad}")
+
+
+def test_hand_overs_and_extensions_are_bounded(aws: Aws, call: Call) -> None:
+    # Each is an entry on the question's item (DynamoDB holds 400 KB): a responder cannot grow it forever
+    aws.raise_question(policy=approval(responders=[ANN], ttl=600, max_extension=10_000))
+    for n in range(20):
+        assert call(post("q-1", "delegate", {"to": f"p-{n}", "reason": "r"}))["statusCode"] == 200
+        assert call(post("q-1", "extend", {"by_seconds": 1, "reason": "r"}))["statusCode"] == 200
+
+    delegated = call(post("q-1", "delegate", {"to": "p-20", "reason": "r"}))
+    extended = call(post("q-1", "extend", {"by_seconds": 1, "reason": "r"}))
+
+    assert (delegated["statusCode"], body_of(delegated)["field"]) == (422, "to")
+    assert (extended["statusCode"], body_of(extended)["field"]) == (422, "by_seconds")
+    assert len(stages(aws)) == 1 + 40

@@ -540,3 +540,46 @@ def test_a_quorum_question_is_approved_by_two_names(local_stack: LocalProcess, p
         ("alice", "approve"),
         ("bob", "approve"),
     ]
+
+
+def test_a_responder_delegates_and_extends_from_the_page(local_stack: LocalProcess, page: WebDriver) -> None:
+    # Given a parked refund only alice may answer, which may be extended by an hour
+    thread_id, question_id = parked(local_stack)
+    ledger(local_stack).update_item(
+        TableName=ledger_table(local_stack),
+        Key={"dedupe_key": {"S": f"wait.created:{question_id}"}},
+        UpdateExpression="SET policy.responders = :r, policy.max_extension = :m, expires_at = :e",
+        ExpressionAttributeValues={
+            ":r": {"L": [{"S": "alice"}]},
+            ":m": {"N": "3600"},
+            ":e": {"S": "2099-01-01T00:00:00.000000Z"},
+        },
+    )
+    open_question(page, local_stack, question_id, "?refresh=0")
+    set_name(page, "alice")
+
+    # When she hands it to bob and gives it ten more minutes
+    page.find_element(By.ID, "delegate-to").send_keys("bob")
+    page.find_element(By.ID, "delegate-reason").send_keys("on leave")
+    page.find_element(By.ID, "delegate").click()
+    until(page, lambda d: "bob may now answer" in text_of(d, "handover-message"), "the delegation sentence")
+    page.find_element(By.ID, "extend-by").send_keys("600")
+    page.find_element(By.ID, "extend-reason").send_keys("finance is late")
+    page.find_element(By.ID, "extend").click()
+    until(page, lambda d: "expiry was moved" in text_of(d, "handover-message"), "the extension sentence")
+    # and past the policy's maximum the page says why
+    page.find_element(By.ID, "extend-by").send_keys("3600")
+    page.find_element(By.ID, "extend-reason").send_keys("more")
+    page.find_element(By.ID, "extend").click()
+    until(page, lambda d: "max_extension" in text_of(d, "handover-message"), "the refusal")
+
+    # Then the question says so, and bob may answer it
+    question = http("GET", f"{local_stack.api}/questions/{question_id}")[2]
+    assert question["delegates"] == ["bob"]
+    assert question["expires_at"].startswith("2099-01-01T00:10:00")
+    assert [s["stage"] for s in question["lifecycle"]][-2:] == ["delegated", "extended"]
+    set_name(page, "bob")
+    open_question(page, local_stack, question_id, "?refresh=0")
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+    assert finished(local_stack, thread_id)["status"] == "done"

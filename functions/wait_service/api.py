@@ -399,7 +399,7 @@ class WaitApi:
         self.replies = replies
         self.runs = runs
         # Delegation and extension share the reply service's ledger and clock.
-        self.authority = AuthorityService(ledger, clock=replies._clock)
+        self.authority = AuthorityService(ledger, clock=getattr(replies, "_clock", utcnow))
         self.signed = signed
         self.slack = slack
         # Without it (tests of other routes) an Idempotency-Key is not honoured.

@@ -281,17 +281,31 @@ class DelegateRequest(BaseModel):
     to: str = Field(
         min_length=1,
         max_length=1024,
-        pattern=r"^\S+$",
-        description="the principal who may answer this question too (no spaces)",
+        # Explicit ranges: Python's and JSON Schema's (ECMA) `\s` disagree on some characters.
+        pattern=r"^[^\x00-\x20\x7f-\xa0]+$",
+        description="the principal who may answer this question too (no spaces or control characters)",
     )
     reason: str = Field(min_length=1, max_length=4096, description="why it is handed over")
 
 
+def _one_of_by_seconds_or_until(schema: dict[str, Any]) -> None:
+    """The document says what the model checks: exactly one of the two, and neither is null."""
+    for name in ("by_seconds", "until"):
+        field = schema["properties"][name]
+        [value] = [option for option in field.pop("anyOf") if option.get("type") != "null"]
+        field.update(value)
+        field.pop("default", None)
+    schema["oneOf"] = [{"required": ["by_seconds"]}, {"required": ["until"]}]
+
+
 class ExtendRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of_by_seconds_or_until)
 
     by_seconds: int | None = Field(
-        default=None, gt=0, le=366 * 86400, description="move the expiry this many seconds later"
+        default=None,
+        gt=0,
+        le=366 * 86400,
+        description="move the expiry this many seconds later (at most a year)",
     )
     until: AwareDatetime | None = Field(
         default=None, description="or move it to this moment (with a timezone)"

@@ -629,15 +629,18 @@ class WaitApi:
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                     202: {
-                        "description": "recorded; the resume follows from the ledger, certain",
+                        "description": "recorded; the resume follows from the ledger, certain (a quorum "
+                        "vote that does not decide yet: status voted, no resume)",
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                 },
                 {
                     400: None,
-                    403: None,
+                    403: "responder_not_allowed: the principal may not answer (or its approval does not "
+                    "count toward the quorum); requester_cannot_approve: the principal started the run",
                     404: "question_not_found: unknown question",
-                    409: "answer_conflict: a different answer stands (`standing_answer`)",
+                    409: "answer_conflict: a different answer stands (`standing_answer`), or a quorum vote "
+                    "came after the decision; already_voted: a quorum counts one vote per principal",
                     410: None,
                     412: None,
                     413: None,

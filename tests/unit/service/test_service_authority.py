@@ -27,6 +27,7 @@ from wait_service.timers import TimerEvent, Timers, schedule_name
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import pytest
     from service_events import Aws, FakeClock
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
@@ -576,16 +577,26 @@ def test_a_quorum_policy_is_checked_when_declared() -> None:
         raise AssertionError(f"accepted {bad}")
 
 
-def test_hand_overs_and_extensions_are_bounded(aws: Aws, call: Call) -> None:
-    # Each is an entry on the question's item (DynamoDB holds 400 KB): a responder cannot grow it forever
+def test_hand_overs_and_extensions_are_bounded(aws: Aws, call: Call, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each is an entry on the question's item (DynamoDB holds 400 KB): a responder cannot grow it
+    # forever. (The bound is 20; 3 here keeps the test short: the service and the write's condition
+    # both read it.)
+    import wait_service.authority
+    import wait_service.ledger.questions
+
+    monkeypatch.setattr(wait_service.authority, "MAX_HANDOVERS", 3)
+    monkeypatch.setattr(wait_service.ledger.questions, "MAX_HANDOVERS", 3)
     aws.raise_question(policy=approval(responders=[ANN], ttl=600, max_extension=10_000))
-    for n in range(20):
+    for n in range(3):
         assert call(post("q-1", "delegate", {"to": f"p-{n}", "reason": "r"}))["statusCode"] == 200
         assert call(post("q-1", "extend", {"by_seconds": 1, "reason": "r"}))["statusCode"] == 200
 
-    delegated = call(post("q-1", "delegate", {"to": "p-20", "reason": "r"}))
+    delegated = call(post("q-1", "delegate", {"to": "p-3", "reason": "r"}))
     extended = call(post("q-1", "extend", {"by_seconds": 1, "reason": "r"}))
 
     assert (delegated["statusCode"], body_of(delegated)["field"]) == (422, "to")
     assert (extended["statusCode"], body_of(extended)["field"]) == (422, "by_seconds")
-    assert len(stages(aws)) == 1 + 40
+    assert len(stages(aws)) == 1 + 6
+    # and the write itself holds the bound, whatever the service read
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb)
+    assert ledger.record_delegation("q-1", "p-9", by=ANN, reason="r") is not None

@@ -31,6 +31,8 @@ ROUTES: tuple[tuple[str, str, bool], ...] = (
     ("POST", "/questions/{question_id}/reply", True),
     ("POST", "/questions/{question_id}/revoke", True),
     ("GET", "/stats", False),
+    ("POST", "/questions/{question_id}/delegate", True),
+    ("POST", "/questions/{question_id}/extend", True),
     ("GET", "/openapi.json", False),
     ("GET", "/inbox", False),
     ("GET", "/inbox/config", False),

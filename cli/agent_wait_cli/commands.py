@@ -275,6 +275,30 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         "--reason", required=True, help="why it is withdrawn (recorded and sent to the thread)"
     )
 
+    delegate = sub.add_parser(
+        "delegate",
+        parents=[common],
+        help="hand an open question to another principal (a responder of this question only)",
+        description="Delegate a question you may answer: --to becomes one of its responders.",
+    )
+    delegate.add_argument("question_id")
+    delegate.add_argument("--to", required=True, metavar="PRINCIPAL", help="who may answer it too")
+    delegate.add_argument("--reason", required=True, help="why it is handed over (recorded)")
+
+    extend = sub.add_parser(
+        "extend",
+        parents=[common],
+        help="move an open question's expiry later (within its policy's max_extension)",
+        description="Give a question more time: --by SECONDS later, or --until an ISO 8601 moment.",
+    )
+    extend.add_argument("question_id")
+    when = extend.add_mutually_exclusive_group(required=True)
+    when.add_argument("--by", type=int, metavar="SECONDS", help="seconds to add to the expiry")
+    when.add_argument(
+        "--until", metavar="ISO", help="the new expiry, ISO 8601 with a timezone (2026-12-02T09:00:00Z)"
+    )
+    extend.add_argument("--reason", required=True, help="why more time is needed (recorded)")
+
     threads = sub.add_parser("threads", help="start and show threads")
     tsub = threads.add_subparsers(dest="action", required=True, metavar="ACTION")
     tshow = tsub.add_parser(
@@ -637,6 +661,36 @@ class Cli:
             self.print(f"{result.status} {question.get('status', '')}".rstrip())
         return 0
 
+    def delegate(self) -> int:
+        qid = self.args.question_id
+        result = self.client.request(
+            "POST",
+            f"/questions/{_quote(qid)}/delegate",
+            body={"to": self.args.to, "reason": self.args.reason},
+        )
+        if self.args.json:
+            self.dump({"status_code": result.status, "body": result.body})
+        else:
+            question = result.body if isinstance(result.body, Mapping) else {}
+            delegates = ", ".join(str(d) for d in question.get("delegates") or [])
+            self.print(f"{result.status} {question.get('status', '')} delegates: {delegates}".rstrip())
+        return 0
+
+    def extend(self) -> int:
+        qid = self.args.question_id
+        body: dict[str, Any] = {"reason": self.args.reason}
+        if self.args.by is not None:
+            body["by_seconds"] = self.args.by
+        else:
+            body["until"] = self.args.until
+        result = self.client.request("POST", f"/questions/{_quote(qid)}/extend", body=body)
+        if self.args.json:
+            self.dump({"status_code": result.status, "body": result.body})
+        else:
+            question = result.body if isinstance(result.body, Mapping) else {}
+            self.print(f"{result.status} {question.get('status', '')} expires {question.get('expires_at')}")
+        return 0
+
     def threads_show(self) -> int:
         thread = self.client.request("GET", f"/threads/{_quote(self.args.thread_id)}").body
         if self.args.json:
@@ -711,6 +765,8 @@ COMMANDS: dict[tuple[str, str | None], Callable[[Cli], int]] = {
     ("questions", "show"): Cli.questions_show,
     ("reply", None): Cli.reply,
     ("revoke", None): Cli.revoke,
+    ("delegate", None): Cli.delegate,
+    ("extend", None): Cli.extend,
     ("threads", "show"): Cli.threads_show,
     ("threads", "start"): Cli.threads_start,
     ("stats", None): Cli.stats,

@@ -100,11 +100,36 @@ def question_detail(question: Mapping[str, Any]) -> str:
         # The proposal breaks its own argument schema: approving it as is is refused.
         listed = "; ".join(f"{_mapping(p).get('field')}: {_mapping(p).get('message')}" for p in problems)
         pairs.insert(pairs.index(("digest", question.get("digest"))), ("invalid args", listed))
+    pairs += _authority(question)
     text = fields(pairs)
     lifecycle = question.get("lifecycle") or []
     if lifecycle:
         text += "\n\n" + timeline(lifecycle)
     return text
+
+
+def _authority(question: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Who started the run, who it was handed to, and a quorum's count: lines only when there are any.
+
+    Examples
+    --------
+    >>> quorum = {"summary": "2 of 3 approvals", "votes": [{"principal": "ann", "vote": "approve"},
+    ...                                                    {"principal": "bob", "vote": "approve"}]}
+    >>> _authority({"requested_by": "cy", "quorum": quorum})
+    [('requested by', 'cy'), ('quorum', '2 of 3 approvals (ann approve, bob approve)')]
+    """
+    pairs: list[tuple[str, Any]] = []
+    if question.get("requested_by"):
+        pairs.append(("requested by", question["requested_by"]))
+    if question.get("delegates"):
+        pairs.append(("delegates", ", ".join(map(str, question["delegates"]))))
+    quorum = _mapping(question.get("quorum"))
+    if quorum:
+        votes = ", ".join(
+            f"{_mapping(v).get('principal')} {_mapping(v).get('vote')}" for v in quorum.get("votes") or []
+        )
+        pairs.append(("quorum", f"{quorum.get('summary')}" + (f" ({votes})" if votes else "")))
+    return pairs
 
 
 def timeline(lifecycle: Sequence[Mapping[str, Any]]) -> str:

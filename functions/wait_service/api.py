@@ -7,9 +7,10 @@ cold start stays small (``tests/unit/service/test_api_imports.py`` holds it to t
 
 Routes: ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``, ``GET /questions``,
 ``GET /questions/{question_id}``, ``POST /questions/{question_id}/reply``,
-``POST /questions/{question_id}/revoke``, ``GET /stats`` (``wait_service.analytics``),
-``GET /openapi.json``, and the inbox page
-(``GET /inbox``, ``GET /inbox/config``: ``wait_service.inbox_page``).
+``POST /questions/{question_id}/revoke``, ``POST /questions/{question_id}/delegate``,
+``POST /questions/{question_id}/extend`` (``wait_service.authority``), ``GET /stats``
+(``wait_service.analytics``), ``GET /openapi.json``, and the inbox page (``GET /inbox``,
+``GET /inbox/config``: ``wait_service.inbox_page``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from agent_wait import exact_json
 from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
@@ -34,6 +35,7 @@ from wait_service.answer_limits import (
     check_reply_fits,
 )
 from wait_service.audit import audit_of
+from wait_service.authority import AuthorityService
 from wait_service.constants import SLACK_INTERACTIONS_PATH
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.input_schema import check_input, read_input_schema
@@ -185,6 +187,42 @@ class AuditView(BaseModel):
     if_match: str | None = Field(default=None, description="the tag the responder sent")
     answered_at: str | None = None
     receipt: ReceiptView | None = None
+    requested_by: str | None = Field(default=None, description="who started the run that raised it")
+    delegations: list[dict[str, ExactJson]] = Field(
+        default_factory=list, description="each hand-over: {to, by, reason, at}"
+    )
+    extensions: list[dict[str, ExactJson]] = Field(
+        default_factory=list, description="each move of the expiry: {from, to, seconds, by, reason, at}"
+    )
+
+
+class QuorumView(BaseModel):
+    """Where a quorum stands: ``summary`` reads "2 of 3 approvals"; ``votes`` says who voted how."""
+
+    summary: str
+    approvals: int
+    approvals_required: int
+    rejections: int
+    rejections_required: int
+    votes: list[dict[str, ExactJson]] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, record: QuestionRecord) -> QuorumView | None:
+        required = record.policy.get("approvals_required")
+        if required is None:
+            return None
+        rejections_required = int(record.policy.get("rejections_required") or 1)
+        summary = f"{len(record.approvers)} of {int(required)} approvals"
+        if record.rejecters and rejections_required > 1:
+            summary += f", {len(record.rejecters)} of {rejections_required} rejections"
+        return cls(
+            summary=summary,
+            approvals=len(record.approvers),
+            approvals_required=int(required),
+            rejections=len(record.rejecters),
+            rejections_required=rejections_required,
+            votes=[dict(v) for v in record.votes],
+        )
 
 
 class QuestionView(BaseModel):
@@ -211,6 +249,11 @@ class QuestionView(BaseModel):
     escalation: int = Field(default=0, description="the escalation rung the question is on (0: none)")
     resumed_at: str | None = None
     error: str | None = Field(default=None, description="why the resume failed (resume_failed)")
+    requested_by: str | None = Field(default=None, description="who started the run that raised it")
+    delegates: list[str] = Field(
+        default_factory=list, description="principals a responder delegated this question to"
+    )
+    quorum: QuorumView | None = Field(default=None, description="a quorum question's count and votes")
     audit: AuditView | None = None
 
     @classmethod
@@ -218,6 +261,7 @@ class QuestionView(BaseModel):
         # The view's fields are the record's public ones, by name; the audit is assembled.
         view = cls.model_validate(record, from_attributes=True)
         view.audit = AuditView.model_validate(audit_of(record))
+        view.quorum = QuorumView.of(record)
         return view
 
 
@@ -239,9 +283,55 @@ class RevokeRequest(BaseModel):
     reason: str = Field(min_length=1, max_length=4096, description="why the question is withdrawn")
 
 
+class DelegateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    to: str = Field(
+        min_length=1,
+        max_length=1024,
+        # Explicit ranges: Python's and JSON Schema's (ECMA) `\s` disagree on some characters.
+        pattern=r"^[^\x00-\x20\x7f-\xa0]+$",
+        description="the principal who may answer this question too (no spaces or control characters)",
+    )
+    reason: str = Field(min_length=1, max_length=4096, description="why it is handed over")
+
+
+def _one_of_by_seconds_or_until(schema: dict[str, Any]) -> None:
+    """The document says what the model checks: exactly one of the two, and neither is null."""
+    for name in ("by_seconds", "until"):
+        field = schema["properties"][name]
+        [value] = [option for option in field.pop("anyOf") if option.get("type") != "null"]
+        field.update(value)
+        field.pop("default", None)
+    schema["oneOf"] = [{"required": ["by_seconds"]}, {"required": ["until"]}]
+
+
+class ExtendRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of_by_seconds_or_until)
+
+    by_seconds: int | None = Field(
+        default=None,
+        gt=0,
+        le=366 * 86400,
+        description="move the expiry this many seconds later (at most a year)",
+    )
+    until: AwareDatetime | None = Field(
+        default=None, description="or move it to this moment (with a timezone)"
+    )
+    reason: str = Field(min_length=1, max_length=4096, description="why more time is needed")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ExtendRequest:
+        if (self.by_seconds is None) == (self.until is None):
+            raise ValueError("give exactly one of by_seconds and until")
+        return self
+
+
 class ReplyAccepted(BaseModel):
     question_id: str
-    status: Literal["answered"] = "answered"
+    status: Literal["answered", "voted"] = Field(
+        default="answered", description="voted: a quorum vote was counted; the question waits for more"
+    )
 
 
 # -- principal -----------------------------------------------------------------------------
@@ -333,6 +423,8 @@ class WaitApi:
         self.stats = stats
         self.replies = replies
         self.runs = runs
+        # Delegation and extension share the reply service's ledger and clock.
+        self.authority = AuthorityService(ledger, clock=getattr(replies, "_clock", utcnow))
         self.signed = signed
         self.slack = slack
         # Without it (tests of other routes) an Idempotency-Key is not honoured.
@@ -418,6 +510,13 @@ class WaitApi:
             return ANONYMOUS
         raise ResponderNotAllowedError("the request carries no authenticated principal", principal=None)
 
+    def _caller(self) -> str | None:
+        """The caller's principal when the request carries one (as :meth:`_principal`), else ``None``."""
+        try:
+            return self._principal()
+        except ResponderNotAllowedError:
+            return None
+
     def _check_answer_fits(self, question_id: str, request: ReplyRequest) -> None:
         """Refuse (413) an answer no store on its way could hold, before anything is recorded."""
         if check_answer_size(request.answer, self.max_answer_bytes) > ANSWER_FITS_ANY_QUESTION_BYTES:
@@ -457,11 +556,17 @@ class WaitApi:
         ) -> Response[RunAccepted]:
             check_numbers(request.input, "input")
             check_input(request.input, self.input_schema)
+            # Who asked for the run: its questions record it (separation of duties).
+            started_by = self._caller()
             if self.starts is None:
-                queued = self.runs.start(thread_id, request.input)
+                queued = self.runs.start(thread_id, request.input, started_by=started_by)
             else:
                 queued = self.starts.start(
-                    thread_id, request.input, key=idempotency_key, context=app.lambda_context
+                    thread_id,
+                    request.input,
+                    key=idempotency_key,
+                    context=app.lambda_context,
+                    started_by=started_by,
                 )
             return Response(status_code=202, content_type=JSON, body=RunAccepted(thread_id=queued.thread_id))
 
@@ -535,15 +640,18 @@ class WaitApi:
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                     202: {
-                        "description": "recorded; the resume follows from the ledger, certain",
+                        "description": "recorded; the resume follows from the ledger, certain (a quorum "
+                        "vote that does not decide yet: status voted, no resume)",
                         "content": {JSON: {"model": ReplyAccepted}},
                     },
                 },
                 {
                     400: None,
-                    403: None,
+                    403: "responder_not_allowed: the principal may not answer (or its approval does not "
+                    "count toward the quorum); requester_cannot_approve: the principal started the run",
                     404: "question_not_found: unknown question",
-                    409: "answer_conflict: a different answer stands (`standing_answer`)",
+                    409: "answer_conflict: a different answer stands (`standing_answer`), or a quorum vote "
+                    "came after the decision; already_voted: a quorum counts one vote per principal",
                     410: None,
                     412: None,
                     413: None,
@@ -582,7 +690,7 @@ class WaitApi:
             return Response(
                 status_code=202 if outcome.created else 200,
                 content_type=JSON,
-                body=ReplyAccepted(question_id=outcome.question_id),
+                body=ReplyAccepted(question_id=outcome.question_id, status=outcome.status),
             )
 
         @app.post(
@@ -615,6 +723,75 @@ class WaitApi:
             )
 
         self._stats_route()
+
+        @app.post(
+            "/questions/<question_id>/delegate",
+            summary="Hand an open question to another principal, who may then answer it too",
+            responses=responses(
+                {200: {"description": "delegated", "content": {JSON: {"model": QuestionView}}}},
+                {
+                    400: None,
+                    403: "responder_not_allowed: only a responder of the question may delegate it",
+                    404: "question_not_found: unknown question",
+                    409: "question_decided: the question is decided (`status`); already_responder: "
+                    "`to` may answer it already",
+                    413: None,
+                    415: None,
+                    422: "invalid_delegation: `to` is the caller, an STS session ARN, or the run's "
+                    "starter under requester_cannot_approve (`field`: to)",
+                    503: None,
+                },
+            ),
+        )
+        def delegate(
+            question_id: Annotated[str, Path(min_length=1)],
+            request: Annotated[DelegateRequest, Body()],
+        ) -> Response[QuestionView]:
+            record = self.authority.delegate(
+                question_id, request.to, reason=request.reason, principal=self._principal()
+            )
+            return Response(
+                status_code=200,
+                content_type=JSON,
+                body=QuestionView.of(record),
+                headers={"ETag": etag_for(record.digest)},
+            )
+
+        @app.post(
+            "/questions/<question_id>/extend",
+            summary="Move an open question's expiry later, within its policy's max_extension",
+            responses=responses(
+                {200: {"description": "extended", "content": {JSON: {"model": QuestionView}}}},
+                {
+                    400: None,
+                    403: "responder_not_allowed: only a responder of the question may extend it",
+                    404: "question_not_found: unknown question",
+                    409: "question_decided: the question is decided or past its expiry (`status`)",
+                    413: None,
+                    415: None,
+                    422: "invalid_extension: past the policy's max_extension, no extension allowed, no "
+                    "expiry to move, or not later (`field`: by_seconds or until)",
+                    503: None,
+                },
+            ),
+        )
+        def extend(
+            question_id: Annotated[str, Path(min_length=1)],
+            request: Annotated[ExtendRequest, Body()],
+        ) -> Response[QuestionView]:
+            record = self.authority.extend(
+                question_id,
+                reason=request.reason,
+                principal=self._principal(),
+                by_seconds=request.by_seconds,
+                until=request.until,
+            )
+            return Response(
+                status_code=200,
+                content_type=JSON,
+                body=QuestionView.of(record),
+                headers={"ETag": etag_for(record.digest)},
+            )
 
         @app.get("/openapi.json", include_in_schema=False, enable_validation=False)
         def openapi() -> Response[str]:

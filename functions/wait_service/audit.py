@@ -76,7 +76,7 @@ def audit_of(record: QuestionRecord) -> dict[str, Any]:
         # Compared as exact JSON: an edit of 0.1 to Decimal("0.10000000000000000001") is a change.
         patch = jsonpatch.JsonPatch.from_diff(proposed["args"], authorized["args"], dumps=exact_json.dumps)
         diff = list(patch.patch)
-    return {
+    audit: dict[str, Any] = {
         "proposed": proposed,
         "authorized": authorized,
         "diff": diff,
@@ -85,3 +85,12 @@ def audit_of(record: QuestionRecord) -> dict[str, Any]:
         "answered_at": record.answered_at if decided else None,
         "receipt": record.receipt,
     }
+    # Who asked, and who handed the question on or gave it more time: only when there is any, so
+    # the audit of a question without them reads as it always did.
+    if record.requested_by is not None:
+        audit["requested_by"] = record.requested_by
+    if record.delegations:
+        audit["delegations"] = [dict(entry) for entry in record.delegations]
+    if record.extensions:
+        audit["extensions"] = [dict(entry) for entry in record.extensions]
+    return audit

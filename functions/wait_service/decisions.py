@@ -81,7 +81,9 @@ class Decisions:
         The winner counts the expiry (its resume follows from the ledger's stream); a loser
         changes nothing.
         """
-        lost = self.ledger.record_expiry(question.question_id, answer, rung=rung)
+        lost = self.ledger.record_expiry(
+            question.question_id, answer, rung=rung, expires_at=question.expires_at
+        )
         if lost is not None:
             return lost
         metrics.add_metric(name=QUESTIONS_EXPIRED, unit=MetricUnit.Count, value=1)

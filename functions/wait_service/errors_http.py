@@ -23,8 +23,12 @@ from botocore.exceptions import ConnectionError as AwsConnectionError
 
 from agent_wait.errors import (
     AgentWaitError,
+    AlreadyResponderError,
+    AlreadyVotedError,
     AnswerConflictError,
     AnswerInvalidError,
+    DelegationInvalidError,
+    ExtensionInvalidError,
     IdempotencyConflictError,
     IdempotencyInProgressError,
     InputInvalidError,
@@ -35,6 +39,7 @@ from agent_wait.errors import (
     PreconditionFailedError,
     PreconditionRequiredError,
     QuestionClosedError,
+    QuestionDecidedError,
     QuestionNotFoundError,
     ResponderNotAllowedError,
     ThreadBusyError,
@@ -128,6 +133,11 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     PolicyConflictError: 409,
     InvalidWindowError: 422,
     ServiceUnavailableError: 503,
+    QuestionDecidedError: 409,
+    AlreadyResponderError: 409,
+    AlreadyVotedError: 409,
+    DelegationInvalidError: 422,
+    ExtensionInvalidError: 422,
 }
 
 
@@ -158,13 +168,23 @@ def error_body(error: AgentWaitError) -> dict[str, Any]:
         body["standing_answer"] = error.standing_answer
     elif isinstance(error, ThreadBusyError):
         body["pending"] = error.pending
-    elif isinstance(error, QuestionClosedError):
+    elif isinstance(error, QuestionClosedError | QuestionDecidedError):
         body["status"] = error.status
         if error.standing_answer is not None:
             body["standing_answer"] = error.standing_answer
-    elif isinstance(error, AnswerInvalidError | InvalidRequestError | InputInvalidError) and error.field:
+    elif (
+        isinstance(
+            error,
+            AnswerInvalidError
+            | InvalidRequestError
+            | InputInvalidError
+            | DelegationInvalidError
+            | ExtensionInvalidError,
+        )
+        and error.field
+    ):
         body["field"] = error.field
-    elif isinstance(error, ResponderNotAllowedError):
+    elif isinstance(error, ResponderNotAllowedError | AlreadyResponderError | AlreadyVotedError):
         body["principal"] = error.principal
     elif isinstance(error, MethodNotAllowedError):
         body["allow"] = error.allow

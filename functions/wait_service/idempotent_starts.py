@@ -111,14 +111,26 @@ class IdempotentStarts:
             key_prefix=KEY_PREFIX,
         )
         def start_once(request: dict[str, Any]) -> dict[str, Any]:
-            queued = self.runs.start(request["thread_id"], request["input"])
+            queued = self.runs.start(
+                request["thread_id"], request["input"], started_by=request.get("started_by")
+            )
             return {"thread_id": queued.thread_id, "status": queued.status}
 
         self._start_once = start_once
         return start_once
 
-    def start(self, thread_id: str, input: JsonValue, *, key: str | None, context: Any = None) -> RunQueued:
+    def start(
+        self,
+        thread_id: str,
+        input: JsonValue,
+        *,
+        key: str | None,
+        context: Any = None,
+        started_by: str | None = None,
+    ) -> RunQueued:
         """Start a run; with ``key``, at most once per thread and key within 24 hours.
+
+        ``started_by`` (the caller) is recorded with the run, as :meth:`RunService.start` records it.
 
         Raises
         ------
@@ -130,7 +142,7 @@ class IdempotentStarts:
             As :meth:`RunService.start`; nothing is recorded, so a retry with the key starts.
         """
         if key is None:
-            return self.runs.start(thread_id, input)
+            return self.runs.start(thread_id, input, started_by=started_by)
         from aws_lambda_powertools.utilities.idempotency.exceptions import (
             IdempotencyAlreadyInProgressError,
             IdempotencyValidationError,
@@ -141,7 +153,10 @@ class IdempotentStarts:
             # A request cut short by the Lambda timeout frees its key instead of holding it 24 h.
             self.config.register_lambda_context(context)
         try:
-            recorded = start_once(request={"thread_id": thread_id, "key": key, "input": input})
+            request = {"thread_id": thread_id, "key": key, "input": input}
+            if started_by is not None:
+                request["started_by"] = started_by
+            recorded = start_once(request=request)
         except IdempotencyValidationError as exc:
             raise IdempotencyConflictError(
                 f"{IDEMPOTENCY_HEADER} {key!r} was used with a different body on this thread",

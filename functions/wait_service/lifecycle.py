@@ -104,6 +104,10 @@ class LifecycleService(Decisions):
             return "unknown"
         if event.timer == "remind":
             return self.remind(question, event.n)
+        if event.extension < len(question.extensions) and question.is_open:
+            # Set before an extension moved the expiry: arm the moved one (a name of its own).
+            self._arm_next(question)
+            return "stale"
         return self.on_ttl(question, event.n)
 
     def on_ttl(self, question: QuestionRecord, rung: int) -> Outcome:
@@ -120,6 +124,11 @@ class LifecycleService(Decisions):
         action = on_expiry_action(question.policy, rung)
         if isinstance(action, Expire):
             decided = self.expire(question, action.answer, rung=rung)
+            if decided.is_open:
+                # An extension moved the expiry between the read and the write: its timer, not
+                # this one, decides now; this one is firing its last, so the next is armed here.
+                self._arm_next(decided)
+                return "stale"
             if decided.status != "expired":
                 return "decided"
             self._tell(
@@ -132,8 +141,16 @@ class LifecycleService(Decisions):
             return "stale"
         expires_at = self._clock() + timedelta(seconds=ttl)
         if not self.ledger.record_escalation(
-            question.question_id, rung=rung, route=action.route, expires_at=expires_at
+            question.question_id,
+            rung=rung,
+            route=action.route,
+            expires_at=expires_at,
+            seen=question.expires_at,
         ):
+            current = self.ledger.find_question(question.question_id)
+            if current is not None and current.is_open and current.escalation == rung:
+                # Lost to an extension: the moved expiry's timer is armed (this one fires its last).
+                self._arm_next(current)
             return "stale"
         metrics.add_metric(name=QUESTIONS_ESCALATED, unit=MetricUnit.Count, value=1)
         logger.info(

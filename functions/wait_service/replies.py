@@ -11,13 +11,15 @@ its answer, and a winner that dies right after its write still has its resume se
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait import Policy, canonical_json
 from agent_wait.errors import (
+    AlreadyVotedError,
     AnswerConflictError,
     AnswerInvalidError,
     PreconditionFailedError,
@@ -25,6 +27,7 @@ from agent_wait.errors import (
     QuestionClosedError,
     ResponderNotAllowedError,
 )
+from wait_service.authority import check_requester, identity_key, may_answer
 from wait_service.decisions import Decisions
 from wait_service.ledger import Ledger, QuestionRecord, normalize_json, parse_time, utcnow
 from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_REVOKED, TIME_TO_ANSWER
@@ -39,14 +42,19 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
 ANONYMOUS = "anonymous"
+# A quorum vote that lost its write to another vote is counted again on the question it lost to.
+VOTE_ATTEMPTS = 10
 
 
 @dataclass(frozen=True)
 class ReplyOutcome:
-    """``created`` is True for the reply whose answer was recorded (HTTP 202)."""
+    """``created`` is True for the reply whose answer (or quorum vote) was recorded (HTTP 202).
+
+    ``status`` is ``voted`` for a quorum vote that did not decide the question.
+    """
 
     question_id: str
-    status: Literal["answered"]
+    status: Literal["answered", "voted"]
     created: bool
 
 
@@ -130,6 +138,7 @@ class ReplyService:
         question = self.ledger.get_question(question_id)
         policy = Policy.model_validate(question.policy)
         self._check_responder(question, policy, principal)
+        check_requester(question, policy, principal)
         self._check_binding(question, policy, if_match)
         try:
             policy.check_answer(answer, question=question.question)
@@ -137,6 +146,8 @@ class ReplyService:
             # The policy does not know which question it belongs to; the api's error names it.
             raise AnswerInvalidError(exc.message, field=exc.field, question_id=question_id) from exc
         question = self.decisions.close_if_due(question)
+        if policy.approvals_required is not None:
+            return self._vote(question, policy, answer, principal=principal, if_match=if_match, reason=reason)
         if not question.is_open:
             return self._repeat(question, answer)
         current = self.ledger.record_answer(
@@ -189,7 +200,8 @@ class ReplyService:
         # An empty list admits any caller the api authenticated (or `anonymous` on the local
         # stack: the api refuses a request without a principal from anywhere else); an IAM
         # role entry admits its sessions, never a session name (`wait_service.responders`).
-        if not admits(policy.responders, principal):
+        # A principal a responder delegated the question to answers it too (`wait_service.authority`).
+        if not may_answer(question, policy, principal):
             raise ResponderNotAllowedError(
                 f"{principal} may not answer this question",
                 principal=principal,
@@ -212,6 +224,84 @@ class ReplyService:
                 "the question changed since it was read, or the tag is not in that form",
                 question_id=question.question_id,
             )
+
+    def _vote(
+        self,
+        question: QuestionRecord,
+        policy: Policy,
+        answer: JsonValue,
+        *,
+        principal: str,
+        if_match: str | None,
+        reason: str | None,
+    ) -> ReplyOutcome:
+        """Count one vote of a quorum; the vote that completes it decides the question.
+
+        Every vote is bound to the same digest (``_check_binding`` ran), approves the proposal as
+        it is, and counts once per principal: a second vote is 409 ``already_voted``, a vote after
+        the decision 409 ``answer_conflict`` (it was not counted).
+        """
+        question_id = question.question_id
+        # An approval policy's answer is an object (`check_answer` ran).
+        fields: Mapping[str, Any] = answer if isinstance(answer, Mapping) else {}
+        vote = fields.get("action")
+        if vote == "approve" and fields.get("args"):
+            raise AnswerInvalidError(
+                "a quorum approves the proposal as it is: approvals with different edits cannot be counted "
+                "together (reject it, with a reason, to ask for a change)",
+                field="answer.args",
+                question_id=question_id,
+            )
+        if vote == "approve" and policy.approvals_from and not admits(policy.approvals_from, principal):
+            raise ResponderNotAllowedError(
+                f"{principal}'s approval does not count toward this question's quorum (approvals_from)",
+                principal=principal,
+                question_id=question_id,
+            )
+        for _ in range(VOTE_ATTEMPTS):
+            voters = {identity_key(str(v.get("principal"))) for v in question.votes}
+            if identity_key(principal) in voters:
+                raise AlreadyVotedError(
+                    f"{principal} voted on question {question_id} already: "
+                    "a quorum counts one vote per principal",
+                    principal=principal,
+                    question_id=question_id,
+                )
+            if not question.is_open:
+                raise AnswerConflictError(
+                    f"question {question_id} was decided before this vote: it was not counted",
+                    standing_answer=question.answer,
+                    question_id=question_id,
+                )
+            if vote == "approve":
+                seen, required = len(question.approvers), policy.approvals_required or 1
+                decision: JsonValue = {"action": "approve"}
+            else:
+                seen, required = len(question.rejecters), policy.rejections_required or 1
+                decision = answer
+            decides = seen + 1 >= required
+            lost = self.ledger.record_vote(
+                question_id,
+                principal=principal,
+                voter=identity_key(principal),
+                vote=str(vote),
+                seen=seen,
+                decide=decision if decides else None,
+                reason=reason,
+                if_match=if_match,
+            )
+            if lost is None:
+                if decides:
+                    self._count_answer(question)
+                    return ReplyOutcome(question_id, "answered", created=True)
+                return ReplyOutcome(question_id, "voted", created=True)
+            # Another vote (or a decision) landed between the read and the write: count again.
+            question = lost
+        raise AnswerConflictError(
+            f"question {question_id} kept changing while the vote was counted: read it and vote again",
+            standing_answer=question.answer,
+            question_id=question_id,
+        )
 
     def _count_answer(self, question: QuestionRecord) -> None:
         metrics.add_metric(name=QUESTIONS_ANSWERED, unit=MetricUnit.Count, value=1)

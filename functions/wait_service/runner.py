@@ -125,7 +125,9 @@ class _Tracking(BaseAnnounce):
 
     name = "tracking"
 
-    def __init__(self, inner: BaseAnnounce) -> None:
+    def __init__(self, inner: BaseAnnounce, *, requested_by: str | None = None) -> None:
+        # Recorded on each question item the ledger sink writes: who started the run.
+        self.extra = {"requested_by": requested_by} if requested_by is not None else None
         self.published: list[Envelope] = []
         self.sinks: dict[str, dict[str, bool]] = {}
         self.recorded: dict[str, bool] = {}
@@ -174,7 +176,7 @@ class _Recorder(BaseAnnounce):
             # a failure to retry, it is reported on the thread. Nor is a question the ledger
             # refuses for good (too large, a value it cannot store): retrying cannot change it.
             try:
-                self.inner.deliver(envelope)
+                self.inner.record(envelope, extra=self._tracking.extra)
             except QuestionCollisionError as exc:
                 self._tracking.collisions[envelope.question_id] = exc
                 ok = False
@@ -291,6 +293,8 @@ class RunnerService:
         self.durability = durability
         self.input_schema = input_schema
         self.policies = policies
+        # Who started the run the current message runs (one message at a time per instance).
+        self._requester: str | None = None
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it.
@@ -380,20 +384,20 @@ class RunnerService:
         """
         question_id = message.question_id if isinstance(message, ResumeMessage) else None
         logger.append_keys(thread_id=message.thread_id, question_id=question_id)
+        # Who started the run this message runs (a resume: read from its question in `_run`).
+        self._requester = None
         try:
-            if (
-                isinstance(message, StartMessage)
-                and message.run_id is not None
-                and message_id is not None
-                and not self.ledger.claim_run(message.run_id, message_id)
-            ):
-                logger.warning(
-                    "duplicate start refused: another message ran it", extra={"run_id": message.run_id}
-                )
-                metrics.add_metric(name=RESUMES_REFUSED, unit=MetricUnit.Count, value=1)
-                return RunOutcome(thread_id=message.thread_id, status="refused")
+            if isinstance(message, StartMessage) and message.run_id is not None and message_id is not None:
+                claimed, self._requester = self.ledger.claim(message.run_id, message_id)
+                if not claimed:
+                    logger.warning(
+                        "duplicate start refused: another message ran it", extra={"run_id": message.run_id}
+                    )
+                    metrics.add_metric(name=RESUMES_REFUSED, unit=MetricUnit.Count, value=1)
+                    return RunOutcome(thread_id=message.thread_id, status="refused")
             return self._run(message, receive_count)
         finally:
+            self._requester = None
             logger.remove_keys(["thread_id", "question_id"])
 
     def _run(self, message: StartMessage | ResumeMessage, receive_count: int) -> RunOutcome:
@@ -408,13 +412,13 @@ class RunnerService:
         answer_run: str | None = None
         # What the resumed `@wait` calls reported while the graph ran (the audit's receipts).
         receipts: list[Receipt] = []
-        # The fan-out lent to async-mode `@wait` calls, tracked like the interrupts' own.
-        hosted = _Tracking(self.announce)
         try:
             if isinstance(message, ResumeMessage):
                 question, pending, running = self._resumable(message, config)
                 if question is None:
                     return RunOutcome(thread_id=thread_id, status="refused")
+                # The resumed run is the one that raised the question: its starter stays.
+                self._requester = question.requested_by
                 if is_async_question(question):
                     answer_run = answer_run_id(question.question_id)
                     interrupts, same_run = self._standing(answer_run, config)
@@ -437,6 +441,8 @@ class RunnerService:
                     return self._defer(message, interrupts)
                 parked = interrupts if same_run else []
                 running = False
+            # The fan-out lent to async-mode `@wait` calls, tracked like the interrupts' own.
+            hosted = _Tracking(self.announce, requested_by=self._requester)
             if answer_run is not None:
                 self.ledger.claim_latest_run(thread_id, answer_run)
             if not running:
@@ -689,7 +695,7 @@ class RunnerService:
             if with_end is not None:
                 self._mark_resumed(with_end, mine)
             return self._unrecorded(thread_id, unrecordable)
-        tracking = _Tracking(self.announce)
+        tracking = _Tracking(self.announce, requested_by=self._requester)
         # Only a deployment with a policy store passes it (an injected `publish` may not take it).
         overriding: dict[str, Any] = {"override": self.policies} if self.policies is not None else {}
         envelopes = self.publish(
@@ -817,7 +823,7 @@ class RunnerService:
         # group, the answer's resume included, behind it.
         pending = _question_ids(interrupts)
         run_id = message.run_id or str(ULID())
-        self.ledger.defer_run(message.thread_id, run_id, message.input)
+        self.ledger.defer_run(message.thread_id, run_id, message.input, started_by=self._requester)
         logger.info("run deferred until the thread's questions are answered", extra={"pending": pending})
         return RunOutcome(thread_id=message.thread_id, status="deferred", pending=pending)
 
@@ -829,7 +835,12 @@ class RunnerService:
         answer's own, so a redelivered message keeps it once.
         """
         pending = _question_ids(interrupts)
-        self.ledger.defer_run(question.thread_id, answer_run_id(question.question_id), answer_input(question))
+        self.ledger.defer_run(
+            question.thread_id,
+            answer_run_id(question.question_id),
+            answer_input(question),
+            started_by=question.requested_by,
+        )
         if self.ledger.mark_resumed(question):
             metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
         if self.timers is not None:
@@ -885,7 +896,7 @@ class RunnerService:
         run = thread.deferred[0]
         # A new run id: the deferred run's own id is its original message's deduplication id.
         run_id = str(ULID())
-        self.ledger.queue_run(thread_id, run_id, run.input)
+        self.ledger.queue_run(thread_id, run_id, run.input, started_by=run.started_by)
         self.ledger.drop_deferred(thread_id, run.run_id)
         logger.info("deferred run enqueued", extra={"run_id": run.run_id})
 

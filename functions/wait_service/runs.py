@@ -40,8 +40,11 @@ class RunService:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def start(self, thread_id: str, input: JsonValue) -> RunQueued:
+    def start(self, thread_id: str, input: JsonValue, *, started_by: str | None = None) -> RunQueued:
         """Record the run queued with its input; the start message follows from the ledger's stream.
+
+        ``started_by`` (the caller's principal) is kept with the run: every question the run raises
+        records it as ``requested_by`` (separation of duties, :mod:`wait_service.authority`).
 
         Raises
         ------
@@ -50,5 +53,5 @@ class RunService:
         """
         # The conditional write refuses an interrupted thread, and then records nothing at all.
         run_id = str(ULID())
-        self.ledger.queue_run(thread_id, run_id, input)
+        self.ledger.queue_run(thread_id, run_id, input, started_by=started_by)
         return RunQueued(thread_id=thread_id)

@@ -57,7 +57,8 @@ class TimerEvent(BaseModel):
     """What a schedule delivers to the lifecycle handler.
 
     ``n`` is the escalation rung the expiry timer was set on (0 before any escalation), or the
-    1-based number of the reminder.
+    1-based number of the reminder. ``extension`` is how many extensions had moved the expiry when
+    an expiry timer was set (left out while 0): a timer set before the latest extension is stale.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -65,19 +66,32 @@ class TimerEvent(BaseModel):
     question_id: str = Field(min_length=1)
     timer: TimerKind
     n: int = Field(ge=0)
+    extension: int = Field(default=0, ge=0)
 
 
-def schedule_name(question_id: str, timer: TimerKind, n: int) -> str:
+def schedule_name(question_id: str, timer: TimerKind, n: int, extension: int = 0) -> str:
     """A schedule name (at most 64 of ``[0-9A-Za-z-_.]``) unique to one timer of one question.
+
+    An expiry moved by an extension gets a name of its own (``-x<extension>``), so it can be set
+    while the schedule of the expiry it replaces is still firing.
 
     Examples
     --------
     >>> name = schedule_name("0b1f", "remind", 2)
     >>> name.startswith("remind-2-"), len(name) <= 64
     (True, True)
+    >>> schedule_name("0b1f", "expire", 0, 3).startswith("expire-0-x3-")
+    True
     """
     digest = hashlib.sha256(question_id.encode()).hexdigest()[:40]
+    if extension:
+        return f"{timer}-{n}-x{extension}-{digest}"
     return f"{timer}-{n}-{digest}"
+
+
+def timer_name(event: TimerEvent) -> str:
+    """The schedule name of ``event``'s timer."""
+    return schedule_name(event.question_id, event.timer, event.n, event.extension)
 
 
 def at_expression(moment: datetime) -> str:
@@ -151,7 +165,7 @@ class Timers:
         target: dict[str, Any] = {
             "Arn": self.target_arn,
             "RoleArn": self.role_arn,
-            "Input": event.model_dump_json(),
+            "Input": event.model_dump_json(exclude_defaults=True),
             "RetryPolicy": TIMERS.retry_policy(),
         }
         if self.dlq_arn:
@@ -185,6 +199,7 @@ class Timers:
             rung=question.escalation,
             reminders=question.policy.get("reminders") or [],
             sent=sent,
+            extension=len(question.extensions),
         )
         return [due] if due is not None else []
 
@@ -199,7 +214,7 @@ class Timers:
                 late += 1
             try:
                 self._client.create_schedule(
-                    Name=schedule_name(timer.event.question_id, timer.event.timer, timer.event.n),
+                    Name=timer_name(timer.event),
                     GroupName=self.group,
                     ScheduleExpression=at_expression(at),
                     ScheduleExpressionTimezone="UTC",
@@ -223,8 +238,9 @@ class Timers:
             rung=question.escalation,
             reminders=question.policy.get("reminders") or [],
             sent=set(question.reminders_sent),
+            extension=len(question.extensions),
         )
-        names = [] if due is None else [schedule_name(question.question_id, due.event.timer, due.event.n)]
+        names = [] if due is None else [timer_name(due.event)]
         for name in names:
             try:
                 self._client.delete_schedule(Name=name, GroupName=self.group)
@@ -241,6 +257,7 @@ def next_due(
     rung: int,
     reminders: Iterable[Any],
     sent: Collection[int] = (),
+    extension: int = 0,
 ) -> Timer | None:
     """The question's next due timer: its expiry on ``rung`` or the first reminder not ``sent``.
 
@@ -259,7 +276,7 @@ def next_due(
     """
     candidates: list[tuple[datetime, int, Timer]] = []
     if expires_at is not None:
-        expire = TimerEvent(question_id=question_id, timer="expire", n=rung)
+        expire = TimerEvent(question_id=question_id, timer="expire", n=rung, extension=extension)
         candidates.append((expires_at, 1, Timer(expire, expires_at)))
     for number, offset in enumerate(reminders, start=1):
         if number in sent:

@@ -561,3 +561,81 @@ def test_the_stats_view_draws_its_charts_in_the_page(local_stack: LocalProcess, 
     assert page.save_screenshot(str(path))
     assert path.stat().st_size > 10_000
     page.set_window_size(1280, 900)
+
+
+def test_a_quorum_question_is_approved_by_two_names(local_stack: LocalProcess, page: WebDriver) -> None:
+    # Given a parked refund whose question two people must approve
+    thread_id, question_id = parked(local_stack)
+    ledger(local_stack).update_item(
+        TableName=ledger_table(local_stack),
+        Key={"dedupe_key": {"S": f"wait.created:{question_id}"}},
+        UpdateExpression="SET policy.approvals_required = :n",
+        ExpressionAttributeValues={":n": {"N": "2"}},
+    )
+    open_question(page, local_stack, question_id, "?refresh=0")
+    assert text_of(page, "quorum") == "0 of 2 approvals"
+
+    # When alice approves, her vote is counted and the question still waits
+    set_name(page, "alice")
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "vote was counted" in text_of(d, "outcome-message"), "the counted sentence")
+    until(page, lambda d: text_of(d, "quorum") == "1 of 2 approvals · alice approved", "one vote shown")
+    # a second click by the same name is refused, and says why
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "voted on this question already" in text_of(d, "outcome-message"), "the 409")
+
+    # And when bob approves, the quorum decides and the thread runs on
+    set_name(page, "bob")
+    open_question(page, local_stack, question_id, "?refresh=0")
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+    assert finished(local_stack, thread_id)["status"] == "done"
+    question = http("GET", f"{local_stack.api}/questions/{question_id}")[2]
+    assert question["quorum"]["summary"] == "2 of 2 approvals"
+    assert [(v["principal"], v["vote"]) for v in question["quorum"]["votes"]] == [
+        ("alice", "approve"),
+        ("bob", "approve"),
+    ]
+
+
+def test_a_responder_delegates_and_extends_from_the_page(local_stack: LocalProcess, page: WebDriver) -> None:
+    # Given a parked refund only alice may answer, which may be extended by an hour
+    thread_id, question_id = parked(local_stack)
+    ledger(local_stack).update_item(
+        TableName=ledger_table(local_stack),
+        Key={"dedupe_key": {"S": f"wait.created:{question_id}"}},
+        UpdateExpression="SET policy.responders = :r, policy.max_extension = :m, expires_at = :e",
+        ExpressionAttributeValues={
+            ":r": {"L": [{"S": "alice"}]},
+            ":m": {"N": "3600"},
+            ":e": {"S": "2099-01-01T00:00:00.000000Z"},
+        },
+    )
+    open_question(page, local_stack, question_id, "?refresh=0")
+    set_name(page, "alice")
+
+    # When she hands it to bob and gives it ten more minutes
+    page.find_element(By.ID, "delegate-to").send_keys("bob")
+    page.find_element(By.ID, "delegate-reason").send_keys("on leave")
+    page.find_element(By.ID, "delegate").click()
+    until(page, lambda d: "bob may now answer" in text_of(d, "handover-message"), "the delegation sentence")
+    page.find_element(By.ID, "extend-by").send_keys("600")
+    page.find_element(By.ID, "extend-reason").send_keys("finance is late")
+    page.find_element(By.ID, "extend").click()
+    until(page, lambda d: "expiry was moved" in text_of(d, "handover-message"), "the extension sentence")
+    # and past the policy's maximum the page says why
+    page.find_element(By.ID, "extend-by").send_keys("3600")
+    page.find_element(By.ID, "extend-reason").send_keys("more")
+    page.find_element(By.ID, "extend").click()
+    until(page, lambda d: "max_extension" in text_of(d, "handover-message"), "the refusal")
+
+    # Then the question says so, and bob may answer it
+    question = http("GET", f"{local_stack.api}/questions/{question_id}")[2]
+    assert question["delegates"] == ["bob"]
+    assert question["expires_at"].startswith("2099-01-01T00:10:00")
+    assert [s["stage"] for s in question["lifecycle"]][-2:] == ["delegated", "extended"]
+    set_name(page, "bob")
+    open_question(page, local_stack, question_id, "?refresh=0")
+    page.find_element(By.ID, "approve").click()
+    until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+    assert finished(local_stack, thread_id)["status"] == "done"

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 EXPIRY_ACTOR = "system:expiry"
 # The answer a thread is resumed with when its question expires without a default.
 EXPIRED_ANSWER: dict[str, str] = {"action": "reject", "reason": "expired"}
+# The most delegations, and the most extensions, one question records: each is a list entry on
+# the question's item, which DynamoDB holds to 400 KB.
+MAX_HANDOVERS = 20
 # A question item's attributes holding people's data, read with their numbers exact.
 EXACT_FIELDS = ("question", "answer", "receipt")
 
@@ -87,6 +90,20 @@ class QuestionRecord:
     receipt: dict[str, Any] | None = None
     # The version of the policy store's override the question was raised under (None: the code's policy).
     policy_version: int | None = None
+    # The principal who started the run that raised the question (separation of duties).
+    requested_by: str | None = None
+    # Principals a responder handed the question to (this question only), and each hand-over:
+    # {"to", "by", "reason", "at"}.
+    delegates: tuple[str, ...] = ()
+    delegations: tuple[dict[str, Any], ...] = ()
+    # Each move of the expiry: {"from", "to", "seconds", "by", "reason", "at"}; their total seconds.
+    extensions: tuple[dict[str, Any], ...] = ()
+    extended_seconds: int = 0
+    # A quorum's votes, in order ({"principal", "vote", "reason"?, "if_match"?, "at"}), and who
+    # approved and who rejected (one vote per principal).
+    votes: tuple[dict[str, Any], ...] = ()
+    approvers: tuple[str, ...] = ()
+    rejecters: tuple[str, ...] = ()
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> QuestionRecord:
@@ -120,6 +137,14 @@ class QuestionRecord:
             if_match=data.get("if_match"),
             receipt=data.get("receipt"),
             policy_version=None if data.get("policy_version") is None else int(data["policy_version"]),
+            requested_by=data.get("requested_by"),
+            delegates=tuple(sorted(str(p) for p in data.get("delegated_to") or ())),
+            delegations=tuple(dict(d) for d in data.get("delegations") or ()),
+            extensions=tuple(dict(e) for e in data.get("extensions") or ()),
+            extended_seconds=int(data.get("extended_seconds") or 0),
+            votes=tuple(dict(v) for v in data.get("votes") or ()),
+            approvers=tuple(sorted(str(p) for p in data.get("approvers") or ())),
+            rejecters=tuple(sorted(str(p) for p in data.get("rejecters") or ())),
         )
 
     @property
@@ -172,11 +197,96 @@ class QuestionStore(LedgerTable):
             extra["if_match"] = if_match
         return self._decide(question_id, "answered", actor=answered_by, extra=extra)
 
-    def record_expiry(self, question_id: str, answer: JsonValue, *, rung: int) -> QuestionRecord | None:
+    def record_vote(
+        self,
+        question_id: str,
+        *,
+        principal: str,
+        vote: str,
+        seen: int,
+        voter: str | None = None,
+        decide: JsonValue = None,
+        reason: str | None = None,
+        if_match: str | None = None,
+    ) -> QuestionRecord | None:
+        """Count ``principal``'s ``vote`` (``approve`` or ``reject``) on an open quorum question.
+
+        ``voter`` is the key the quorum counts the principal by (the same person in every session);
+        the principal itself by default.
+
+        The write holds only while the principal has not voted and the question holds ``seen``
+        votes of this kind (what the caller read): two votes at once cannot both be counted as
+        the same one. With ``decide`` (the vote that completes the quorum), the same write moves
+        the question to ``answered`` with that answer, so exactly one vote decides it and the
+        ledger's stream enqueues exactly one resume. Returns ``None`` when counted, else the
+        question as it stood.
+        """
+        now = self._clock()
+        stamp = iso(now)
+        entry: dict[str, Any] = {"principal": principal, "vote": vote, "at": stamp}
+        if reason is not None:
+            entry["reason"] = reason
+        if if_match is not None:
+            entry["if_match"] = if_match
+        if decide is not None:
+            extra: dict[str, Any] = {"answer": decide, "answered_by": principal, "answered_at": stamp}
+            if reason is not None:
+                extra["reason"] = reason
+            if if_match is not None:
+                extra["if_match"] = if_match
+            request = self._move_request(question_id, "answered", actor=principal, extra=extra, now=now)
+        else:
+            values: dict[str, Any] = {
+                ":now": {"S": stamp},
+                ":empty": {"L": []},
+                ":stage": to_attribute([{"stage": "voted", "at": stamp, "actor": principal, "detail": vote}]),
+            }
+            open_names = _in_list("o", OPEN, values)
+            request = {
+                "TableName": self.table_name,
+                "Key": {"dedupe_key": {"S": question_key(question_id)}},
+                "UpdateExpression": (
+                    "SET updated_at = :now, lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage)"
+                ),
+                "ConditionExpression": f"attribute_exists(dedupe_key) AND #s IN ({open_names})",
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": values,
+            }
+        counted = "approvers" if vote == "approve" else "rejecters"
+        request["ExpressionAttributeNames"].update(
+            {"#votes": "votes", "#voters": "voters", "#counted": counted}
+        )
+        request["ExpressionAttributeValues"].update(
+            {
+                ":vote": to_attribute([entry]),
+                ":voter": {"SS": [voter or principal]},
+                ":principal": {"S": voter or principal},
+                ":seen": {"N": str(seen)},
+                ":none": {"L": []},
+            }
+        )
+        request["UpdateExpression"] += (
+            ", #votes = list_append(if_not_exists(#votes, :none), :vote) ADD #voters :voter, #counted :voter"
+        )
+        request["ConditionExpression"] += (
+            " AND (attribute_not_exists(#voters) OR NOT contains(#voters, :principal))"
+            + (" AND attribute_not_exists(#counted)" if seen == 0 else " AND size(#counted) = :seen")
+        )
+        if seen == 0:
+            del request["ExpressionAttributeValues"][":seen"]
+        return self._open_write(
+            question_id, **{k: v for k, v in request.items() if k not in ("TableName", "Key")}
+        )
+
+    def record_expiry(
+        self, question_id: str, answer: JsonValue, *, rung: int, expires_at: str | None = None
+    ) -> QuestionRecord | None:
         """Expire an open question still on ladder ``rung``, answering it with ``answer``.
 
-        The rung condition makes a late or repeated timer of an earlier rung change nothing.
-        Returns ``None`` when this expiry decided the question, else the question as it stood.
+        The rung condition makes a late or repeated timer of an earlier rung change nothing;
+        ``expires_at`` (the expiry the caller found due) makes an expiry lose to an extension that
+        moved it meanwhile. Returns ``None`` when this expiry decided the question, else the
+        question as it stood.
         """
         return self._decide(
             question_id,
@@ -184,6 +294,7 @@ class QuestionStore(LedgerTable):
             actor=EXPIRY_ACTOR,
             extra={"answer": answer, "answered_by": EXPIRY_ACTOR},
             rung=rung,
+            expect={"expires_at": expires_at} if expires_at is not None else None,
         )
 
     def record_revocation(self, question_id: str, reason: str, *, revoked_by: str) -> QuestionRecord | None:
@@ -208,6 +319,7 @@ class QuestionStore(LedgerTable):
         extra: dict[str, Any],
         detail: JsonValue = None,
         rung: int | None = None,
+        expect: Mapping[str, str] | None = None,
     ) -> QuestionRecord | None:
         # One moment for the answer, its lifecycle stage and `updated_at`.
         now = self._clock()
@@ -222,6 +334,7 @@ class QuestionStore(LedgerTable):
                 rung=rung,
                 raise_on_loss=True,
                 now=now,
+                expect=expect,
             )
         except ClientError as exc:
             if not condition_failed(exc):
@@ -235,8 +348,13 @@ class QuestionStore(LedgerTable):
 
     # -- while it is open --------------------------------------------------------------------
 
-    def record_escalation(self, question_id: str, *, rung: int, route: str, expires_at: datetime) -> bool:
-        """Move an open question from ladder ``rung`` to ``rung + 1`` (``route``), with a new expiry."""
+    def record_escalation(
+        self, question_id: str, *, rung: int, route: str, expires_at: datetime, seen: str | None = None
+    ) -> bool:
+        """Move an open question from ladder ``rung`` to ``rung + 1`` (``route``), with a new expiry.
+
+        ``seen`` (the expiry found due) makes it lose to an extension that moved the expiry meanwhile.
+        """
         return self._move(
             question_id,
             "escalated",
@@ -244,6 +362,7 @@ class QuestionStore(LedgerTable):
             extra={"escalation": rung + 1, "expires_at": iso(expires_at)},
             detail=route,
             rung=rung,
+            expect={"expires_at": seen} if seen is not None else None,
         )
 
     def record_reminder(self, question_id: str, number: int) -> bool:
@@ -274,6 +393,120 @@ class QuestionStore(LedgerTable):
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
+
+    def record_delegation(self, question_id: str, to: str, *, by: str, reason: str) -> QuestionRecord | None:
+        """Make ``to`` a responder of this open question (a ``delegated`` stage names who and why).
+
+        Returns ``None`` when recorded; else the question as it stood when the condition failed (it
+        was decided meanwhile, or ``to`` holds a delegation already), from the failed write itself.
+        """
+        now = iso(self._clock())
+        entry = {"to": to, "by": by, "reason": reason, "at": now}
+        values: dict[str, Any] = {
+            ":now": {"S": now},
+            ":empty": {"L": []},
+            ":stage": to_attribute([{"stage": "delegated", "at": now, "actor": by, "detail": entry}]),
+            ":entry": to_attribute([entry]),
+            ":to": {"S": to},
+            ":tos": {"SS": [to]},
+            ":cap": {"N": str(MAX_HANDOVERS)},
+        }
+        open_names = _in_list("o", OPEN, values)
+        return self._open_write(
+            question_id,
+            UpdateExpression=(
+                "SET updated_at = :now, lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage),"
+                " delegations = list_append(if_not_exists(delegations, :empty), :entry)"
+                " ADD delegated_to :tos"
+            ),
+            ConditionExpression=(
+                f"attribute_exists(dedupe_key) AND #s IN ({open_names})"
+                " AND (attribute_not_exists(delegated_to) OR NOT contains(delegated_to, :to))"
+                " AND (attribute_not_exists(delegations) OR size(delegations) < :cap)"
+            ),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=values,
+        )
+
+    def record_extension(
+        self,
+        question_id: str,
+        *,
+        seen: QuestionRecord,
+        until: datetime,
+        seconds: int,
+        max_total: int,
+        by: str,
+        reason: str,
+    ) -> QuestionRecord | None:
+        """Move the expiry of an open question from what ``seen`` holds to ``until``.
+
+        The write holds only if the question is open, on the rung and with the expiry ``seen`` had,
+        and if its extensions, ``seconds`` included, stay within ``max_total``: an extension and
+        an expiry (or an escalation, or another extension) racing each other cannot both win.
+        Returns ``None`` when recorded, else the question as it stood.
+        """
+        if seen.expires_at is None:
+            raise ValueError("a question without an expiry has nothing to extend")
+        now = iso(self._clock())
+        new_expiry = iso(until)
+        entry = {
+            "from": seen.expires_at,
+            "to": new_expiry,
+            "seconds": seconds,
+            "by": by,
+            "reason": reason,
+            "at": now,
+        }
+        values: dict[str, Any] = {
+            ":now": {"S": now},
+            ":empty": {"L": []},
+            ":zero": {"N": "0"},
+            ":stage": to_attribute([{"stage": "extended", "at": now, "actor": by, "detail": entry}]),
+            ":entry": to_attribute([entry]),
+            ":new": {"S": new_expiry},
+            ":seen": {"S": seen.expires_at},
+            ":add": {"N": str(seconds)},
+            ":room": {"N": str(max_total - seconds)},
+            ":rung": {"N": str(seen.escalation)},
+            ":cap": {"N": str(MAX_HANDOVERS)},
+        }
+        open_names = _in_list("o", OPEN, values)
+        rung = "(attribute_not_exists(#e) OR #e = :rung)" if seen.escalation == 0 else "#e = :rung"
+        return self._open_write(
+            question_id,
+            UpdateExpression=(
+                "SET updated_at = :now, expires_at = :new,"
+                " lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage),"
+                " extensions = list_append(if_not_exists(extensions, :empty), :entry),"
+                " extended_seconds = if_not_exists(extended_seconds, :zero) + :add"
+            ),
+            ConditionExpression=(
+                f"attribute_exists(dedupe_key) AND #s IN ({open_names}) AND expires_at = :seen AND {rung}"
+                " AND (attribute_not_exists(extended_seconds) OR extended_seconds <= :room)"
+                " AND (attribute_not_exists(extensions) OR size(extensions) < :cap)"
+            ),
+            ExpressionAttributeNames={"#s": "status", "#e": "escalation"},
+            ExpressionAttributeValues=values,
+        )
+
+    def _open_write(self, question_id: str, **request: Any) -> QuestionRecord | None:
+        """One conditional ``UpdateItem`` of an open question: ``None`` when it held, else the item."""
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key={"dedupe_key": {"S": question_key(question_id)}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **request,
+            )
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            item = cast("Mapping[str, Any] | None", exc.response.get("Item"))
+            if not item:
+                raise QuestionNotFoundError(f"no question {question_id}", question_id=question_id) from exc
+            return QuestionRecord.from_item(item)
+        return None
 
     def mark_delivered(self, question_id: str, sinks: Iterable[str] = (), *, actor: str = "runner") -> bool:
         """``raised → delivered`` once every sink took the envelope; one lifecycle entry per sink."""
@@ -417,6 +650,7 @@ class QuestionStore(LedgerTable):
         raise_on_loss: bool = False,
         first: Mapping[str, Any] | None = None,
         now: datetime | None = None,
+        expect: Mapping[str, str] | None = None,
     ) -> bool:
         """Conditionally move a question to ``to`` from a status the status table allows.
 
@@ -435,6 +669,7 @@ class QuestionStore(LedgerTable):
             ends=ends,
             first=first,
             now=now,
+            expect=expect,
         )
         try:
             self._client.update_item(
@@ -459,8 +694,12 @@ class QuestionStore(LedgerTable):
         ends: bool = False,
         first: Mapping[str, Any] | None = None,
         now: datetime | None = None,
+        expect: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """The conditional ``UpdateItem`` of :meth:`_move`, as a request not yet sent."""
+        """The conditional ``UpdateItem`` of :meth:`_move`, as a request not yet sent.
+
+        ``expect`` adds ``name = value`` conditions (string attributes the caller read).
+        """
         now = self._clock() if now is None else now
         stamp = iso(now)
 
@@ -498,6 +737,10 @@ class QuestionStore(LedgerTable):
             names["#e"] = "escalation"
             values[":rung"] = {"N": str(rung)}
             condition += " AND (attribute_not_exists(#e) OR #e = :rung)" if rung == 0 else " AND #e = :rung"
+        for index, (name, value) in enumerate((expect or {}).items()):
+            names[f"#w{index}"] = name
+            values[f":w{index}"] = {"S": value}
+            condition += f" AND #w{index} = :w{index}"
         return {
             "TableName": self.table_name,
             "Key": {"dedupe_key": {"S": question_key(question_id)}},

@@ -74,7 +74,11 @@ class ThreadRecord:
             attempt=int(data["attempt"]) if data.get("attempt") is not None else None,
             output_omitted=int(data["output_omitted"]) if data.get("output_omitted") is not None else None,
             deferred=[
-                DeferredRun(str(run["run_id"]), json.loads(run["input"], parse_float=Decimal))
+                DeferredRun(
+                    str(run["run_id"]),
+                    json.loads(run["input"], parse_float=Decimal),
+                    started_by=run.get("started_by"),
+                )
                 for run in data.get("deferred") or []
             ],
             latest_run=str(data["latest_run"]) if data.get("latest_run") else None,
@@ -87,6 +91,8 @@ class DeferredRun:
 
     run_id: str
     input: JsonValue
+    # Who asked for the run (recorded with it as it is queued at last).
+    started_by: str | None = None
 
 
 class ThreadStore(LedgerTable):
@@ -137,8 +143,12 @@ class ThreadStore(LedgerTable):
             pending=pending,
         )
 
-    def queue_run(self, thread_id: str, run_id: str, input: JsonValue) -> None:
+    def queue_run(
+        self, thread_id: str, run_id: str, input: JsonValue, *, started_by: str | None = None
+    ) -> None:
         """Mark run ``run_id`` queued and record its start, both or neither: the commit of a start.
+
+        ``started_by`` (who asked for the run) is kept on the run's item for the runner to read.
 
         One transaction writes the thread item (as :meth:`queue_thread`) and the run's own item
         (``run:<run_id>``, the input as JSON): the ledger's stream hands that new item to the
@@ -170,6 +180,8 @@ class ThreadStore(LedgerTable):
             "queued_at": {"S": iso(now)},
             "expires_ttl": {"N": str(int((now + self._ttl).timestamp()))},
         }
+        if started_by is not None:
+            run_item["started_by"] = {"S": started_by}
         items: Any = [
             {"Update": thread_write},
             {
@@ -192,16 +204,21 @@ class ThreadStore(LedgerTable):
             raise self._busy(thread_id) from exc
 
     def claim_run(self, run_id: str, message_id: str) -> bool:
+        """Claim run ``run_id`` for inbox message ``message_id``: :meth:`claim` without the starter."""
+        return self.claim(run_id, message_id)[0]
+
+    def claim(self, run_id: str, message_id: str) -> tuple[bool, str | None]:
         """Claim run ``run_id`` for inbox message ``message_id``; ``False``: another message ran it.
 
         The dispatcher enqueues a run's start at least once: a stream record handled twice past
         the queue's deduplication window puts a second message on the inbox for the same run. The
         first message to reach the runner names itself on the run's record; its own redeliveries
         (a retry after a failure) still run, any other message for the run is a duplicate. A run
-        with no record (a message written by hand) is not checked.
+        with no record (a message written by hand) is not checked. The second value is who started
+        the run (``None``: unknown), read by the same write.
         """
         try:
-            self._client.update_item(
+            response = self._client.update_item(
                 TableName=self.table_name,
                 Key={"dedupe_key": {"S": run_key(run_id)}},
                 UpdateExpression="SET started_message = :mid, started_at = if_not_exists(started_at, :now)",
@@ -210,12 +227,14 @@ class ThreadStore(LedgerTable):
                     "(attribute_not_exists(started_message) OR started_message = :mid)"
                 ),
                 ExpressionAttributeValues={":mid": {"S": message_id}, ":now": {"S": iso(self._clock())}},
+                ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            return self._get(run_key(run_id)) is None
-        return True
+            return self._get(run_key(run_id)) is None, None
+        started_by = (response.get("Attributes") or {}).get("started_by") or {}
+        return True, started_by.get("S")
 
     def queue_answer_run(self, thread_id: str, run_id: str) -> bool:
         """Mark the run carrying an async question's answer queued; ``False`` if it cannot be now.
@@ -268,7 +287,9 @@ class ThreadStore(LedgerTable):
             if not condition_failed(exc):
                 raise
 
-    def defer_run(self, thread_id: str, run_id: str, input: JsonValue) -> bool:
+    def defer_run(
+        self, thread_id: str, run_id: str, input: JsonValue, *, started_by: str | None = None
+    ) -> bool:
         """Keep a run for after the thread's current one; ``False`` if this run is already kept.
 
         ``deferred_ids`` makes a redelivered message harmless: the condition refuses a run id the
@@ -292,6 +313,7 @@ class ThreadStore(LedgerTable):
                                 "run_id": run_id,
                                 "input": exact_json.dumps(input, separators=(",", ":"), ensure_ascii=False),
                             }
+                            | ({"started_by": started_by} if started_by is not None else {})
                         ]
                     ),
                     ":now": {"S": iso(self._clock())},

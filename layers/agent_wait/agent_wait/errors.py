@@ -18,9 +18,13 @@ from typing import Any
 
 __all__ = [
     "AgentWaitError",
+    "AlreadyResponderError",
+    "AlreadyVotedError",
     "AnnounceError",
     "AnswerConflictError",
     "AnswerInvalidError",
+    "DelegationInvalidError",
+    "ExtensionInvalidError",
     "IdempotencyConflictError",
     "IdempotencyInProgressError",
     "InputInvalidError",
@@ -33,7 +37,9 @@ __all__ = [
     "PreconditionRequiredError",
     "QuestionClosedError",
     "QuestionCollisionError",
+    "QuestionDecidedError",
     "QuestionNotFoundError",
+    "RequesterCannotApproveError",
     "ResponderNotAllowedError",
     "SlackApiError",
     "ThreadBusyError",
@@ -199,6 +205,79 @@ class ResponderNotAllowedError(AgentWaitError):
     ) -> None:
         super().__init__(message, question_id=question_id, thread_id=thread_id)
         self.principal = principal
+
+
+class RequesterCannotApproveError(ResponderNotAllowedError):
+    """Separation of duties: the principal who started the run may not answer its question."""
+
+    code = "requester_cannot_approve"
+
+
+class QuestionDecidedError(AgentWaitError):
+    """The question is decided (or past its expiry): it can no longer be delegated or extended."""
+
+    code = "question_decided"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: str,
+        standing_answer: Any = None,
+        question_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.status = status
+        self.standing_answer = standing_answer
+
+
+class AlreadyResponderError(AgentWaitError):
+    """A delegation names a principal who may answer the question already."""
+
+    code = "already_responder"
+
+    def __init__(
+        self, message: str, *, principal: str, question_id: str | None = None, thread_id: str | None = None
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.principal = principal
+
+
+class AlreadyVotedError(AgentWaitError):
+    """A quorum counts one vote per principal: this principal voted on the question already."""
+
+    code = "already_voted"
+
+    def __init__(
+        self, message: str, *, principal: str, question_id: str | None = None, thread_id: str | None = None
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.principal = principal
+
+
+class DelegationInvalidError(AgentWaitError):
+    """A delegation that can never be made (to oneself, to nobody); ``field`` names it."""
+
+    code = "invalid_delegation"
+
+    def __init__(
+        self, message: str, *, field: str, question_id: str | None = None, thread_id: str | None = None
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.field = field
+
+
+class ExtensionInvalidError(AgentWaitError):
+    """An extension the policy does not allow (past ``max_extension``, none allowed, not later)."""
+
+    code = "invalid_extension"
+
+    def __init__(
+        self, message: str, *, field: str, question_id: str | None = None, thread_id: str | None = None
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.field = field
 
 
 class PayloadTooLargeError(AgentWaitError):

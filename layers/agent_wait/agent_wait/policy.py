@@ -91,6 +91,23 @@ class Policy(BaseModel):
         Principals allowed to answer; empty means any authenticated caller.
     bind:
         Whether a reply must echo the envelope's digest as ``If-Match``.
+    requester_cannot_approve:
+        Separation of duties: the principal who started the run that raised the question may not
+        answer it (403 ``requester_cannot_approve``).
+    max_extension:
+        Seconds by which responders may move the expiry later, in total over all extensions
+        (``POST /questions/{id}/extend``); ``None`` (the default) allows no extension.
+    approvals_required:
+        A quorum (``approval`` only): this many approvals by distinct principals decide approve;
+        one rejection decides reject, unless ``rejections_required`` asks for more.
+    approvals_from:
+        With a quorum: only approvals by these principals (IAM roles admit their sessions) count.
+    rejections_required:
+        With a quorum: this many rejections by distinct principals decide reject (default 1).
+
+    Fields added after the first release (``requester_cannot_approve``, ``max_extension``) appear
+    in the policy's JSON only when set, so the digest of a question that does not use them is what
+    it always was.
 
     Examples
     --------
@@ -110,9 +127,27 @@ class Policy(BaseModel):
     reminders: list[int] = Field(default_factory=list)
     responders: list[str] = Field(default_factory=list)
     bind: bool = True
+    # Added after the first release: in the JSON (and so the digest) only when set.
+    requester_cannot_approve: bool = Field(default=False, exclude_if=lambda value: value is False)
+    max_extension: int | None = Field(default=None, gt=0, exclude_if=lambda value: value is None)
+    approvals_required: int | None = Field(default=None, ge=1, le=100, exclude_if=lambda value: value is None)
+    approvals_from: list[str] | None = Field(
+        default=None, min_length=1, exclude_if=lambda value: value is None
+    )
+    rejections_required: int | None = Field(
+        default=None, ge=1, le=100, exclude_if=lambda value: value is None
+    )
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Policy:
+        if self.approvals_required is None and (self.approvals_from or self.rejections_required):
+            raise ValueError(
+                "approvals_from and rejections_required belong to a quorum: set approvals_required"
+            )
+        if self.approvals_required is not None and self.kind != "approval":
+            raise ValueError(
+                f"a quorum (approvals_required) applies to kind 'approval' only, not {self.kind!r}"
+            )
         if self.kind == "decision":
             if not self.options:
                 raise ValueError("a 'decision' policy needs a non-empty list of options")

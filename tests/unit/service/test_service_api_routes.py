@@ -294,6 +294,8 @@ def test_openapi_lists_every_route(call: Call) -> None:
         "/questions/{question_id}/reply",
         "/questions/{question_id}/revoke",
         "/stats",
+        "/questions/{question_id}/delegate",
+        "/questions/{question_id}/extend",
     }
     reply = spec["paths"]["/questions/{question_id}/reply"]["post"]
     assert {"200", "202", "400", "404", "409", "410", "412", "413", "422", "428"} <= set(reply["responses"])

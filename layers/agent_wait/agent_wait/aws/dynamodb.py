@@ -17,6 +17,8 @@ from agent_wait.envelope import canonical_json, isoformat_z
 from agent_wait.errors import QuestionCollisionError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from agent_wait.envelope import Envelope
 
 __all__ = ["STATUS_SHARDS", "DynamoDbAnnounce", "ledger_put", "status_shard"]
@@ -107,13 +109,16 @@ def status_shard(listing: str, question_id: str, shards: int = STATUS_SHARDS) ->
     return f"{listing}#{number}"
 
 
-def ledger_put(table_name: str, envelope: Envelope) -> dict[str, Any]:
+def ledger_put(
+    table_name: str, envelope: Envelope, *, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The conditional ``PutItem`` request that records ``envelope`` in the ledger.
 
     The item is the question item of docs/internals.md: ``status = "raised"``, ``created_at`` =
     ``updated_at``, a one-entry ``lifecycle``, the envelope JSON, and ``question`` / ``policy`` /
     ``source`` for reading without parsing it. The write only happens while no item has the
-    envelope's ``dedupe_key``.
+    envelope's ``dedupe_key``. ``extra`` adds attributes the host records with the question (e.g.
+    who started the run); it never replaces one of these.
 
     Examples
     --------
@@ -143,6 +148,7 @@ def ledger_put(table_name: str, envelope: Envelope) -> dict[str, Any]:
     if envelope.policy_version is not None:
         # The policy store's version the question was raised under (its digest covers it).
         item["policy_version"] = envelope.policy_version
+    item = {**(extra or {}), **item}
     return {
         "TableName": table_name,
         "Item": {key: to_attribute(value) for key, value in item.items()},
@@ -178,8 +184,12 @@ class DynamoDbAnnounce(BaseAnnounce):
         self.name = name
 
     def deliver(self, envelope: Envelope) -> None:
+        self.record(envelope)
+
+    def record(self, envelope: Envelope, *, extra: Mapping[str, Any] | None = None) -> None:
+        """Deliver ``envelope`` with ``extra`` attributes on a new item (see :func:`ledger_put`)."""
         try:
-            self.client.put_item(**ledger_put(self.table_name, envelope))
+            self.client.put_item(**ledger_put(self.table_name, envelope, extra=extra))
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise

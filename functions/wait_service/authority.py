@@ -34,9 +34,9 @@ from agent_wait.errors import (
     RequesterCannotApproveError,
     ResponderNotAllowedError,
 )
+from wait_service.decisions import Decisions
 from wait_service.ledger import parse_time, utcnow
 from wait_service.ledger.questions import MAX_HANDOVERS
-from wait_service.lifecycle import Decisions
 from wait_service.responders import admits, iam_identity
 
 if TYPE_CHECKING:

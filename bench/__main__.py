@@ -84,6 +84,10 @@ def _print(figure: f.Figure) -> None:
     sys.stdout.flush()
 
 
+def _load(load: tuple[float, float, float]) -> str:
+    return " / ".join(f"{x:.1f}" for x in load)
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -107,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the table")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    load_at_start = os.getloadavg()
     results: list[f.Figure] = []
 
     def add(*new: f.Figure) -> None:
@@ -149,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (
         f"Written by `python -m bench --rounds {args.rounds} --round-trips {args.round_trips}` "
         f"({elapsed:.0f} s; {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) "
-        f"at the end; Python {platform.python_version()} here, the deployment runs Python "
+        f"{os.cpu_count()} CPUs, load average (1 / 5 / 15 min) {_load(load_at_start)} at the start, "
+        f"{_load(load)} at the end; Python {platform.python_version()} here, the deployment runs Python "
         f"{PYTHON_VERSION} on arm64). Timed figures are paired runs; a ratio is the median of the "
         "per-pair ratios."
         + (

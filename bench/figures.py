@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import statistics
 import subprocess
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,8 @@ class Figure:
     passed: bool | None
     spread: str = ""
     notes: list[str] = field(default_factory=list)
+    # The ratio of instructions executed (valgrind), for cold starts when valgrind is on PATH.
+    instructions: str | None = None
 
 
 @dataclass
@@ -122,24 +124,51 @@ RUNNER_ENV = {
 }
 
 
-def cold_runner(layout: Layout, rounds: int) -> Figure:
+def fair_runner_floor(ttl_seconds: int) -> str:
+    """Plain LangGraph's runner init: the same packages, one boto3 session with the runner's clients
+    (the saver's DynamoDB client, SNS, SQS), the saver built and the same sample graph compiled."""
+    return (
+        "import boto3\nimport langgraph.graph\nimport langgraph.types\n"
+        "from langgraph_checkpoint_aws import DynamoDBSaver\n"
+        "from examples.refund_agent import build_graph\n"
+        "session = boto3.Session()\n"
+        f"saver = DynamoDBSaver(table_name={RUNNER_ENV['AGENT_WAIT_CHECKPOINT_TABLE']!r}, session=session, "
+        f"ttl_seconds={ttl_seconds})\n"
+        "clients = (session.client('sns'), session.client('sqs'))\n"
+        "graph = build_graph(saver)\n"
+    )
+
+
+FAIR_FLOOR_NAME = (
+    "fair floor: boto3 session + langgraph.graph/types + DynamoDBSaver built + its DynamoDB, SNS, SQS "
+    "clients + the sample graph compiled, precompiled"
+)
+
+
+def cold_runner(layout: Layout, rounds: int, *, valgrind: bool = False) -> Figure:
+    from wait_service.settings import Settings
+
     # As in Lambda: LAMBDA_TASK_ROOT set and tracing not disabled (the X-Ray SDK must stay out of init).
     env = environment(RUNNER_ENV | {"LAMBDA_TASK_ROOT": str(layout.task)})
     walls: tuple[list[float], list[float]] = ([], [])
-    ours = timed_import(layout, "import handler\nassert 'aws_xray_sdk' not in sys.modules", env, walls[0])
-    base = timed_import(
-        layout, "import langgraph.graph\nfrom langgraph_checkpoint_aws import DynamoDBSaver", env, walls[1]
-    )
-    return _cold_figure(
+    ours_statement = "import handler\nassert 'aws_xray_sdk' not in sys.modules"
+    floor = fair_runner_floor(Settings.from_env(RUNNER_ENV).checkpoint_ttl_seconds)
+    ours = timed_import(layout, ours_statement, env, walls[0])
+    base = timed_import(layout, floor, env, walls[1])
+    figure = _cold_figure(
         "runner cold import + init (shipped layout, -I -S, read-only), CPU time",
         run_pairs(ours, base, rounds),
         walls,
-        "import langgraph.graph + DynamoDBSaver, precompiled",
-        goal=1.15,
+        FAIR_FLOOR_NAME,
+        goal=0.8,
     )
+    figure.goal = "≤ 0.8 (by not loading what is unused)"
+    if valgrind:
+        figure.instructions = instruction_ratio(layout, env, ours_statement, floor)
+    return figure
 
 
-def cold_api(layout: Layout, rounds: int) -> Figure:
+def cold_api(layout: Layout, rounds: int, *, valgrind: bool = False) -> Figure:
     env = environment({k: RUNNER_ENV[k] for k in ("AGENT_WAIT_LEDGER_TABLE", "AGENT_WAIT_INBOX_URL")})
     env["LAMBDA_TASK_ROOT"] = str(layout.task)
     walls: tuple[list[float], list[float]] = ([], [])
@@ -148,13 +177,63 @@ def cold_api(layout: Layout, rounds: int) -> Figure:
         "import boto3\nfrom bench_baseline.bare_api import build_app\n"
         "build_app(boto3.client('dynamodb'), boto3.client('sqs'))"
     )
-    return _cold_figure(
+    figure = _cold_figure(
         "api cold import + init (shipped layout), CPU time",
         run_pairs(ours, timed_import(layout, bare, env, walls[1]), rounds),
         walls,
         "bare APIGatewayRestResolver(enable_validation=True), same routes, models, 2 clients",
-        goal=1.25,
+        goal=1.1,
     )
+    if valgrind:
+        figure.instructions = instruction_ratio(
+            layout, env, "import handler\nassert 'aws_xray_sdk' not in sys.modules", bare
+        )
+    return figure
+
+
+def instruction_ratio(layout: Layout, env: dict[str, str], ours: str, baseline: str) -> str:
+    """Instructions executed by ``ours`` over ``baseline`` (valgrind's callgrind), start-up taken off.
+
+    Each statement runs once in a fresh ``-I -S -B`` interpreter on the layout, and so does an empty
+    one: the interpreter's own start-up is subtracted from both, so the ratio is the import + init's
+    alone. Instruction counts barely move with the machine's load, so one run of each is enough.
+    """
+    commands = {
+        name: [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            *python_command(layout, code),
+        ]
+        for name, code in (("ours", ours), ("baseline", baseline), ("empty", "pass"))
+    }
+    fixed = env | {"PYTHONHASHSEED": "0"}
+    running = {
+        name: subprocess.Popen(
+            command, env=fixed, cwd=layout.task, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for name, command in commands.items()
+    }
+    counts: dict[str, int] = {}
+    for name, process in running.items():
+        _, err = process.communicate(timeout=3600)
+        found = re.search(r"Collected\s*:\s*(\d+)", err)
+        if process.returncode != 0 or not found:
+            raise RuntimeError(f"valgrind failed on the {name} statement:\n{err[-3000:]}")
+        counts[name] = int(found.group(1))
+    return instruction_text(counts["ours"], counts["baseline"], counts["empty"])
+
+
+def instruction_text(ours: int, baseline: int, empty: int) -> str:
+    """The instruction ratio with start-up taken off, and the counts it comes from.
+
+    Examples
+    --------
+    >>> instruction_text(1_062_000_000, 862_000_000, 62_000_000)
+    '1.25 (1000 M / 800 M instructions)'
+    """
+    mine, theirs = ours - empty, baseline - empty
+    return f"{mine / theirs:.2f} ({mine / 1e6:.0f} M / {theirs / 1e6:.0f} M instructions)"
 
 
 def xray_first_call(layout: Layout, rounds: int) -> Figure:
@@ -201,118 +280,6 @@ def _ratio_figure(name: str, pairs: Pairs, baseline: str, *, goal: float, higher
     )
 
 
-# -- AWS calls per message ----------------------------------------------------------------------
-
-
-def aws_calls() -> list[Figure]:
-    """Calls per start and per resume message, counted with a botocore hook (AWS played by moto)."""
-    import boto3
-    from langgraph.types import Command
-    from moto import mock_aws
-
-    from wait_service.checkpointer import make_checkpointer, runner_clients
-    from wait_service.graph import load_graph
-    from wait_service.inbox import ResumeMessage, StartMessage
-    from wait_service.resources import create_resources
-    from wait_service.runner import build_runner
-    from wait_service.settings import Settings
-
-    counted: Counter[str] = Counter()
-    # Ours split three ways, to set against the goal's formula: the checkpointer's calls (its
-    # table), the sinks' (SNS, SQS, and the ledger's PutItem of each new question) and the ledger's.
-    kinds: Counter[str] = Counter()
-    tables: dict[str, str] = {}
-
-    def count(model: Any, params: Any = None, **_: Any) -> None:
-        service = model.service_model.service_name
-        counted[f"{service}.{model.name}"] += 1
-        table = (params or {}).get("TableName")
-        if service != "dynamodb" or (table == tables.get("ledger") and model.name == "PutItem"):
-            kinds["sinks"] += 1
-        elif table == tables.get("checkpoint"):
-            kinds["checkpoint"] += 1
-        else:
-            kinds["ledger"] += 1
-
-    with mock_aws():
-        session = boto3.Session(region_name="us-east-1")
-        # Once per API call, with its parameters (retries of a call are not counted again).
-        session.events.register("before-parameter-build", count)
-        resources = create_resources(
-            session.client("dynamodb"), session.client("sqs"), session.client("sns"), prefix="bench-"
-        )
-        settings = Settings.from_env(RUNNER_ENV | resources.env())
-        tables.update(ledger=settings.require("ledger_table"), checkpoint=str(settings.checkpoint_table))
-        runner = build_runner(settings, **runner_clients(settings, session=session).as_kwargs())
-
-        # As the api does before it sends a start message (not counted: the api's call).
-        runner.ledger.queue_thread("t-ours", "r-1")
-        counted.clear()
-        kinds.clear()
-        outcome = runner.run(StartMessage(thread_id="t-ours", input=REFUND_INPUT, run_id="r-1"))
-        ours_start, kinds_start = Counter(counted), Counter(kinds)
-        question_id = outcome.pending[0]
-        runner.ledger.record_answer(question_id, APPROVE, answered_by="bench")
-        counted.clear()
-        kinds.clear()
-        runner.run(ResumeMessage(thread_id="t-ours", question_id=question_id, answer=APPROVE))
-        ours_resume, kinds_resume = Counter(counted), Counter(kinds)
-
-        graph: Any = load_graph(settings.graph, make_checkpointer(settings, session=session))
-        config: dict[str, Any] = {"configurable": {"thread_id": "t-bare"}}
-        counted.clear()
-        result = graph.invoke(REFUND_INPUT, config, durability=settings.durability)
-        bare_start = Counter(counted)
-        interrupt_id = result["__interrupt__"][0].id
-        counted.clear()
-        graph.invoke(Command(resume={interrupt_id: APPROVE}), config, durability=settings.durability)
-        bare_resume = Counter(counted)
-
-        # For reference: the same graph at LangGraph's default durability (a checkpoint per step).
-        config = {"configurable": {"thread_id": "t-async"}}
-        counted.clear()
-        result = graph.invoke(REFUND_INPUT, config, durability="async")
-        async_start = sum(counted.values())
-        counted.clear()
-        graph.invoke(Command(resume={result["__interrupt__"][0].id: APPROVE}), config, durability="async")
-        async_resume = sum(counted.values())
-
-    figures = []
-    for kind, ours, bare, split in (
-        ("start", ours_start, bare_start, kinds_start),
-        ("resume", ours_resume, bare_resume, kinds_resume),
-    ):
-        checkpoint = sum(bare.values())
-        ledger = 3
-        sinks = (
-            3 if kind == "start" else 0
-        )  # a resume of the refund agent ends the thread: nothing to announce
-        allowed = checkpoint + ledger + sinks
-        total = sum(ours.values())
-        figures.append(
-            Figure(
-                name=f"AWS calls per {kind} message (durability={settings.durability})",
-                ours=f"{total}: {_calls(ours)}",
-                baseline=f"the sample graph's own checkpoint calls: {checkpoint} ({_calls(bare)})",
-                ratio=total / checkpoint if checkpoint else None,
-                goal=f"≤ {checkpoint} + {ledger} ledger + {sinks} sinks = {allowed}",
-                passed=total <= allowed,
-                notes=[
-                    f"ours by kind: checkpoint {split['checkpoint']} + ledger {split['ledger']} + "
-                    f"sinks {split['sinks']} = {total}; the goal's formula: checkpointer's own "
-                    f"{checkpoint} + {ledger} ledger + {sinks} sinks = {allowed}",
-                    "the same graph at durability=async: "
-                    f"{async_start if kind == 'start' else async_resume} checkpoint calls",
-                ],
-            )
-        )
-    return figures
-
-
-def _calls(counter: Counter[str]) -> str:
-    return ", ".join(f"{name} {n}" for name, n in sorted(counter.items()))
-
-
 # -- fan-out ------------------------------------------------------------------------------------
 
 
@@ -346,19 +313,20 @@ def _envelope() -> Any:
 
 
 def fanout(rounds: int) -> Figure:
+    """The composite announcer over sinks of different latencies, against the slowest sink alone."""
     from agent_wait import CompositeAnnounce
     from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
 
-    delay = 0.05
+    delays = (0.01, 0.03, 0.05)
     envelope = _envelope()
     composite = CompositeAnnounce(
         [
-            DynamoDbAnnounce("ledger", client=SlowClient(delay)),
-            SnsAnnounce("arn:aws:sns:us-east-1:1:t", client=SlowClient(delay)),
-            SqsAnnounce("https://sqs/q.fifo", client=SlowClient(delay)),
+            DynamoDbAnnounce("ledger", client=SlowClient(delays[0])),
+            SnsAnnounce("arn:aws:sns:us-east-1:1:t", client=SlowClient(delays[1])),
+            SqsAnnounce("https://sqs/q.fifo", client=SlowClient(delays[2])),
         ]
     )
-    single = DynamoDbAnnounce("ledger", client=SlowClient(delay))
+    slowest = SqsAnnounce("https://sqs/q.fifo", client=SlowClient(max(delays)))
 
     def timed(announce: Any) -> Callable[[], float]:
         def measure() -> float:
@@ -368,10 +336,18 @@ def fanout(rounds: int) -> Figure:
 
         return measure
 
-    pairs = run_pairs(timed(composite), timed(single), rounds)
-    return _ratio_figure(
-        "fan-out latency, 3 sinks, 50 ms injected per call", pairs, "slowest single sink", goal=1.25
+    pairs = run_pairs(timed(composite), timed(slowest), rounds)
+    figure = _ratio_figure(
+        "fan-out latency, 3 sinks: ledger 10 ms, topic 30 ms, outbox 50 ms injected per call",
+        pairs,
+        "the slowest sink alone (outbox, 50 ms)",
+        goal=1.25,
     )
+    figure.notes.append(
+        "the announcer alone; a whole park's calls in a row are the 'round trips in a row' figures "
+        f"(1.0 would be every sink at once; {sum(delays) / max(delays):.1f} all in turn)"
+    )
+    return figure
 
 
 # -- reply throughput ---------------------------------------------------------------------------
@@ -450,13 +426,162 @@ def stubbed_clients(item: dict[str, Any]) -> tuple[Any, Any]:
 CHUNKS = 6
 
 
-def reply_throughput(rounds: int, batch: int = 300) -> list[Figure]:
-    """Replies per CPU second, ours against the bare resolver making the same 2 calls, in two setups.
+class ReplyWorker:
+    """One side of the handler's reply throughput in a process of its own (``bench.reply_worker``)."""
 
-    The goal's figure answers AWS at the HTTP layer, so both sides run boto3 as a Lambda does. The
-    second figure replaces boto3 itself with a Python object: what is left is the framework and, on
-    our side, our code, so it shows what our code costs per reply (it has no goal of its own).
+    def __init__(self, side: str, tracing: bool) -> None:
+        import sys
+        import tempfile
+
+        self.label = f"{side}, tracing {'on' if tracing else 'off'}"
+        self._errors = tempfile.TemporaryFile(mode="w+")
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.reply_worker",
+                "--side",
+                side,
+                "--tracing",
+                "on" if tracing else "off",
+            ],
+            cwd=REPO_ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errors,
+            text=True,
+            # Only what the worker does not set itself: no tracing switch or endpoint leaks in.
+            env={k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")},
+        )
+
+    def _ask(self, line: str) -> str:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write(line + "\n")
+        self._process.stdin.flush()
+        answer = self._process.stdout.readline()
+        if not answer:
+            self._process.wait(timeout=60)
+            self._errors.seek(0)
+            raise RuntimeError(f"the reply worker ({self.label}) stopped:\n{self._errors.read()[-3000:]}")
+        return answer.strip()
+
+    def calls(self) -> dict[str, int]:
+        """The AWS calls one reply makes."""
+        found: dict[str, int] = json.loads(self._ask("calls"))
+        return found
+
+    def segments(self) -> int:
+        """X-Ray documents sent to the worker's daemon socket since the last ask."""
+        return int(self._ask("segments"))
+
+    def __call__(self, replies: int) -> float:
+        """CPU seconds ``replies`` replies take."""
+        return float(self._ask(str(replies)))
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            assert self._process.stdin is not None
+            self._process.stdin.close()
+            try:
+                self._process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=60)
+        self._errors.close()
+
+
+def interleaved(
+    ours: Callable[[int], float], baseline: Callable[[int], float], rounds: int, batch: int
+) -> Pairs:
+    """``rounds`` pairs; each half is CHUNKS runs of ``batch // CHUNKS`` replies interleaved with the
+    other half's, so a neighbour that slows the machine for a while slows both halves alike."""
+    pairs = Pairs()
+    chunk = batch // CHUNKS
+    for i in range(rounds):
+        halves = [0.0, 0.0]
+        for j in range(CHUNKS):
+            order = (0, 1) if (i + j) % 2 == 0 else (1, 0)
+            for side in order:
+                halves[side] += (ours if side == 0 else baseline)(chunk)
+        pairs.ours.append(halves[0])
+        pairs.baseline.append(halves[1])
+    return pairs
+
+
+def _throughput_figure(name: str, pairs: Pairs, batch: int, baseline: str, goal: float | None) -> Figure:
+    figure = _ratio_figure(name, pairs, baseline, goal=goal or 0.0, higher=True)
+    if goal is None:
+        figure.goal, figure.passed = "—", None
+    ours_us = statistics.median(pairs.ours) / batch * 1e6
+    base_us = statistics.median(pairs.baseline) / batch * 1e6
+    figure.ours = f"{batch / statistics.median(pairs.ours):.0f} replies/s ({ours_us:.0f} µs each)"
+    figure.baseline = (
+        f"{baseline}: {batch / statistics.median(pairs.baseline):.0f} replies/s ({base_us:.0f} µs each)"
+    )
+    figure.notes.append(f"{ours_us - base_us:+.0f} µs per reply against the baseline (medians)")
+    return figure
+
+
+def handler_throughput(rounds: int, batch: int = 300) -> list[Figure]:
+    """Replies per CPU second through the api Lambda's real ``handler``, and the cost of tracing.
+
+    Three worker processes (``bench.reply_worker``): ours with tracing on, the bare resolver behind
+    the same wrappers with tracing on, and ours with tracing off. Tracing is as deployed: on, each
+    invocation sampled, segments sent as UDP to a local socket standing in for Lambda's daemon.
     """
+    batch = max(1, batch // CHUNKS) * CHUNKS
+    workers = {
+        "ours": ReplyWorker("ours", tracing=True),
+        "bare": ReplyWorker("bare", tracing=True),
+        "untraced": ReplyWorker("ours", tracing=False),
+    }
+    try:
+        calls = {name: worker.calls() for name, worker in workers.items()}
+        segments = {}
+        for name, worker in workers.items():
+            worker.segments()
+            worker(CHUNKS)
+            segments[name] = worker.segments() / CHUNKS
+        notes = []
+        if calls["ours"] != calls["bare"]:
+            notes.append(f"the two sides' AWS calls differ: ours {calls['ours']}, bare {calls['bare']}")
+        made = ", ".join(f"{name} {n}" for name, n in sorted(calls["ours"].items()))
+        throughput = _throughput_figure(
+            "reply throughput through the api Lambda's handler (logger, tracer and metrics wrappers, "
+            f"metrics flush, tracing on and sampled; AWS answered at the HTTP layer; {batch} replies "
+            "per half, CPU time)",
+            interleaved(workers["ours"], workers["bare"], rounds, batch),
+            batch,
+            f"bare Powertools resolver behind the same wrappers, same calls ({made})",
+            0.9,
+        )
+        throughput.notes += [
+            *notes,
+            "ours flushes the metrics its reply adds (an EMF document per reply, printed as Lambda "
+            "would); the bare resolver adds none; logs at the deployed level; both print to /dev/null",
+        ]
+        tracing = _throughput_figure(
+            f"per-call cost of tracing: the api handler with tracing on (sampled) against off ({batch} "
+            "replies per half, CPU time)",
+            interleaved(workers["ours"], workers["untraced"], rounds, batch),
+            batch,
+            "the same handler, POWERTOOLS_TRACE_DISABLED",
+            None,
+        )
+        tracing.notes.append(
+            "a sampled invocation sends X-Ray documents as UDP to the daemon's address (here a local "
+            f"socket): ours {segments['ours']:.1f} per reply, the bare resolver {segments['bare']:.1f}, "
+            f"ours untraced {segments['untraced']:.1f}"
+        )
+    finally:
+        for worker in workers.values():
+            worker.close()
+    return [throughput, tracing]
+
+
+def framework_throughput(rounds: int, batch: int = 300) -> Figure:
+    """Our code's own cost per reply: ``api.resolve`` against the bare resolver, boto3 replaced by a
+    Python object and no wrappers, so what is left is the framework and, on our side, our code."""
     from agent_wait.aws import DynamoDbAnnounce
     from bench.baseline.bare_api import build_app, routes
     from wait_service.api import build_api
@@ -471,83 +596,45 @@ def reply_throughput(rounds: int, batch: int = 300) -> list[Figure]:
     event = json.loads(
         json.dumps(template).replace("QUESTION_ID", envelope.question_id).replace("DIGEST", envelope.digest)
     )
+    client: Any = memory  # duck-typed: the two methods the reply route calls
+    api = build_api(settings, dynamodb=client, sqs=client)
+    bare = build_app(memory, memory, table="bench-ledger", queue_url=RUNNER_ENV["AGENT_WAIT_INBOX_URL"])
 
-    def measure(dynamodb: Any, sqs: Any) -> tuple[Pairs, list[str]]:
-        api = build_api(settings, dynamodb=dynamodb, sqs=sqs)
-        bare = build_app(dynamodb, sqs, table="bench-ledger", queue_url=RUNNER_ENV["AGENT_WAIT_INBOX_URL"])
-        notes = []
-        if routes(api.app) != routes(bare):
-            notes.append(
-                f"the bare baseline's routes differ from the api's: {sorted(routes(api.app) ^ routes(bare))}"
-            )
+    def ours(event: dict[str, Any], context: Any) -> Any:
+        try:
+            return api.resolve(event, context)
+        finally:
+            metrics.clear_metrics()  # what the handler's flush would send
 
-        def ours(event: dict[str, Any], context: Any) -> Any:
-            # In Lambda the handler's decorator flushes the metrics after each invocation.
-            try:
-                return api.resolve(event, context)
-            finally:
-                metrics.clear_metrics()
-
-        resolvers: tuple[tuple[str, Callable[[dict[str, Any], Any], Any]], ...] = (
-            ("ours", ours),
-            ("bare", bare.resolve),
-        )
-        for name, resolve in resolvers:  # both answer as expected before they are timed
-            status = resolve(json.loads(json.dumps(event)), None)["statusCode"]
-            if status != 202:
-                raise RuntimeError(f"the {name} reply answered {status}, not 202")
-
-        def timed(resolve: Callable[[dict[str, Any], Any], Any], replies: int) -> float:
+    def timed(resolve: Callable[[dict[str, Any], Any], Any]) -> Callable[[int], float]:
+        def run(replies: int) -> float:
             events = [json.loads(json.dumps(event)) for _ in range(replies)]
-            # This thread's CPU time: the loop never waits (AWS is a stub), and CPU time does not
-            # count what other processes on a shared machine take.
             started = time.thread_time()
             for e in events:
-                resolve(e, None)
+                status = resolve(e, None)["statusCode"]
+                if status != 202:
+                    raise RuntimeError(f"a reply answered {status}, not 202")
             return time.thread_time() - started
 
-        pairs = Pairs()
-        chunk = batch // CHUNKS
-        for i in range(rounds):
-            # Each half is CHUNKS runs of `chunk` replies, interleaved with the other half's: a
-            # neighbour that slows the machine's caches for a while slows both halves alike.
-            halves = [0.0, 0.0]
-            for j in range(CHUNKS):
-                order = (0, 1) if (i + j) % 2 == 0 else (1, 0)
-                for side in order:
-                    halves[side] += timed(ours if side == 0 else bare.resolve, chunk)
-            pairs.ours.append(halves[0])
-            pairs.baseline.append(halves[1])
-        return pairs, notes
+        return run
 
     batch = max(1, batch // CHUNKS) * CHUNKS
-    figures = []
-    setups = (
-        ("AWS answered at the HTTP layer, boto3 clients as in Lambda", stubbed_clients(memory.item), 0.8),
-        ("boto3 replaced by a Python object: our code over the framework alone", (memory, memory), None),
+    notes = []
+    if routes(api.app) != routes(bare):
+        notes.append(
+            f"the bare baseline's routes differ from the api's: {sorted(routes(api.app) ^ routes(bare))}"
+        )
+    timed(ours)(1), timed(bare.resolve)(1)
+    figure = _throughput_figure(
+        "our code over the framework alone: api.resolve, boto3 replaced by a Python object, no wrappers "
+        f"({batch} replies per half, CPU time)",
+        interleaved(timed(ours), timed(bare.resolve), rounds, batch),
+        batch,
+        "bare resolver, same calls",
+        None,
     )
-    for label, (dynamodb, sqs), goal in setups:
-        pairs, notes = measure(dynamodb, sqs)
-        figure = _ratio_figure(
-            f"reply throughput in-process, {label} ({batch} replies per half, CPU time)",
-            pairs,
-            "bare resolver making the same 2 calls",
-            goal=goal or 0.0,
-            higher=True,
-        )
-        if goal is None:
-            figure.goal, figure.passed = "— (shows our code's own cost)", None
-        ours_us = statistics.median(pairs.ours) / batch * 1e6
-        bare_us = statistics.median(pairs.baseline) / batch * 1e6
-        figure.ours = f"{batch / statistics.median(pairs.ours):.0f} replies/s ({ours_us:.0f} µs each)"
-        figure.baseline = (
-            f"bare resolver, same 2 calls: {batch / statistics.median(pairs.baseline):.0f} replies/s "
-            f"({bare_us:.0f} µs each)"
-        )
-        extra = f"ours spends {ours_us - bare_us:.0f} µs more per reply than the bare resolver"
-        figure.notes += [*notes, extra]
-        figures.append(figure)
-    return figures
+    figure.notes += notes
+    return figure
 
 
 # -- local round trip ---------------------------------------------------------------------------
@@ -555,8 +642,27 @@ def reply_throughput(rounds: int, batch: int = 300) -> list[Figure]:
 _LINE = re.compile(r"\s(question raised|run done)\s+.*?thread=(\S+)")
 
 
-def local_round_trip(threads: int = 30) -> list[Figure]:
-    """Reply 202 → thread done on the local stack (moto, the real handlers), one thread at a time."""
+def quantile_text(values: list[float]) -> str:
+    """p50, p95, p99 and the spread (min, max) of seconds, in milliseconds.
+
+    Examples
+    --------
+    >>> quantile_text([i / 1000 for i in range(1, 201)])
+    'p50 100 ms, p95 190 ms, p99 198 ms (min 1 · max 200 ms, 200 samples)'
+    """
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    p50, p95, p99 = statistics.median(values), cuts[94], cuts[98]
+    return (
+        f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms "
+        f"(min {min(values) * 1000:.0f} · max {max(values) * 1000:.0f} ms, {len(values)} samples)"
+    )
+
+
+def local_round_trip(threads: int = 200) -> list[Figure]:
+    """Reply sent → thread done on the local stack (moto, the real handlers), one thread at a time.
+
+    Reported, not gated: it is this machine's time through moto, not Lambda's.
+    """
     from agent_wait_cli.client import ApiClient
     from agent_wait_cli.local.stack import LocalStack, StackConfig
 
@@ -573,7 +679,7 @@ def local_round_trip(threads: int = 30) -> list[Figure]:
             flag(match.group(1), match.group(2)).set()
 
     after_202: list[float] = []
-    from_request: list[float] = []
+    from_sending: list[float] = []
     config = StackConfig(project=REPO_ROOT, port=0, moto_port=0, prefix="bench-rt-")
     with LocalStack(config, write=write) as stack:
         api = ApiClient(stack.api_url, principal="bench")
@@ -581,7 +687,7 @@ def local_round_trip(threads: int = 30) -> list[Figure]:
         for thread_id in ids:
             api.request("POST", f"/threads/{thread_id}/runs", body={"input": REFUND_INPUT})
         for thread_id in ids:
-            if not flag("question raised", thread_id).wait(120):
+            if not flag("question raised", thread_id).wait(600):
                 raise RuntimeError(f"{thread_id} never parked")
         for thread_id in ids:
             question_id = api.request("GET", f"/threads/{thread_id}").body["pending"][0]
@@ -597,27 +703,24 @@ def local_round_trip(threads: int = 30) -> list[Figure]:
             accepted = time.perf_counter()
             if reply.status != 202:
                 raise RuntimeError(f"reply answered {reply.status}")
-            if not done.wait(60):
+            if not done.wait(120):
                 raise RuntimeError(f"{thread_id} never finished")
             finished = time.perf_counter()
             after_202.append(finished - accepted)
-            from_request.append(finished - started)
+            from_sending.append(finished - started)
 
-    def quantiles(values: list[float]) -> tuple[float, float]:
-        cuts = statistics.quantiles(values, n=20)
-        return statistics.median(values), cuts[18]
-
-    p50, p95 = quantiles(after_202)
-    q50, q95 = quantiles(from_request)
     return [
         Figure(
-            name=f"local stack: reply 202 → thread done, {threads} threads",
-            ours=f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms",
+            name=f"local stack: reply sent → thread done, {threads} threads one at a time",
+            ours=quantile_text(from_sending),
             baseline="—",
             ratio=None,
-            goal="p50 ≤ 150 ms",
-            passed=p50 <= 0.150,
-            notes=[f"from sending the reply: p50 {q50 * 1000:.0f} ms, p95 {q95 * 1000:.0f} ms"],
+            goal="reported, not gated (this machine through moto, not Lambda)",
+            passed=None,
+            notes=[
+                f"the same replies from their 202: {quantile_text(after_202)}",
+                "wall time on a shared machine: compare runs only at the same load",
+            ],
         )
     ]
 
@@ -662,19 +765,28 @@ def bytecode(layouts: dict[str, Layout]) -> Figure:
     )
 
 
-def write_results(figures: list[Figure], path: Path, header: str) -> None:
-    lines = [
-        "# Benchmark results",
-        "",
+def write_results(figures: list[Figure], path: Path, header: str, *, preface: str = "") -> None:
+    """The table (with an instructions column when any figure has one), spreads and notes.
+
+    ``preface`` goes between the title and the header (how to read the figures).
+    """
+    counted = any(f.instructions is not None for f in figures)
+    lines = ["# Benchmark results", ""]
+    if preface:
+        lines += [preface, ""]
+    lines += [
         header,
         "",
-        "| figure | ours | baseline | ratio | goal | pass |",
-        "|---|---|---|---|---|---|",
+        "| figure | ours | baseline | ratio | "
+        + ("instructions (valgrind) | " if counted else "")
+        + "goal | pass |",
+        "|---|---|---|---|" + ("---|" if counted else "") + "---|---|",
     ]
     for f in figures:
         ratio = "—" if f.ratio is None else f"{f.ratio:.2f}"
         passed = "—" if f.passed is None else ("yes" if f.passed else "**no**")
-        lines.append(f"| {f.name} | {f.ours} | {f.baseline} | {ratio} | {f.goal} | {passed} |")
+        instructions = f"{f.instructions or '—'} | " if counted else ""
+        lines.append(f"| {f.name} | {f.ours} | {f.baseline} | {ratio} | {instructions}{f.goal} | {passed} |")
     spreads = [f for f in figures if f.spread or f.notes]
     if spreads:
         lines += ["", "Spread of the per-pair ratios, and notes:", ""]

@@ -35,7 +35,7 @@ from wait_service.answer_limits import (
     check_reply_fits,
 )
 from wait_service.audit import audit_of
-from wait_service.authority import AuthorityService
+from wait_service.authority import AuthorityService, quorum_summary
 from wait_service.constants import SLACK_INTERACTIONS_PATH
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.input_schema import check_input, read_input_schema
@@ -212,11 +212,8 @@ class QuorumView(BaseModel):
         if required is None:
             return None
         rejections_required = int(record.policy.get("rejections_required") or 1)
-        summary = f"{len(record.approvers)} of {int(required)} approvals"
-        if record.rejecters and rejections_required > 1:
-            summary += f", {len(record.rejecters)} of {rejections_required} rejections"
         return cls(
-            summary=summary,
+            summary=quorum_summary(record) or "",
             approvals=len(record.approvers),
             approvals_required=int(required),
             rejections=len(record.rejecters),

@@ -98,6 +98,30 @@ def identity_key(principal: str) -> str:
     return f"iam:{identity.kind}:{identity.partition}:{identity.account}:{identity.name}"
 
 
+def quorum_summary(question: QuestionRecord) -> str | None:
+    """Where a quorum question stands, as people read it; ``None`` when one answer decides.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Q
+    >>> quorum_summary(Q(policy={"approvals_required": 3}, approvers=("ann", "bob"), rejecters=()))
+    '2 of 3 approvals'
+    >>> quorum_summary(Q(policy={"approvals_required": 2, "rejections_required": 2},
+    ...                  approvers=(), rejecters=("cy",)))
+    '0 of 2 approvals, 1 of 2 rejections'
+    >>> quorum_summary(Q(policy={}, approvers=(), rejecters=())) is None
+    True
+    """
+    required = question.policy.get("approvals_required")
+    if required is None:
+        return None
+    summary = f"{len(question.approvers)} of {int(required)} approvals"
+    rejections_required = int(question.policy.get("rejections_required") or 1)
+    if question.rejecters and rejections_required > 1:
+        summary += f", {len(question.rejecters)} of {rejections_required} rejections"
+    return summary
+
+
 def may_answer(question: QuestionRecord, policy: Policy, principal: str) -> bool:
     """Whether ``principal`` is a responder of ``question``: named by its policy, or delegated to."""
     if admits(policy.responders, principal):

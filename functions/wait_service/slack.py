@@ -47,6 +47,7 @@ from agent_wait.slack import (
     SlackClient,
     question_blocks,
 )
+from wait_service.authority import quorum_summary
 from wait_service.limits import DuplicateKeyError, loads, surrogate_problem
 from wait_service.observability import logger
 from wait_service.signing import SECRET_CACHE_SECONDS, SignatureRejectedError, raw_body
@@ -335,12 +336,13 @@ class SlackInteractions:
     ) -> AgentWaitError | None:
         """Record ``answer`` and show the outcome on the message; returns the refusal, if any."""
         error: AgentWaitError | None = None
-        created = False
+        created = voted = False
         try:
             outcome = self.replies.reply(
                 question_id, answer, principal=principal, if_match=f'"{digest}"', reason=reason
             )
             created = outcome.created
+            voted = outcome.status == "voted"
         except AgentWaitError as exc:
             error = exc
         logger.info(
@@ -352,7 +354,7 @@ class SlackInteractions:
             },
         )
         if response_url:
-            self._show(question_id, answer, principal, created, error, response_url)
+            self._show(question_id, answer, principal, created, error, response_url, voted=voted)
         return error
 
     def _show(
@@ -363,7 +365,14 @@ class SlackInteractions:
         created: bool,
         error: AgentWaitError | None,
         response_url: str,
+        *,
+        voted: bool = False,
     ) -> None:
+        """Update the question's message with what the click did.
+
+        A quorum vote that did not decide keeps the buttons, for the others who still vote, and
+        says where the count stands ("1 of 2 approvals").
+        """
         record = None
         if not isinstance(error, QuestionNotFoundError):
             try:
@@ -377,14 +386,19 @@ class SlackInteractions:
                 "text": refusal_sentence(error, record),
             }
         else:
+            summary = quorum_summary(record) if record is not None else None
             if error is not None:
                 sentence = refusal_sentence(error, record)
+            elif voted:
+                sentence = f"{describe(answer).capitalize()} by {who(principal)}"
+                sentence += f": {summary}." if summary else "."
             elif created:
                 sentence = f"{describe(answer).capitalize()} by {who(principal)}."
             else:
                 by = who(record.answered_by) if record is not None else who(principal)
                 sentence = f"Already {describe(answer)} by {by}."
-            blocks = self._blocks(record) + [
+            still_open = record is not None and record.is_open and summary is not None
+            blocks = self._blocks(record, buttons=still_open) + [
                 {"type": "section", "text": {"type": "mrkdwn", "text": sentence}}
             ]
             message = {"replace_original": True, "text": sentence, "blocks": blocks}
@@ -395,7 +409,7 @@ class SlackInteractions:
             logger.exception("cannot update the Slack message", extra={"question_id": question_id})
 
     @staticmethod
-    def _blocks(record: QuestionRecord | None) -> list[dict[str, Any]]:
+    def _blocks(record: QuestionRecord | None, *, buttons: bool = False) -> list[dict[str, Any]]:
         if record is None:
             return []
         return question_blocks(
@@ -406,7 +420,7 @@ class SlackInteractions:
             policy=Policy.model_validate(record.policy),
             source=record.source,
             expires_at=record.expires_at,
-            buttons=False,
+            buttons=buttons,
         )
 
     # -- the modal -------------------------------------------------------------------------

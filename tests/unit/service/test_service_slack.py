@@ -374,3 +374,31 @@ def test_a_modal_edit_keeps_the_digits_typed(
         "action": "approve",
         "args": {"customer": "c-17", "amount": Decimal("25.00000000000000000001")},
     }
+
+
+def test_a_quorum_vote_from_slack_keeps_the_buttons_and_shows_the_count(
+    api: WaitApi, aws: Aws, call: Call, slack: FakeSlackClient
+) -> None:
+    # Given a question two people must approve
+    envelope = aws.raise_question("t-1", "q-1", policy=Policy(kind="approval", approvals_required=2))
+
+    # When the first approves from Slack
+    call(interaction(click(envelope, APPROVE_ACTION)))
+
+    # Then the vote is recorded, nothing is decided, and the message keeps its buttons for the
+    # second person, with where the count stands
+    question = api.ledger.get_question("q-1")
+    assert question.is_open and question.approvers == ("slack:T1:U1",)
+    _, message = slack.responses[-1]
+    assert message["text"] == "Approved by <@U1>: 1 of 2 approvals."
+    assert any(block["type"] == "actions" for block in message["blocks"])
+    assert [m for m in aws.inbox_messages() if "question_id" in m] == []
+
+    # When a second person approves, the quorum decides and the buttons go
+    call(interaction(click(envelope, APPROVE_ACTION, user="U2")))
+
+    assert api.ledger.get_question("q-1").status == "answered"
+    _, message = slack.responses[-1]
+    assert message["text"] == "Approved by <@U2>."
+    assert all(block["type"] != "actions" for block in message["blocks"])
+    assert len([m for m in aws.inbox_messages() if "question_id" in m]) == 1

@@ -25,6 +25,7 @@ __all__ = [
     "AnswerInvalidError",
     "DelegationInvalidError",
     "ExtensionInvalidError",
+    "FieldError",
     "IdempotencyConflictError",
     "IdempotencyInProgressError",
     "InputInvalidError",
@@ -34,6 +35,7 @@ __all__ = [
     "MissingExtraError",
     "PayloadTooLargeError",
     "PreconditionFailedError",
+    "PrincipalError",
     "PreconditionRequiredError",
     "QuestionClosedError",
     "QuestionCollisionError",
@@ -170,13 +172,8 @@ class PreconditionRequiredError(AgentWaitError):
     code = "precondition_required"
 
 
-class AnswerInvalidError(AgentWaitError):
-    """The answer does not have the shape the policy's kind expects.
-
-    ``field`` names the offending path, e.g. ``answer.action``.
-    """
-
-    code = "invalid_answer"
+class FieldError(AgentWaitError):
+    """An error about one field of the request: ``field`` names it (``answer.action``, ``to``)."""
 
     def __init__(
         self,
@@ -188,6 +185,25 @@ class AnswerInvalidError(AgentWaitError):
     ) -> None:
         super().__init__(message, question_id=question_id, thread_id=thread_id)
         self.field = field
+
+
+class PrincipalError(AgentWaitError):
+    """An error about one principal (who voted, who may answer already): ``principal`` names it."""
+
+    def __init__(
+        self, message: str, *, principal: str, question_id: str | None = None, thread_id: str | None = None
+    ) -> None:
+        super().__init__(message, question_id=question_id, thread_id=thread_id)
+        self.principal = principal
+
+
+class AnswerInvalidError(FieldError):
+    """The answer does not have the shape the policy's kind expects.
+
+    ``field`` names the offending path, e.g. ``answer.action``.
+    """
+
+    code = "invalid_answer"
 
 
 class ResponderNotAllowedError(AgentWaitError):
@@ -232,52 +248,28 @@ class QuestionDecidedError(AgentWaitError):
         self.standing_answer = standing_answer
 
 
-class AlreadyResponderError(AgentWaitError):
+class AlreadyResponderError(PrincipalError):
     """A delegation names a principal who may answer the question already."""
 
     code = "already_responder"
 
-    def __init__(
-        self, message: str, *, principal: str, question_id: str | None = None, thread_id: str | None = None
-    ) -> None:
-        super().__init__(message, question_id=question_id, thread_id=thread_id)
-        self.principal = principal
 
-
-class AlreadyVotedError(AgentWaitError):
+class AlreadyVotedError(PrincipalError):
     """A quorum counts one vote per principal: this principal voted on the question already."""
 
     code = "already_voted"
 
-    def __init__(
-        self, message: str, *, principal: str, question_id: str | None = None, thread_id: str | None = None
-    ) -> None:
-        super().__init__(message, question_id=question_id, thread_id=thread_id)
-        self.principal = principal
 
-
-class DelegationInvalidError(AgentWaitError):
+class DelegationInvalidError(FieldError):
     """A delegation that can never be made (to oneself, to nobody); ``field`` names it."""
 
     code = "invalid_delegation"
 
-    def __init__(
-        self, message: str, *, field: str, question_id: str | None = None, thread_id: str | None = None
-    ) -> None:
-        super().__init__(message, question_id=question_id, thread_id=thread_id)
-        self.field = field
 
-
-class ExtensionInvalidError(AgentWaitError):
+class ExtensionInvalidError(FieldError):
     """An extension the policy does not allow (past ``max_extension``, none allowed, not later)."""
 
     code = "invalid_extension"
-
-    def __init__(
-        self, message: str, *, field: str, question_id: str | None = None, thread_id: str | None = None
-    ) -> None:
-        super().__init__(message, question_id=question_id, thread_id=thread_id)
-        self.field = field
 
 
 class PayloadTooLargeError(AgentWaitError):

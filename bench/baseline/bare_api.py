@@ -97,6 +97,17 @@ class RevokeRequest(BaseModel):
     reason: str = Field(min_length=1, max_length=4096)
 
 
+class DelegateRequest(BaseModel):
+    to: str = Field(min_length=1, max_length=2048)
+    reason: str = Field(min_length=1, max_length=1000)
+
+
+class ExtendRequest(BaseModel):
+    by_seconds: int | None = Field(default=None, ge=1)
+    until: str | None = None
+    reason: str = Field(min_length=1, max_length=1000)
+
+
 class ErrorBody(BaseModel):
     error: str
     message: str
@@ -184,6 +195,44 @@ def build_app(
         )
         view = QuestionView(question_id=question_id, thread_id="", status="revoked", digest="")
         return Response(status_code=200, content_type=JSON, body=view)
+
+    @app.post("/questions/<question_id>/delegate", responses={200: {"description": "delegated"}, **errors})
+    def delegate(
+        question_id: Annotated[str, Path(min_length=1)],
+        request: Annotated[DelegateRequest, Body()],
+    ) -> Response[QuestionView]:
+        dynamodb.update_item(
+            TableName=table,
+            Key={"dedupe_key": {"S": f"question#{question_id}"}},
+            UpdateExpression="ADD delegated_to :to",
+            ExpressionAttributeValues={":to": {"SS": [request.to]}},
+        )
+        view = QuestionView(question_id=question_id, thread_id="", status="", digest="")
+        return Response(status_code=200, content_type=JSON, body=view)
+
+    @app.post("/questions/<question_id>/extend", responses={200: {"description": "extended"}, **errors})
+    def extend(
+        question_id: Annotated[str, Path(min_length=1)],
+        request: Annotated[ExtendRequest, Body()],
+    ) -> Response[QuestionView]:
+        dynamodb.update_item(
+            TableName=table,
+            Key={"dedupe_key": {"S": f"question#{question_id}"}},
+            UpdateExpression="SET expires_at = :e",
+            ExpressionAttributeValues={":e": {"S": request.until or str(request.by_seconds)}},
+        )
+        view = QuestionView(question_id=question_id, thread_id="", status="", digest="")
+        return Response(status_code=200, content_type=JSON, body=view)
+
+    @app.get("/stats")
+    def stats(
+        since: Annotated[str | None, Query()] = None,
+        until: Annotated[str | None, Query()] = None,
+        function: Annotated[str | None, Query()] = None,
+        responder: Annotated[str | None, Query()] = None,
+    ) -> dict[str, Any]:
+        dynamodb.query(TableName=table, Limit=100)
+        return {"since": since, "until": until}
 
     @app.get("/inbox", include_in_schema=False, enable_validation=False)
     def inbox() -> Response[str]:

@@ -84,13 +84,12 @@ def audit_of(record: QuestionRecord) -> dict[str, Any]:
         "if_match": record.if_match if decided else None,
         "answered_at": record.answered_at if decided else None,
         "receipt": record.receipt,
+        # Who handed the question on, and who gave it more time (empty lists when nobody did), as
+        # GET shows them, so the archive holds what the api shows.
+        "delegations": [dict(entry) for entry in record.delegations],
+        "extensions": [dict(entry) for entry in record.extensions],
     }
-    # Who asked, and who handed the question on or gave it more time: only when there is any, so
-    # the audit of a question without them reads as it always did.
+    # Who started the run that asked: only when it was recorded.
     if record.requested_by is not None:
         audit["requested_by"] = record.requested_by
-    if record.delegations:
-        audit["delegations"] = [dict(entry) for entry in record.delegations]
-    if record.extensions:
-        audit["extensions"] = [dict(entry) for entry in record.extensions]
     return audit

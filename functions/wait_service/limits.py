@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import PlainSerializer, WithJsonSchema
 
+from agent_wait import exact_json
 from agent_wait.aws.dynamodb import to_attribute
 from agent_wait.errors import InvalidRequestError, UnsupportedMediaTypeError
-from agent_wait.exact_json import exact_marker
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -70,17 +70,6 @@ STORABLE_JSON_SCHEMA: dict[str, Any] = {
 _THREAD_ID = re.compile(THREAD_ID_PATTERN)
 
 
-def _marked(value: Any) -> Any:
-    """``value`` with each ``Decimal`` as its :func:`~agent_wait.exact_json.exact_marker`."""
-    if isinstance(value, Decimal):
-        return exact_marker(value)
-    if isinstance(value, dict):
-        return {key: _marked(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_marked(item) for item in value]
-    return value
-
-
 # A JSON value whose numbers may be Decimals (pydantic's JsonValue refuses them): request bodies
 # as :func:`loads` reads them and people's data as the ledger reads it back. In JSON it is written
 # with every digit, by the api's serializer (:func:`agent_wait.exact_json.dumps`). The OpenAPI
@@ -88,7 +77,7 @@ def _marked(value: Any) -> Any:
 EXACT_JSON_SCHEMA_KEY = "x-exact-json"
 ExactJson = Annotated[
     Any,
-    PlainSerializer(_marked, when_used="json"),
+    PlainSerializer(exact_json.marked, when_used="json"),
     WithJsonSchema({EXACT_JSON_SCHEMA_KEY: True}),
 ]
 # A lone surrogate reaches a parsed string only as a \\uD800-\\uDFFF escape (UTF-8 text cannot hold

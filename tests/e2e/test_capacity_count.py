@@ -61,6 +61,11 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
             # the topic (the question's move to resumed and the thread's to done are one transaction)
             ("dispatcher", "outbox.fifo", "sqs.SendMessage"): 3,
             ("dispatcher", "wait-created", "sns.Publish"): 3,
+            # analytics: the question raised and the question answered, each counted once with its
+            #   once-only marker (a TransactWriteItems each), and the time to answer's max (a
+            #   conditional UpdateItem, kept only when larger)
+            ("dispatcher", "stats", "dynamodb.TransactWriteItems"): 2,
+            ("dispatcher", "stats", "dynamodb.UpdateItem"): 1,
             # (its audit archive records, answered and resumed, are a file locally: no AWS call;
             # deployed one Firehose PutRecordBatch each, counted from the file: the next test)
             # -- the inbox's event source mapping: the start, then the resume message --
@@ -72,6 +77,8 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
             #   running (start_if_at_rest)
             # checkpoints Query: the thread's latest checkpoint (none yet)
             # checkpoints PutItem ×4: the checkpoint, its writes and two payload chunks (durability=exit)
+            # policies Query: the function's policy override, if any (read on every question locally;
+            #   deployed, cached for 30 s per function)
             # ledger PutItem: the question item (DynamoDbAnnounce, the first sink)
             # wait-created Publish: SnsAnnounce; outbox SendMessage: SqsAnnounce (wait.created)
             # ledger UpdateItem: the question is delivered
@@ -96,6 +103,7 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
             ("runner", "outbox.fifo", "sqs.SendMessage"): 1,
             ("runner", "timers", "scheduler.CreateSchedule"): 1,
             ("runner", "timers", "scheduler.DeleteSchedule"): 1,
+            ("runner", "policies", "dynamodb.Query"): 1,
         }
     )
     assert _by_function(calls) == hand

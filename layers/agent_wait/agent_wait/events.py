@@ -36,8 +36,10 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, TypeAdapter, WithJsonSchema
 from ulid import ULID
+
+from agent_wait import exact_json
 
 __all__ = [
     "RESOLUTION_TYPES",
@@ -71,6 +73,11 @@ THREAD_POLICY_KIND = "none"
 SUMMARY_CHARS = 200
 
 
+# People's data (an answer, a call's arguments) as the ledger holds it: a number may be a Decimal
+# (`10000.00000000000000001`), which the event carries with every digit; any JSON value in the schema.
+ExactJsonValue = Annotated[Any, PlainSerializer(exact_json.marked, when_used="json"), WithJsonSchema({})]
+
+
 class _Event(BaseModel):
     """Fields every resolution event carries."""
 
@@ -87,8 +94,8 @@ class _Event(BaseModel):
     policy_kind: str = Field(description="the question policy's kind; `none` on thread events")
 
     def to_json(self) -> str:
-        """The event as compact JSON (the wire form)."""
-        return self.model_dump_json()
+        """The event as compact JSON (the wire form), every number with the digits recorded."""
+        return exact_json.restore(self.model_dump_json())
 
 
 class _QuestionEvent(_Event):
@@ -106,7 +113,7 @@ class WaitAnswered(_QuestionEvent):
     event_type: ClassVar[str] = "wait.answered"
     type: Literal["wait.answered"] = "wait.answered"
     status: Literal["answered"] = "answered"
-    answer: JsonValue
+    answer: ExactJsonValue
     answered_by: str | None
     reason: str | None = None
 
@@ -123,7 +130,7 @@ class WaitExpired(_QuestionEvent):
     type: Literal["wait.expired"] = "wait.expired"
     status: Literal["expired"] = "expired"
     default_applied: bool
-    answer: JsonValue = Field(description="the answer the thread is resumed with")
+    answer: ExactJsonValue = Field(description="the answer the thread is resumed with")
 
     @classmethod
     def build(cls, *, question_id: str, at: str, **fields: Any) -> Self:
@@ -150,7 +157,7 @@ class ResumeReceipt(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     ran: bool
-    args: dict[str, JsonValue] | None = None
+    args: dict[str, ExactJsonValue] | None = None
     outcome: Literal["returned", "raised"] | None = None
     error: str | None = None
     at: str | None = None

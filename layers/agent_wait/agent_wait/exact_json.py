@@ -19,7 +19,7 @@ import secrets
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["dumps", "exact_marker", "floats_where_exact", "number_text"]
+__all__ = ["dumps", "exact_marker", "floats_where_exact", "marked", "number_text", "restore"]
 
 _PREFIX = f"\x00exact-{secrets.token_hex(16)}:"
 # The marker as json.dumps writes it (the NUL byte escaped), with its digits captured.
@@ -42,6 +42,32 @@ def number_text(value: Decimal) -> str:
 def exact_marker(value: Decimal) -> str:
     """The string :func:`dumps` turns back into ``value``'s digits."""
     return _PREFIX + number_text(value)
+
+
+def marked(value: Any) -> Any:
+    """``value`` with each ``Decimal`` as its :func:`exact_marker` (for a serializer that writes
+    strings; :func:`restore` puts the digits back in the JSON text it wrote)."""
+    if isinstance(value, Decimal):
+        return exact_marker(value)
+    if isinstance(value, dict):
+        return {key: marked(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [marked(item) for item in value]
+    return value
+
+
+def restore(text: str) -> str:
+    """JSON ``text`` with each :func:`exact_marker` string written back as its number.
+
+    Examples
+    --------
+    >>> import json
+    >>> restore(json.dumps({"amount": marked(Decimal("10000.00000000000000001"))}))
+    '{"amount": 10000.00000000000000001}'
+    """
+    if _PREFIX[1:] not in text:
+        return text
+    return _MARKED.sub(r"\1", text)
 
 
 def floats_where_exact(value: Any) -> Any:
@@ -84,7 +110,4 @@ def dumps(value: Any, **kwargs: Any) -> str:
     >>> dumps([exact_marker(Decimal("0.1"))])
     '[0.1]'
     """
-    text = json.dumps(value, default=_default, **kwargs)
-    if _PREFIX[1:] not in text:
-        return text
-    return _MARKED.sub(r"\1", text)
+    return restore(json.dumps(value, default=_default, **kwargs))

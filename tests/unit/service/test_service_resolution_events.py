@@ -429,3 +429,33 @@ def test_a_redelivered_or_rewritten_run_end_yields_one_event_and_later_writes_no
 
     # Then the run's end yields one event per handling, under one `dedupe_key`
     assert keys == [f"thread.failed:t-1:{first}"] * 2
+
+
+def test_an_answer_with_numbers_no_float_holds_is_published_with_every_digit(aws: Aws, api: WaitApi) -> None:
+    # Given an edit whose numbers only a Decimal holds (the api reads them so, and the ledger keeps
+    # them); a dispatcher that cannot publish it would hold every later change of the stream
+    from decimal import Decimal
+
+    envelope = aws.raise_question("t-1", "q-1")
+    answer = {
+        "action": "approve",
+        "args": {"amount": Decimal("98765432109876543210987.000000000001")},
+    }
+    api.replies.reply("q-1", answer, principal="ann", if_match=f'"{envelope.digest}"')
+
+    # When the dispatcher reads the stream
+    aws.dispatch()
+
+    # Then wait.answered is on the outbox with the digits recorded, not a float's
+    bodies = []
+    while got := aws.sqs.receive_message(QueueUrl=aws.resources.outbox_url, MaxNumberOfMessages=10).get(
+        "Messages", []
+    ):
+        bodies += [m["Body"] for m in got]
+        for m in got:
+            aws.sqs.delete_message(QueueUrl=aws.resources.outbox_url, ReceiptHandle=m["ReceiptHandle"])
+    [body] = [b for b in bodies if '"wait.answered"' in b]
+    assert '"amount":98765432109876543210987.000000000001' in body
+    parsed = json.loads(body, parse_float=Decimal)
+    assert parsed["answer"] == answer
+    parse_event(json.loads(body))

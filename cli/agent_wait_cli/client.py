@@ -96,6 +96,27 @@ def is_loopback(url: str) -> bool:
         return False
 
 
+def local_stack_clients(endpoint: str, region: str | None, *, flag: str = "--endpoint-url") -> dict[str, Any]:
+    """boto3 client arguments for the local stack's moto at ``endpoint`` (its fake credentials).
+
+    Raises :class:`UsageError` naming ``flag`` when ``endpoint`` is not on this machine: a real
+    AWS endpoint must be reached with real credentials, never these.
+
+    Examples
+    --------
+    >>> local_stack_clients("http://127.0.0.1:5000", None)["region_name"]
+    'us-east-1'
+    """
+    if not is_loopback(endpoint):
+        raise UsageError(f"{flag} {endpoint!r} is not on this machine: it is for the local stack")
+    return {
+        "endpoint_url": endpoint,
+        "region_name": region or "us-east-1",
+        "aws_access_key_id": "local",
+        "aws_secret_access_key": "local",
+    }
+
+
 def region_from_url(url: str) -> str | None:
     """The region in an ``execute-api`` host name, if any.
 

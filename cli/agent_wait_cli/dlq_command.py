@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_wait_cli import render
-from agent_wait_cli.client import ApiConnectionError, CliError, UsageError, is_loopback
+from agent_wait_cli.client import ApiConnectionError, CliError, UsageError, local_stack_clients
 from agent_wait_cli.dlq import DeadLetter, DeadLetters, DlqError, LambdaInvoker, LocalInvoker, iso, summary
 
 if TYPE_CHECKING:
@@ -31,27 +31,18 @@ def dead_letters(args: argparse.Namespace, now: Callable[[], float] | None = Non
     if endpoint is None and getattr(args, "lambda_endpoint_url", None) is not None:
         raise UsageError("--lambda-endpoint-url is for the local stack: pass its moto --endpoint-url too")
     if endpoint is not None:
-        if not is_loopback(endpoint):
-            raise UsageError(f"--endpoint-url {endpoint!r} is not on this machine: it is for the local stack")
-        local = {
-            "endpoint_url": endpoint,
-            "region_name": args.region or "us-east-1",
-            "aws_access_key_id": "local",
-            "aws_secret_access_key": "local",
-        }
+        local = local_stack_clients(endpoint, args.region)
         sqs = boto3.client("sqs", **local)
         lambda_endpoint = getattr(args, "lambda_endpoint_url", None)
         if lambda_endpoint is None:
             return DeadLetters(
                 sqs, prefix, LocalInvoker(boto3.client("scheduler", **local), prefix), now=now or time.time
             )
-        if not is_loopback(lambda_endpoint):
-            raise UsageError(
-                f"--lambda-endpoint-url {lambda_endpoint!r} is not on this machine: it is for the local stack"
-            )
         # The dispatcher runs in the `agent-wait local` process; its Lambda endpoint takes the same
         # synchronous Invoke the deployed function does.
-        functions = boto3.client("lambda", **(local | {"endpoint_url": lambda_endpoint}))
+        functions = boto3.client(
+            "lambda", **local_stack_clients(lambda_endpoint, args.region, flag="--lambda-endpoint-url")
+        )
         return DeadLetters(
             sqs,
             prefix,

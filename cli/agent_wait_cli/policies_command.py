@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_wait_cli import render
-from agent_wait_cli.client import ApiConnectionError, ApiError, CliError, UsageError, is_loopback
+from agent_wait_cli.client import (
+    ApiConnectionError,
+    ApiError,
+    CliError,
+    UsageError,
+    local_stack_clients,
+)
 from wait_service.policy_store import (
     PolicyConflictError,
     PolicyInvalidError,
@@ -43,14 +49,7 @@ def policy_store(args: argparse.Namespace) -> tuple[PolicyStore, Callable[[], st
         raise UsageError("agent-wait policies needs boto3: pip install 'agent-wait[aws]'") from None
     endpoint = args.endpoint_url
     if endpoint is not None:
-        if not is_loopback(endpoint):
-            raise UsageError(f"--endpoint-url {endpoint!r} is not on this machine: it is for the local stack")
-        local = {
-            "endpoint_url": endpoint,
-            "region_name": args.region or "us-east-1",
-            "aws_access_key_id": "local",
-            "aws_secret_access_key": "local",
-        }
+        local = local_stack_clients(endpoint, args.region)
         sts = boto3.client("sts", **local)
         table = args.table or f"{args.stack}-policies"
         return PolicyStore(table, boto3.client("dynamodb", **local)), lambda: sts.get_caller_identity()["Arn"]

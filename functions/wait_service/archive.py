@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent_wait import exact_json
 from wait_service.audit import audit_of
 from wait_service.ledger import QuestionRecord
 from wait_service.statuses import DECIDED
@@ -98,7 +99,7 @@ class Change(Protocol):
 
 
 def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return None if value is None else exact_json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def _text(value: Any) -> str | None:

@@ -253,3 +253,23 @@ def _question() -> Any:
         answer={"action": "approve"},
         answered_by="ann",
     )
+
+
+def test_an_answer_only_a_decimal_holds_is_archived_with_every_digit() -> None:
+    # A number the api read exactly (no float holds it) reaches the archive as the digits sent;
+    # a consumer that cannot write it would fail its stream batch on every retry.
+    import dataclasses
+    from decimal import Decimal
+
+    amount = Decimal("98765432109876543210987.000000000001")
+    question = dataclasses.replace(
+        _question(),
+        question={"function": "issue_refund", "args": {"amount": Decimal("40.5")}},
+        answer={"action": "approve", "args": {"amount": amount}},
+    )
+
+    record = archive_record(question, sequence_number="1", archived_at="2026-12-01T10:00:00.000Z")
+
+    assert '"amount": 98765432109876543210987.000000000001' in record["answer"]
+    assert json.loads(record["answer"], parse_float=Decimal)["args"]["amount"] == amount
+    assert json.loads(record["audit"], parse_float=Decimal)["authorized"]["args"]["amount"] == amount

@@ -459,3 +459,34 @@ def test_an_answer_with_numbers_no_float_holds_is_published_with_every_digit(aws
     parsed = json.loads(body, parse_float=Decimal)
     assert parsed["answer"] == answer
     parse_event(json.loads(body))
+
+
+def test_every_consumer_of_the_stream_takes_an_answer_only_a_decimal_holds(
+    aws: Aws, api: WaitApi, tmp_path: Any
+) -> None:
+    # Given an answer with a number no float holds, and the dispatcher with every consumer it has
+    # deployed (the outbox, the events, the archive, the analytics when its table is set)
+    from decimal import Decimal
+
+    envelope = aws.raise_question("t-1", "q-1")
+    amount = Decimal("98765432109876543210987.000000000001")
+    answer = {"action": "approve", "args": {"amount": amount}}
+    api.replies.reply("q-1", answer, principal="ann", if_match=f'"{envelope.digest}"')
+    settings = aws.settings.model_copy(update={"archive_dir": str(tmp_path)})
+    service = build_ledger_stream(settings, dynamodb=aws.dynamodb, sqs=aws.sqs, sns=aws.sns)
+
+    # When the stream is read, then no consumer fails on it ...
+    StreamReader(
+        aws.streams,
+        aws.resources.ledger_stream_arn,
+        lambda event, _: [service.process(record) for record in event["Records"]],
+    ).drain()
+
+    # ... the resume is on the inbox, and the archive holds the digits
+    assert [m["question_id"] for m in aws.inbox_messages() if "question_id" in m] == ["q-1"]
+    [line] = [
+        json.loads(text, parse_float=Decimal)
+        for path in tmp_path.rglob("*.jsonl")
+        for text in path.read_text().splitlines()
+    ]
+    assert json.loads(line["answer"], parse_float=Decimal)["args"]["amount"] == amount

@@ -12,6 +12,7 @@ Auth, in order:
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import math
@@ -20,7 +21,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +95,29 @@ def is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+@contextlib.contextmanager
+def aws_errors(service: str) -> Iterator[None]:
+    """Turn what boto3 raises into one line for the person at the terminal.
+
+    Missing credentials are a :class:`UsageError`; an endpoint that does not answer an
+    :class:`ApiConnectionError` naming it (``service`` when botocore does not say); any other AWS
+    refusal or client failure a :class:`CliError` with its code and message.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+
+    try:
+        yield
+    except NoCredentialsError:
+        raise UsageError("no AWS credentials found; configure them (profile, SSO, environment)") from None
+    except EndpointConnectionError as exc:
+        raise ApiConnectionError(f"cannot reach {exc.kwargs.get('endpoint_url', service)}") from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise CliError(f"{error.get('Code', 'Error')}: {error.get('Message', exc)}") from None
+    except BotoCoreError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
 
 
 def local_stack_clients(endpoint: str, region: str | None, *, flag: str = "--endpoint-url") -> dict[str, Any]:

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_wait_cli import render
-from agent_wait_cli.client import ApiConnectionError, CliError, UsageError, local_stack_clients
+from agent_wait_cli.client import CliError, UsageError, aws_errors, local_stack_clients
 from agent_wait_cli.dlq import DeadLetter, DeadLetters, DlqError, LambdaInvoker, LocalInvoker, iso, summary
 
 if TYPE_CHECKING:
@@ -67,30 +67,21 @@ def dead_letters(args: argparse.Namespace, now: Callable[[], float] | None = Non
 
 def run_dlq(args: argparse.Namespace, out: TextIO, *, now: Callable[[], float] | None = None) -> int:
     """Run ``dlq list``, ``dlq show`` or ``dlq redrive``; AWS errors become one-line :class:`CliError`."""
-    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
 
     def write(text: str) -> None:
         out.write(text + "\n")
         out.flush()
 
-    try:
-        dlqs = dead_letters(args, now)
-        if args.action == "list":
-            return _list(dlqs, args, write)
-        if args.action == "show":
-            return _show(dlqs, args, write)
-        return _redrive(dlqs, args, write)
-    except DlqError as exc:
-        raise CliError(str(exc)) from None
-    except NoCredentialsError:
-        raise UsageError("no AWS credentials found; configure them (profile, SSO, environment)") from None
-    except EndpointConnectionError as exc:
-        raise ApiConnectionError(f"cannot reach {exc.kwargs.get('endpoint_url', 'SQS')}") from None
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        raise CliError(f"{error.get('Code', 'Error')}: {error.get('Message', exc)}") from None
-    except BotoCoreError as exc:
-        raise CliError(str(exc).splitlines()[0]) from None
+    with aws_errors("SQS"):
+        try:
+            dlqs = dead_letters(args, now)
+            if args.action == "list":
+                return _list(dlqs, args, write)
+            if args.action == "show":
+                return _show(dlqs, args, write)
+            return _redrive(dlqs, args, write)
+        except DlqError as exc:
+            raise CliError(str(exc)) from None
 
 
 def _list(dlqs: DeadLetters, args: argparse.Namespace, write: Callable[[str], None]) -> int:

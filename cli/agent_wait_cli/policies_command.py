@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_wait_cli import render
 from agent_wait_cli.client import (
-    ApiConnectionError,
     ApiError,
-    CliError,
     UsageError,
+    aws_errors,
     local_stack_clients,
 )
 from wait_service.policy_store import (
@@ -77,41 +76,32 @@ def run_policies(
     now: Callable[[], datetime] | None = None,
 ) -> int:
     """Run ``policies list | show | set | diff``; AWS errors become one-line :class:`CliError`."""
-    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
 
     def write(text: str) -> None:
         out.write(text + "\n")
         out.flush()
 
-    try:
-        who: Callable[[], str]
-        if store is None:
-            store, who = policy_store(args)
-        else:
-            who = lambda: "local"  # noqa: E731
-        if args.action == "list":
-            return _list(store, args, write)
-        if args.action == "show":
-            return _show(store, args, write)
-        if args.action == "diff":
-            return _diff(store, args, write)
-        return _set(store, args, write, who, now or (lambda: datetime.now(UTC)))
-    except (PolicyInvalidError, PolicyConflictError) as exc:
-        from wait_service.errors_http import error_body, status_for
+    with aws_errors("DynamoDB"):
+        try:
+            who: Callable[[], str]
+            if store is None:
+                store, who = policy_store(args)
+            else:
+                who = lambda: "local"  # noqa: E731
+            if args.action == "list":
+                return _list(store, args, write)
+            if args.action == "show":
+                return _show(store, args, write)
+            if args.action == "diff":
+                return _diff(store, args, write)
+            return _set(store, args, write, who, now or (lambda: datetime.now(UTC)))
+        except (PolicyInvalidError, PolicyConflictError) as exc:
+            from wait_service.errors_http import error_body, status_for
 
-        body = error_body(exc)
-        if isinstance(exc, PolicyConflictError):
-            body["current_version"] = exc.current_version
-        raise ApiError(status_for(exc), body) from None
-    except NoCredentialsError:
-        raise UsageError("no AWS credentials found; configure them (profile, SSO, environment)") from None
-    except EndpointConnectionError as exc:
-        raise ApiConnectionError(f"cannot reach {exc.kwargs.get('endpoint_url', 'DynamoDB')}") from None
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        raise CliError(f"{error.get('Code', 'Error')}: {error.get('Message', exc)}") from None
-    except BotoCoreError as exc:
-        raise CliError(str(exc).splitlines()[0]) from None
+            body = error_body(exc)
+            if isinstance(exc, PolicyConflictError):
+                body["current_version"] = exc.current_version
+            raise ApiError(status_for(exc), body) from None
 
 
 def _read_file(path: str) -> Any:

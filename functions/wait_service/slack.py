@@ -45,6 +45,7 @@ from agent_wait.slack import (
     REJECT_ACTION,
     SlackAnnounce,
     SlackClient,
+    allowed_decisions,
     question_blocks,
 )
 from wait_service.authority import quorum_summary
@@ -146,6 +147,8 @@ def describe(answer: JsonValue) -> str:
             return "approved with edited arguments" if answer.get("args") else "approved"
         if action == "reject":
             return "rejected"
+        if action == "respond":
+            return "responded"
         if action == "edit":
             return "approved an edited value"
         if "choice" in answer:
@@ -455,9 +458,22 @@ class SlackInteractions:
             question_id, digest, answer, self.principal(payload), reason=reason, response_url=meta.get("r")
         )
         if isinstance(error, AnswerInvalidError):
-            block = "args" if (error.field or "").startswith("answer.args") else "reason"
-            return _response(200, {"response_action": "errors", "errors": {block: error.message}})
+            return _response(
+                200, {"response_action": "errors", "errors": {_error_block(error, values): error.message}}
+            )
         return _response(200, None)
+
+
+def _error_block(error: AnswerInvalidError, values: Mapping[str, Any]) -> str:
+    """The modal block a refused answer's field points at (one the modal has)."""
+    field = error.field or ""
+    if field.startswith("answer.args") and "args" in values:
+        return "args"
+    if field == "answer.message" and "message" in values:
+        return "message"
+    if field == "answer.action" and "decision" in values:
+        return "decision"
+    return "reason"
 
 
 def _text_input(
@@ -479,12 +495,60 @@ def _option(value: str, text: str) -> dict[str, Any]:
     return {"text": {"type": "plain_text", "text": text[:75]}, "value": value}
 
 
+# A middleware request's decisions, as the modal offers them (only those it allows).
+_REVIEW_CHOICES = {
+    "approve": "Approve",
+    "edit": "Approve with the arguments below",
+    "reject": "Reject",
+    "respond": "Respond with the message below (the tool does not run)",
+}
+
+
+def _review_blocks(question: Any, allowed: list[str]) -> list[dict[str, Any]]:
+    """The decision, arguments and message inputs of a middleware request's modal."""
+    choices = [_option(d, _REVIEW_CHOICES[d]) for d in allowed if d in _REVIEW_CHOICES]
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "input",
+            "block_id": "decision",
+            "label": {"type": "plain_text", "text": "Decision"},
+            "element": {
+                "type": "radio_buttons",
+                "action_id": "value",
+                "options": choices,
+                "initial_option": choices[0],
+            },
+        }
+    ]
+    if "edit" in allowed:
+        initial = exact_json.dumps(question.get("args"), indent=2, ensure_ascii=False)
+        blocks.append(
+            _text_input(
+                "args",
+                "Arguments (JSON): edit to change them",
+                initial=initial,
+                optional=True,
+                multiline=True,
+            )
+        )
+    if "respond" in allowed:
+        blocks.append(
+            _text_input(
+                "message", "Message to the agent (respond)", initial=None, optional=True, multiline=True
+            )
+        )
+    return blocks
+
+
 def answer_modal(record: QuestionRecord, digest: str, response_url: str | None) -> dict[str, Any]:
     """The modal that edits arguments or a value, picks an option, writes text, or gives a reason."""
     policy = Policy.model_validate(record.policy)
     question = record.question
     blocks: list[dict[str, Any]] = []
-    if policy.kind in ("approval", "edit"):
+    allowed = allowed_decisions(question)
+    if allowed is not None:
+        blocks += _review_blocks(question, allowed)
+    elif policy.kind in ("approval", "edit"):
         choices = [_option("approve", "Approve"), _option("reject", "Reject")]
         if policy.kind == "edit":
             choices.insert(1, _option("edit", "Approve with the value below"))
@@ -561,6 +625,13 @@ def answer_from_modal(
     policy = Policy.model_validate(record.policy)
     reason = (_input(values, "reason") or "").strip() or None
     decision = _input(values, "decision")
+    # A middleware request's edit always carries its arguments: approve may not be allowed.
+    review_edit = allowed_decisions(record.question) is not None and decision == "edit"
+    if allowed_decisions(record.question) is not None and decision == "respond":
+        message = (_input(values, "message") or "").strip()
+        if not message:
+            return None, reason, {"message": "Write the message the agent gets instead of the tool's result."}
+        return {"action": "respond", "message": message}, reason, {}
     if policy.kind == "decision":
         return {"choice": decision}, reason, {}
     if policy.kind == "text":
@@ -574,6 +645,8 @@ def answer_from_modal(
     text = _input(values, block)
     if decision == "approve" and policy.kind == "edit":
         return {"action": "approve"}, reason, {}
+    if (not text or not text.strip()) and review_edit:
+        return None, reason, {block: "Write the arguments the tool runs with (JSON)."}
     if not text or not text.strip():
         return (
             ({"action": "approve"} if policy.kind == "approval" else {"action": "edit", "value": None}),
@@ -599,7 +672,7 @@ def answer_from_modal(
         return {"action": "edit", "value": edited}, reason, {}
     question = record.question
     published = question.get("args") if isinstance(question, Mapping) else None
-    if edited == published:
+    if edited == published and not review_edit:
         return {"action": "approve"}, reason, {}
     return {"action": "approve", "args": edited}, reason, {}
 

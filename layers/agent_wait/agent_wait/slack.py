@@ -10,6 +10,9 @@ Buttons by the policy's kind:
 
 - ``approval`` and ``edit``: *Approve*, *Reject*, and *Edit or explain…* (a modal to edit the
   arguments or the value, or to give a reason);
+- a request of LangChain's ``HumanInTheLoopMiddleware`` (``agent_wait.langchain_hitl``): only the
+  decisions its ``allowed_decisions`` name: *Approve* and *Reject* when allowed, and a modal
+  button when it can edit the arguments, respond with a message or give a reason;
 - ``decision``: one button per option (the first five), and *Answer…* (a modal listing them all);
 - ``text``: *Answer…* (a modal with a text box).
 
@@ -43,6 +46,7 @@ from agent_wait import exact_json
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.envelope import EVENT_TYPE, Envelope
 from agent_wait.errors import SlackApiError
+from agent_wait.langchain_hitl import batch_of
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -59,6 +63,7 @@ __all__ = [
     "REJECT_ACTION",
     "SlackAnnounce",
     "SlackClient",
+    "allowed_decisions",
     "button_value",
     "question_blocks",
 ]
@@ -217,8 +222,52 @@ def _button(text: str, action_id: str, value: str, style: str | None = None) -> 
     return button
 
 
-def _buttons(question_id: str, digest: str, policy: Policy) -> list[dict[str, Any]]:
+def allowed_decisions(question: Any) -> list[str] | None:
+    """The decisions a middleware request allows, in its order; ``None`` for any other question.
+
+    Examples
+    --------
+    >>> allowed_decisions({"function": "f", "args": {}, "allowed_decisions": ["approve", "respond"],
+    ...                    "batch": {"interrupt_id": "i", "index": 0, "size": 1}})
+    ['approve', 'respond']
+    >>> allowed_decisions({"function": "f", "args": {}}) is None
+    True
+    """
+    if batch_of(question) is None:
+        return None
+    return [str(d) for d in question.get("allowed_decisions") or ()]
+
+
+def modal_label(allowed: list[str]) -> str | None:
+    """The modal button's label for a middleware request (``None``: nothing to write in a modal).
+
+    Examples
+    --------
+    >>> modal_label(["approve", "edit", "reject"]), modal_label(["respond"]), modal_label(["approve"])
+    ('Edit or explain…', 'Respond…', None)
+    """
+    parts = [word for word, decision in (("Edit", "edit"), ("respond", "respond")) if decision in allowed]
+    if "reject" in allowed:
+        parts.append("explain")
+    if not parts:
+        return None
+    label = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+    return label[0].upper() + label[1:] + "…"
+
+
+def _buttons(question_id: str, digest: str, policy: Policy, question: Any = None) -> list[dict[str, Any]]:
     value = button_value(question_id, digest)
+    allowed = allowed_decisions(question)
+    if allowed is not None:
+        buttons = []
+        if "approve" in allowed:
+            buttons.append(_button("Approve", APPROVE_ACTION, value, "primary"))
+        if "reject" in allowed:
+            buttons.append(_button("Reject", REJECT_ACTION, value, "danger"))
+        label = modal_label(allowed)
+        if label is not None:
+            buttons.append(_button(label, MODAL_ACTION, value))
+        return buttons
     if policy.kind in ("approval", "edit"):
         return [
             _button("Approve", APPROVE_ACTION, value, "primary"),
@@ -267,6 +316,9 @@ def question_blocks(
         body = f"{policy.prompt}\n{body}"
     if policy.kind == "decision":
         body += "\n*Options:* " + ", ".join(f"`{option}`" for option in policy.options or [])
+    allowed = allowed_decisions(question)
+    if allowed is not None:
+        body += "\n*Decisions allowed:* " + ", ".join(f"`{d}`" for d in allowed)
     origin = source or {}
     asker = ".".join(str(origin[k]) for k in ("module", "function") if origin.get(k)) or "an agent"
     context = f"Asked by `{asker}` on thread `{thread_id}` · {_when(expires_at)} · question `{question_id}`"
@@ -275,14 +327,9 @@ def question_blocks(
         {"type": "section", "text": _mrkdwn(body)},
         {"type": "context", "elements": [_mrkdwn(context)]},
     ]
-    if buttons:
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": ACTIONS_BLOCK_ID,
-                "elements": _buttons(question_id, digest, policy),
-            }
-        )
+    elements = _buttons(question_id, digest, policy, question) if buttons else []
+    if elements:
+        blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": elements})
     return blocks
 
 

@@ -2,7 +2,8 @@
 
 ``examples.middleware_agent`` asks approval of each ``issue_refund`` call (approve, edit, reject)
 in one batched interrupt; each call is one question with its own digest, and the thread resumes
-once all are decided. Each step is awaited with ``eventually``, never a fixed sleep.
+once all are decided. Each step is awaited with ``eventually``, never a fixed sleep. The inbox page
+(in headless Chromium) offers a request only the decisions it allows.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from browser_support import launch, require_chromium, text_of, until
 from e2e_support import LocalProcess, eventually, http, run_cli, start_local
+from selenium.webdriver.common.by import By
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -113,3 +116,41 @@ def test_a_single_request_is_answered_from_the_cli(stack: LocalProcess) -> None:
     done = eventually(lambda: thread_in(stack, "t-cli", "done"), timeout=60, what="the thread to finish")
     assert done["status"] == "done", done
     assert "ask finance" in done["output"]["messages"][-1]["content"]
+
+
+def test_the_inbox_page_offers_the_allowed_decisions_and_an_edit_runs_the_tool_edited(
+    stack: LocalProcess, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    require_chromium()
+    body = {"input": {"messages": [{"role": "user", "content": "refund 40 to c-page"}]}}
+    assert http("POST", f"{stack.api}/threads/t-page/runs", body)[0] == 202
+    [question_id] = eventually(lambda: thread_in(stack, "t-page", "interrupted"), what="the question")[
+        "pending"
+    ]
+
+    page = launch(tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        page.get(f"{stack.api}/inbox?refresh=0#/questions/{question_id}")
+        until(page, lambda d: d.find_element(By.ID, "answer-form"), "the answer form")
+        # Approve, edit and reject: what the request allows, and no respond form
+        assert text_of(page, "allowed-decisions") == "Decisions allowed: approve, edit, reject"
+        assert "A refund needs your approval" in text_of(page, "description")
+        form = page.find_element(By.ID, "answer-form")
+        shown = {b.get_attribute("id") for b in form.find_elements(By.TAG_NAME, "button")}
+        assert shown == {"approve", "approve-edited", "reject"}
+
+        amount = page.find_element(By.ID, "arg-amount")
+        amount.clear()
+        amount.send_keys("25")
+        page.find_element(By.ID, "approve-edited").click()
+        until(page, lambda d: "recorded" in text_of(d, "outcome-message"), "the recorded sentence")
+
+        done = eventually(lambda: thread_in(stack, "t-page", "done"), timeout=60, what="the thread to finish")
+        assert done["status"] == "done", done
+        assert "refunded 25 to c-page" in done["output"]["messages"][-1]["content"]
+        # The page's audit shows what the tool ran with: the edited amount
+        page.refresh()
+        until(page, lambda d: text_of(d, "receipt").startswith("yes, with "), "the receipt")
+        assert "amount = 25" in text_of(page, "receipt") and "customer = c-page" in text_of(page, "receipt")
+    finally:
+        page.quit()

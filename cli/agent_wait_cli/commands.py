@@ -256,6 +256,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         '(edit questions: {"action": "edit", "value": JSON})',
     )
     how.add_argument(
+        "--respond",
+        metavar="MESSAGE",
+        help='a LangChain middleware request: {"action": "respond", "message": MESSAGE} '
+        "(the tool does not run; the agent gets the message)",
+    )
+    how.add_argument(
         "--answer",
         type=_answer_arg,
         metavar="JSON",
@@ -507,6 +513,7 @@ def build_answer(
     reason: str | None = None,
     edit: Any = None,
     answer: Any = None,
+    respond: str | None = None,
 ) -> Any:
     """The answer a ``reply`` flag means for a question of ``kind``.
 
@@ -518,9 +525,14 @@ def build_answer(
     {'action': 'edit', 'value': 'new text'}
     >>> build_answer("approval", reject=True, reason="too much")
     {'action': 'reject', 'reason': 'too much'}
+    >>> build_answer("approval", respond="use store credit")
+    {'action': 'respond', 'message': 'use store credit'}
     """
     if answer is not None:
         return answer
+    if respond is not None:
+        # The api refuses it (422) unless the request's allowed decisions include respond.
+        return {"action": "respond", "message": respond}
     if kind not in {"approval", "edit"}:
         raise UsageError(f"a {kind!r} question takes --answer JSON, not --approve/--reject/--edit")
     if approve:
@@ -536,7 +548,7 @@ def build_answer(
                 raise UsageError("--edit for an approval takes a JSON object of the arguments to change")
             return {"action": "approve", "args": dict(edit)}
         return {"action": "edit", "value": edit}
-    raise UsageError("give one of --approve, --reject, --edit JSON, --answer JSON")
+    raise UsageError("give one of --approve, --reject, --edit JSON, --respond MESSAGE, --answer JSON")
 
 
 class Cli:
@@ -621,7 +633,10 @@ class Cli:
             reason=self.args.reason,
             edit=self.args.edit,
             answer=self.args.answer,
+            respond=self.args.respond,
         )
+        asked = question.get("question")
+        allowed = asked.get("allowed_decisions") if isinstance(asked, Mapping) else None
         etag = response.header("ETag") or (f'"{question["digest"]}"' if question.get("digest") else None)
         # Show what is being answered before it is sent, so what a person approves is what they saw.
         summary = render.fields(
@@ -631,6 +646,7 @@ class Cli:
                 ("status", question.get("status")),
                 ("kind", kind),
                 ("asks", render.describe_question(question.get("question"))),
+                *([("allowed", ", ".join(str(d) for d in allowed))] if isinstance(allowed, list) else []),
                 ("digest", question.get("digest")),
                 ("answer", answer),
             ]

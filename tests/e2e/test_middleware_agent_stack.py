@@ -110,6 +110,12 @@ def test_a_single_request_is_answered_from_the_cli(stack: LocalProcess) -> None:
         "pending"
     ]
 
+    # The CLI shows the decisions the request allows; one it does not allow is refused by the api
+    refused = run_cli("reply", question_id, "--respond", "use store credit", *api)
+    assert refused.returncode == 1
+    assert "allowed   approve, edit, reject" in refused.stdout
+    assert "422 invalid_answer" in refused.stderr and "'respond' is not allowed" in refused.stderr
+
     replied = run_cli("reply", question_id, "--reject", "--reason", "ask finance", *api, check=True)
     assert "202 answered" in replied.stdout
 

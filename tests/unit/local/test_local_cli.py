@@ -206,6 +206,7 @@ def test_answers_by_kind() -> None:
     assert build_answer("approval", edit={"amount": 25}) == {"action": "approve", "args": {"amount": 25}}
     assert build_answer("edit", edit={"text": "x"}) == {"action": "edit", "value": {"text": "x"}}
     assert build_answer("decision", answer={"choice": "a"}) == {"choice": "a"}
+    assert build_answer("approval", respond="later") == {"action": "respond", "message": "later"}
 
 
 @pytest.mark.parametrize(

@@ -155,3 +155,35 @@ def test_a_revoked_question_is_a_reject_with_the_revocation_reason(
     assert outcome.status == "done"
     assert REFUNDS.paid("c-revoked") == []
     assert "customer withdrew the claim" in last_message(ledger, "t-revoked")
+
+
+def test_a_request_that_runs_out_of_time_is_a_reject_saying_so_and_its_batch_resumes(
+    aws: Aws, clock: FakeClock
+) -> None:
+    from wait_service.lifecycle import build_lifecycle
+    from wait_service.timers import TimerEvent
+
+    # Given the deployment's default ttl (the middleware sets none) and a batch of two requests
+    settings = aws.settings.model_copy(update={"graph": GRAPH, "default_ttl": 60})
+    runner = build_runner(
+        settings, dynamodb=aws.dynamodb, sns=aws.sns, sqs=aws.sqs, checkpointer=InMemorySaver(), clock=clock
+    )
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
+    lifecycle = build_lifecycle(
+        settings, dynamodb=aws.dynamodb, sns=aws.sns, sqs=aws.sqs, scheduler=aws.scheduler, clock=clock
+    )
+    first, second = ask(runner, "t-ttl", "refund 40 to c-ttl-a and refund 5 to c-ttl-b")
+    assert ledger.get_question(first).expires_at is not None
+
+    # When one is approved and the other's time runs out
+    ledger.record_answer(first, {"action": "approve"}, answered_by="ann")
+    clock.advance(120)
+    fired = lifecycle.handle(TimerEvent(question_id=second, timer="expire", n=0))
+
+    # Then the expired one is a reject whose message is the reason, and the batch resumes
+    assert fired == "expired"
+    assert ledger.get_question(second).answer == {"action": "reject", "reason": "expired"}
+    done = runner.run(ResumeMessage(thread_id="t-ttl", question_id=second))
+    assert done.status == "done"
+    assert (REFUNDS.paid("c-ttl-a"), REFUNDS.paid("c-ttl-b")) == ([40], [])
+    assert "expired" in last_message(ledger, "t-ttl")

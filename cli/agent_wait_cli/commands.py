@@ -635,6 +635,7 @@ class Cli:
             answer=self.args.answer,
             respond=self.args.respond,
         )
+        prompt = (policy or {}).get("prompt")
         asked = question.get("question")
         allowed = asked.get("allowed_decisions") if isinstance(asked, Mapping) else None
         etag = response.header("ETag") or (f'"{question["digest"]}"' if question.get("digest") else None)
@@ -645,6 +646,7 @@ class Cli:
                 ("thread", question.get("thread_id")),
                 ("status", question.get("status")),
                 ("kind", kind),
+                *([("prompt", prompt)] if prompt else []),
                 ("asks", render.describe_question(question.get("question"))),
                 *([("allowed", ", ".join(str(d) for d in allowed))] if isinstance(allowed, list) else []),
                 ("digest", question.get("digest")),

@@ -95,6 +95,12 @@ def question_detail(question: Mapping[str, Any]) -> str:
     ]
     if policy.get("options"):
         pairs.insert(5, ("options", ", ".join(map(str, policy["options"]))))
+    allowed = _mapping(question.get("question")).get("allowed_decisions")
+    if isinstance(allowed, list):
+        # A LangChain middleware request: the decisions it allows.
+        pairs.insert(
+            pairs.index(("digest", question.get("digest"))), ("allowed", ", ".join(map(str, allowed)))
+        )
     problems = _mapping(question.get("question")).get("invalid_args")
     if isinstance(problems, list) and problems:
         # The proposal breaks its own argument schema: approving it as is is refused.

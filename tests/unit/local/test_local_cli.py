@@ -250,6 +250,36 @@ def test_reply_shows_the_question_then_sends_the_digest_as_if_match() -> None:
     assert out.index("issue_refund") < out.index("202 answered")
 
 
+def test_a_middleware_request_shows_its_prompt_and_allowed_decisions_and_takes_respond() -> None:
+    request = QUESTION | {
+        "question": {
+            "function": "issue_refund",
+            "args": {"customer": "c-17", "amount": 40},
+            "allowed_decisions": ["approve", "respond"],
+            "batch": {"interrupt_id": "i-1", "index": 0, "size": 1},
+        },
+        "policy": {"kind": "approval", "bind": True, "prompt": "issue_refund: A refund needs your approval"},
+    }
+    api = FakeApi(
+        {
+            ("GET", "/questions/q-1"): (200, request, {"ETag": '"abc123"'}),
+            ("POST", "/questions/q-1/reply"): (202, {"question_id": "q-1", "status": "answered"}, {}),
+        }
+    )
+
+    code, out, _ = _run(["reply", "q-1", "--respond", "use store credit"], api)
+    _, shown, _ = _run(["questions", "show", "q-1"], api)
+
+    assert code == 0
+    assert json.loads(api.requests[1].data) == {
+        "answer": {"action": "respond", "message": "use store credit"}
+    }
+    for text in (out, shown):
+        lines = [" ".join(line.split()) for line in text.splitlines()]
+        assert "prompt issue_refund: A refund needs your approval" in lines
+        assert "allowed approve, respond" in lines
+
+
 def test_reply_without_etag_header_uses_the_body_digest() -> None:
     api = FakeApi(
         {

@@ -52,6 +52,7 @@ __all__ = [
     "authority_at",
     "check_requester",
     "current_authority",
+    "delegates_of",
     "has_rung_authority",
     "identity_key",
     "may_answer",

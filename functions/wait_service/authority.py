@@ -352,7 +352,10 @@ class AuthorityService:
                 f"{to} may answer this question already", principal=to, question_id=question_id
             )
         on_rung = question.escalation if has_rung_authority(policy) else None
-        lost = self.ledger.record_delegation(question_id, to, by=principal, reason=reason, rung=on_rung)
+        since = current_authority(question, policy).since
+        lost = self.ledger.record_delegation(
+            question_id, to, by=principal, reason=reason, rung=on_rung, since=since
+        )
         if lost is None:
             return None
         self._open(lost)

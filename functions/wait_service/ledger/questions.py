@@ -411,12 +411,20 @@ class QuestionStore(LedgerTable):
         )
 
     def record_delegation(
-        self, question_id: str, to: str, *, by: str, reason: str, rung: int | None = None
+        self,
+        question_id: str,
+        to: str,
+        *,
+        by: str,
+        reason: str,
+        rung: int | None = None,
+        since: int = 0,
     ) -> QuestionRecord | None:
         """Make ``to`` a responder of this open question (a ``delegated`` stage names who and why).
 
         ``rung`` (the escalation rung the delegator was checked on, when the ladder's rungs name
-        their own responders) is kept on the entry and makes the write hold only on that rung.
+        their own responders) is kept on the entry and makes the write hold only on that rung;
+        ``since`` is the last rung on it that replaced the responders (and every delegate before).
         Returns ``None`` when recorded; else the question as it stood when the condition failed (it
         was decided meanwhile, moved to another rung, or ``to`` holds a delegation already), from the
         failed write itself.
@@ -434,18 +442,20 @@ class QuestionStore(LedgerTable):
             ":tos": {"SS": [to]},
             ":cap": {"N": str(MAX_HANDOVERS)},
         }
-        names = {"#s": "status"}
+        # Who holds a delegation: one set per span of rungs since a rung replaced the responders
+        # (`since`), so a delegate dropped by such a rung may be handed the question again.
+        names = {"#s": "status", "#dt": "delegated_to" if not since else f"delegated_to_{since}"}
         open_names = _in_list("o", OPEN, values)
         return self._open_write(
             question_id,
             UpdateExpression=(
                 "SET updated_at = :now, lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage),"
                 " delegations = list_append(if_not_exists(delegations, :empty), :entry)"
-                " ADD delegated_to :tos"
+                " ADD #dt :tos"
             ),
             ConditionExpression=(
                 f"attribute_exists(dedupe_key) AND #s IN ({open_names})"
-                " AND (attribute_not_exists(delegated_to) OR NOT contains(delegated_to, :to))"
+                " AND (attribute_not_exists(#dt) OR NOT contains(#dt, :to))"
                 " AND (attribute_not_exists(delegations) OR size(delegations) < :cap)"
                 + _on_rung(rung, names, values)
             ),

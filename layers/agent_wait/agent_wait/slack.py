@@ -397,7 +397,10 @@ class SlackAnnounce(BaseAnnounce):
         --------
         >>> from agent_wait.testing import sample_envelope
         >>> sent = []
-        >>> slack = SlackAnnounce("C1", "t", call=lambda method, body: sent.append(body) or {"ok": True, "ts": "2"})
+        >>> def call(method, body):
+        ...     sent.append(body)
+        ...     return {"ok": True, "ts": "2"}
+        >>> slack = SlackAnnounce("C1", "t", call=call)
         >>> up = sample_envelope().follow_up("wait.escalated", 1, route="leads")
         >>> slack.post_escalation(up, "C2"); slack.post_escalation(up, "C2")
         >>> [body["channel"] for body in sent], sent[0]["blocks"][0]["text"]["text"][:27]

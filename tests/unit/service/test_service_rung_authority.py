@@ -415,3 +415,22 @@ def test_the_rungs_fields_are_bound_by_the_digest_and_a_plain_ladder_keeps_its_j
     assert len(digests) == 5
     policy = ladder(LEADS, VP)
     assert Policy.model_validate(policy.model_dump(mode="json")) == policy
+
+
+def test_the_documented_ladder_is_a_valid_policy_with_the_authority_it_describes() -> None:
+    from tests.doc_sections import fenced_after
+    from wait_service.authority import authority_at
+
+    _, code = fenced_after("<!-- rung-ladder -->")
+    scope: dict[str, Any] = {}
+    exec(compile(code, "authority.md", "exec"), scope)
+    policy: Policy = scope["policy"]
+
+    account = "arn:aws:iam::123456789012"
+    approvers, leads, vic = f"{account}:role/Approvers", f"{account}:role/FinanceLeads", f"{account}:user/vic"
+    assert [authority_at(policy, n).responders for n in range(4)] == [
+        (approvers,), (approvers,), (approvers, leads), (vic,),
+    ]  # fmt: skip
+    # and it is an override the policy store takes as it is
+    ladder_only = policy.model_dump(mode="json", include={"on_expiry"})
+    assert check_override(ladder_only) == ladder_only

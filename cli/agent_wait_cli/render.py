@@ -123,10 +123,16 @@ def _authority(question: Mapping[str, Any]) -> list[tuple[str, Any]]:
     ...                                                    {"principal": "bob", "vote": "approve"}]}
     >>> _authority({"requested_by": "cy", "quorum": quorum})
     [('requested by', 'cy'), ('quorum', '2 of 3 approvals (ann approve, bob approve)')]
+    >>> _authority({"escalation": 1, "route": "leads", "responders": ["ann", "lee"]})
+    [('rung', '1 leads: ann, lee')]
     """
     pairs: list[tuple[str, Any]] = []
     if question.get("requested_by"):
         pairs.append(("requested by", question["requested_by"]))
+    if question.get("route"):
+        # Escalated: who may answer now follows the rung.
+        responders = ", ".join(map(str, question.get("responders") or [])) or "anyone"
+        pairs.append(("rung", f"{question.get('escalation')} {question['route']}: {responders}"))
     if question.get("delegates"):
         pairs.append(("delegates", ", ".join(map(str, question["delegates"]))))
     quorum = _mapping(question.get("quorum"))

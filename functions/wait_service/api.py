@@ -24,7 +24,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from agent_wait import exact_json
+from agent_wait import Policy, exact_json
 from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
 from wait_service import errors_http, openapi_doc
 from wait_service.analytics import StatsView, parse_window
@@ -35,7 +35,7 @@ from wait_service.answer_limits import (
     check_reply_fits,
 )
 from wait_service.audit import audit_of
-from wait_service.authority import AuthorityService, quorum_summary
+from wait_service.authority import AuthorityService, current_authority, delegates_of, quorum_summary
 from wait_service.constants import SLACK_INTERACTIONS_PATH
 from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
 from wait_service.input_schema import check_input, read_input_schema
@@ -244,6 +244,12 @@ class QuestionView(BaseModel):
     answered_at: str | None = None
     reason: str | None = None
     escalation: int = Field(default=0, description="the escalation rung the question is on (0: none)")
+    route: str | None = Field(default=None, description="the route of that rung (null: not escalated)")
+    responders: list[str] = Field(
+        default_factory=list,
+        description="who may answer on that rung: the policy's responders, joined or replaced by the "
+        "rungs' own (empty: any authenticated caller); delegates are listed apart",
+    )
     resumed_at: str | None = None
     error: str | None = Field(default=None, description="why the resume failed (resume_failed)")
     requested_by: str | None = Field(default=None, description="who started the run that raised it")
@@ -259,6 +265,9 @@ class QuestionView(BaseModel):
         view = cls.model_validate(record, from_attributes=True)
         view.audit = AuditView.model_validate(audit_of(record))
         view.quorum = QuorumView.of(record)
+        authority = current_authority(record, Policy.model_validate(record.policy))
+        view.route, view.responders = authority.route, list(authority.responders)
+        view.delegates = list(delegates_of(record, authority))
         return view
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -42,9 +43,23 @@ from wait_service.responders import admits, iam_identity
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from agent_wait.policy import EscalationRung
     from wait_service.ledger import Ledger, QuestionRecord
 
-__all__ = ["AuthorityService", "check_requester", "identity_key", "may_answer", "same_principal"]
+__all__ = [
+    "AuthorityService",
+    "RungAuthority",
+    "authority_at",
+    "check_requester",
+    "current_authority",
+    "delegates_of",
+    "has_rung_authority",
+    "identity_key",
+    "may_answer",
+    "not_a_responder",
+    "rungs_of",
+    "same_principal",
+]
 
 # An STS ARN (an assumed-role session, a federated user) ends in a name its caller chose.
 _STS_ARN = re.compile(r"arn:aws[a-z-]*:sts::")
@@ -122,11 +137,107 @@ def quorum_summary(question: QuestionRecord) -> str | None:
     return summary
 
 
+@dataclass(frozen=True)
+class RungAuthority:
+    """Who may answer a question on escalation rung ``number`` (0: not escalated).
+
+    ``responders`` is the policy's own, joined (or, from a ``replace: true`` rung on, replaced)
+    by each rung's up to ``number``; empty admits any authenticated caller. ``since`` is the last
+    rung that replaced them (0: none): a delegation made before it no longer counts.
+    """
+
+    number: int
+    route: str | None
+    responders: tuple[str, ...]
+    since: int = 0
+
+
+def rungs_of(policy: Policy) -> list[EscalationRung]:
+    """The policy's escalation ladder (empty when its expiry does not escalate)."""
+    if policy.on_expiry is None or policy.on_expiry.action != "escalate":
+        return []
+    return list(policy.on_expiry.to)
+
+
+def has_rung_authority(policy: Policy) -> bool:
+    """Whether any rung of the ladder names its own responders (so who may answer depends on the rung).
+
+    Examples
+    --------
+    >>> has_rung_authority(Policy(ttl=60, on_expiry={"action": "escalate", "to": ["managers"]}))
+    False
+    >>> has_rung_authority(Policy(ttl=60, on_expiry={"action": "escalate",
+    ...                                              "to": [{"route": "leads", "responders": ["cy"]}]}))
+    True
+    """
+    return any(rung.responders for rung in rungs_of(policy))
+
+
+def authority_at(policy: Policy, number: int) -> RungAuthority:
+    """Who may answer on rung ``number`` of the policy's ladder.
+
+    Examples
+    --------
+    >>> ladder = {"action": "escalate", "to": [{"route": "leads", "responders": ["cy"]},
+    ...                                        {"route": "vp", "responders": ["vi"], "replace": True}]}
+    >>> policy = Policy(ttl=60, responders=["ann"], on_expiry=ladder)
+    >>> [authority_at(policy, n).responders for n in (0, 1, 2)]
+    [('ann',), ('ann', 'cy'), ('vi',)]
+    >>> authority_at(policy, 2).route, authority_at(policy, 2).since
+    ('vp', 2)
+    """
+    responders = list(policy.responders)
+    since = 0
+    route: str | None = None
+    for index, rung in enumerate(rungs_of(policy)[:number], start=1):
+        route = rung.route
+        if not rung.responders:
+            continue
+        if rung.replace:
+            responders, since = list(rung.responders), index
+        elif responders:
+            # An empty list admits anyone already: a rung's names add nothing to it.
+            responders += [r for r in rung.responders if r not in responders]
+    return RungAuthority(number, route, tuple(responders), since)
+
+
+def current_authority(question: QuestionRecord, policy: Policy) -> RungAuthority:
+    """Who may answer ``question`` on the rung it is on now."""
+    return authority_at(policy, question.escalation)
+
+
+def delegates_of(question: QuestionRecord, authority: RungAuthority) -> tuple[str, ...]:
+    """The question's delegates who still count: all of them, unless a rung replaced the responders
+    after they were handed the question (a delegation records the rung it was made on)."""
+    if authority.since == 0:
+        return question.delegates
+    return tuple(
+        sorted({str(d.get("to")) for d in question.delegations if int(d.get("rung") or 0) >= authority.since})
+    )
+
+
 def may_answer(question: QuestionRecord, policy: Policy, principal: str) -> bool:
-    """Whether ``principal`` is a responder of ``question``: named by its policy, or delegated to."""
-    if admits(policy.responders, principal):
+    """Whether ``principal`` is a responder of ``question`` on its current rung, or a delegate."""
+    authority = current_authority(question, policy)
+    if admits(authority.responders, principal):
         return True
-    return any(admits([delegate], principal) for delegate in question.delegates)
+    return any(admits([delegate], principal) for delegate in delegates_of(question, authority))
+
+
+def not_a_responder(
+    question: QuestionRecord, policy: Policy, principal: str, message: str
+) -> ResponderNotAllowedError:
+    """The 403 refusing ``principal``, naming the rung whose responders were checked."""
+    authority = current_authority(question, policy)
+    if authority.number:
+        message += f" (escalation rung {authority.number}, {authority.route})"
+    return ResponderNotAllowedError(
+        message,
+        principal=principal,
+        question_id=question.question_id,
+        rung=authority.number,
+        route=authority.route,
+    )
 
 
 def check_requester(question: QuestionRecord, policy: Policy, principal: str) -> None:
@@ -189,10 +300,27 @@ class AuthorityService:
             The question is decided (409).
         """
         to = to.strip()
-        question = self.ledger.get_question(question_id)
-        policy = Policy.model_validate(question.policy)
-        self._check_responder(question, policy, principal)
-        question = self._open(self.decisions.close_if_due(question))
+        for _ in range(ATTEMPTS):
+            question = self.ledger.get_question(question_id)
+            policy = Policy.model_validate(question.policy)
+            self._check_responder(question, policy, principal)
+            question = self._open(self.decisions.close_if_due(question))
+            lost = self._delegate_on_rung(question, policy, to, reason=reason, principal=principal)
+            if lost is None:
+                return self.ledger.get_question(question_id)
+            # Moved up its ladder meanwhile: check the delegator against the new rung's responders.
+        raise QuestionDecidedError(
+            f"question {question_id} kept changing while it was being delegated: read it and try again",
+            status="changing",
+            question_id=question_id,
+        )
+
+    def _delegate_on_rung(
+        self, question: QuestionRecord, policy: Policy, to: str, *, reason: str, principal: str
+    ) -> QuestionRecord | None:
+        """One delegation on the rung ``question`` is on: ``None`` when recorded, the question as it
+        stands when it moved to another rung meanwhile; raises every refusal."""
+        question_id = question.question_id
         if same_principal(to, principal) or admits([to], principal):
             raise DelegationInvalidError(
                 "a question cannot be delegated to oneself", field="to", question_id=question_id
@@ -223,10 +351,16 @@ class AuthorityService:
             raise AlreadyResponderError(
                 f"{to} may answer this question already", principal=to, question_id=question_id
             )
-        lost = self.ledger.record_delegation(question_id, to, by=principal, reason=reason)
+        on_rung = question.escalation if has_rung_authority(policy) else None
+        since = current_authority(question, policy).since
+        lost = self.ledger.record_delegation(
+            question_id, to, by=principal, reason=reason, rung=on_rung, since=since
+        )
         if lost is None:
-            return self.ledger.get_question(question_id)
+            return None
         self._open(lost)
+        if on_rung is not None and lost.escalation != on_rung:
+            return lost
         if len(lost.delegations) >= MAX_HANDOVERS:
             raise DelegationInvalidError(
                 f"question {question_id} was delegated {MAX_HANDOVERS} times already: no more",
@@ -332,10 +466,8 @@ class AuthorityService:
 
     def _check_responder(self, question: QuestionRecord, policy: Policy, principal: str) -> None:
         if not may_answer(question, policy, principal):
-            raise ResponderNotAllowedError(
-                f"{principal} is not a responder of this question",
-                principal=principal,
-                question_id=question.question_id,
+            raise not_a_responder(
+                question, policy, principal, f"{principal} is not a responder of this question"
             )
 
     @staticmethod

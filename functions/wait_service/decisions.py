@@ -20,7 +20,7 @@ from wait_service.observability import logger, metrics
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
-__all__ = ["Decisions", "Escalate", "Expire", "on_expiry_action"]
+__all__ = ["Decisions", "Escalate", "Expire", "on_expiry_action", "route_of"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,9 @@ def on_expiry_action(policy: dict[str, Any], rung: int) -> Escalate | Expire:
     >>> ladder = {"on_expiry": {"action": "escalate", "to": ["managers", "directors"], "answer": None}}
     >>> on_expiry_action(ladder, 0), on_expiry_action(ladder, 1)
     (Escalate(number=1, route='managers'), Escalate(number=2, route='directors'))
+    >>> on_expiry_action({"on_expiry": {"action": "escalate", "to": [{"route": "leads", "replace": True,
+    ...                                 "responders": ["cy"]}]}}, 0)
+    Escalate(number=1, route='leads')
     >>> on_expiry_action(ladder, 2)
     Expire(answer={'action': 'reject', 'reason': 'expired'})
     >>> on_expiry_action({"on_expiry": {"action": "default", "answer": {"action": "approve"}}}, 0)
@@ -56,8 +59,19 @@ def on_expiry_action(policy: dict[str, Any], rung: int) -> Escalate | Expire:
     if on_expiry.get("action") == "escalate":
         routes = list(on_expiry.get("to") or [])
         if rung < len(routes):
-            return Escalate(rung + 1, str(routes[rung]))
+            return Escalate(rung + 1, route_of(routes[rung]))
     return Expire(default if default is not None else dict(EXPIRED_ANSWER))
+
+
+def route_of(rung: Any) -> str:
+    """The route of a ladder entry as a policy's JSON holds it: a plain string, or a rung object.
+
+    Examples
+    --------
+    >>> route_of("managers"), route_of({"route": "directors", "responders": ["cy"]})
+    ('managers', 'directors')
+    """
+    return str(rung.get("route")) if isinstance(rung, dict) else str(rung)
 
 
 class Decisions:

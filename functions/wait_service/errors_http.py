@@ -186,6 +186,11 @@ def error_body(error: AgentWaitError) -> dict[str, Any]:
         body["field"] = error.field
     elif isinstance(error, ResponderNotAllowedError | AlreadyResponderError | AlreadyVotedError):
         body["principal"] = error.principal
+        if isinstance(error, ResponderNotAllowedError) and error.rung is not None:
+            # Which responders were checked: the policy's own (rung 0) or an escalation rung's.
+            body["rung"] = error.rung
+            if error.route is not None:
+                body["route"] = error.route
     elif isinstance(error, MethodNotAllowedError):
         body["allow"] = error.allow
     return body

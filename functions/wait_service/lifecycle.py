@@ -22,7 +22,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait import Envelope, exact_json
 from agent_wait.errors import AnnounceError
-from wait_service.decisions import Decisions, Expire, on_expiry_action
+from wait_service.decisions import Decisions, Expire, on_expiry_action, route_of
 from wait_service.ledger import Clock, Ledger, QuestionRecord, parse_time, utcnow
 from wait_service.metric_names import QUESTIONS_ESCALATED, REMINDERS_SENT
 from wait_service.observability import logger, metrics
@@ -43,9 +43,12 @@ Outcome = Literal["unknown", "expired", "escalated", "reminded", "decided", "clo
 
 
 class ThreadReplies(Protocol):
-    """Where a question's own conversation is (``SlackAnnounce``): replies in its thread."""
+    """Where a question's own conversation is (``SlackAnnounce``): replies in its thread, and the
+    question posted again in the channel of the escalation rung it reached."""
 
     def follow_up(self, question_id: str, text: str) -> None: ...
+
+    def post_escalation(self, envelope: Envelope, channel: str) -> None: ...
 
 
 def _compact(value: Any) -> str:
@@ -166,19 +169,48 @@ class LifecycleService(Decisions):
             return
         self._arm_next(question)
         number = question.escalation
-        routes = (question.policy.get("on_expiry") or {}).get("to") or []
+        rungs = (question.policy.get("on_expiry") or {}).get("to") or []
+        rung = rungs[number - 1] if isinstance(rungs[number - 1], dict) else {}
         envelope = self._envelope(question).follow_up(
             "wait.escalated",
             number,
-            route=str(routes[number - 1]),
+            route=route_of(rungs[number - 1]),
             expires_at=parse_time(question.expires_at),
+            event_types=[str(t) for t in rung.get("event_types") or []],
         )
         self._announce(envelope)
+        channel = rung.get("slack_channel")
+        where = ""
+        if channel:
+            self._post_to_rung(envelope, str(channel))
+            where = f" Posted in <#{channel}> for its responders."
         self._tell(
             question.question_id,
             f"Escalated to {envelope.route} (rung {number}): still waiting for an answer, "
-            f"now until {question.expires_at}.",
+            f"now until {question.expires_at}.{where}",
         )
+
+    def _post_to_rung(self, envelope: Envelope, channel: str) -> None:
+        """Post the question, with its buttons, in the channel of the rung it reached.
+
+        This is the rung's announcement, not a courtesy: a failure fails the timer, which fires
+        again (the message store skips a channel posted to already).
+        """
+        if self.chat is None:
+            logger.warning(
+                "the escalation rung names a Slack channel but the deployment has no Slack app",
+                extra={"question_id": envelope.question_id, "channel": channel},
+            )
+            return
+        try:
+            self.chat.post_escalation(envelope, channel)
+        except Exception as exc:
+            raise AnnounceError(
+                f"{envelope.type} of question {envelope.question_id} could not be posted in Slack "
+                f"channel {channel}: {exc}",
+                question_id=envelope.question_id,
+                thread_id=envelope.thread_id,
+            ) from exc
 
     def remind(self, question: QuestionRecord, number: int) -> Outcome:
         """Send reminder ``number`` of an open question (again, if an earlier send failed)."""

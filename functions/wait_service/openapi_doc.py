@@ -42,6 +42,12 @@ class ErrorBody(BaseModel):
     standing_answer: JsonValue = Field(default=None, description="answer_conflict: the answer that stands")
     status: str | None = Field(default=None, description="question_closed: the question's status")
     principal: str | None = Field(default=None, description="responder_not_allowed: who replied")
+    rung: int | None = Field(
+        default=None,
+        description="responder_not_allowed: the escalation rung whose responders were checked "
+        "(0: the policy's own)",
+    )
+    route: str | None = Field(default=None, description="responder_not_allowed: that rung's route")
     allow: list[str] | None = Field(default=None, description="method_not_allowed: the route's methods")
 
 

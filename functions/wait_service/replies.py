@@ -25,9 +25,15 @@ from agent_wait.errors import (
     PreconditionFailedError,
     PreconditionRequiredError,
     QuestionClosedError,
-    ResponderNotAllowedError,
 )
-from wait_service.authority import check_requester, identity_key, may_answer
+from wait_service.authority import (
+    check_requester,
+    has_rung_authority,
+    identity_key,
+    may_answer,
+    not_a_responder,
+    rungs_of,
+)
 from wait_service.decisions import Decisions
 from wait_service.ledger import Ledger, QuestionRecord, normalize_json, parse_time, utcnow
 from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_REVOKED, TIME_TO_ANSWER
@@ -42,6 +48,45 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
 ANONYMOUS = "anonymous"
+# A reply that lost its write to an escalation is checked again on the new rung, this many times
+# at most (a ladder is short, and each loss means the question moved one rung up).
+RUNG_ATTEMPTS = 5
+
+
+class _RungMoved(Exception):
+    """The question moved up its ladder between the responder check and the write."""
+
+
+def _rung_condition(question: QuestionRecord, policy: Policy) -> int | None:
+    """The rung a write must find the question on: the one its responders were checked on, when
+    the ladder's rungs name responders (else who may answer does not depend on the rung)."""
+    return question.escalation if has_rung_authority(policy) else None
+
+
+def _check_rung(lost: QuestionRecord | None, rung: int | None) -> None:
+    if lost is not None and rung is not None and lost.is_open and lost.escalation != rung:
+        raise _RungMoved
+
+
+def counts_approval(question: QuestionRecord, policy: Policy, principal: str) -> bool:
+    """Whether ``principal``'s approval counts toward the quorum: anyone's without ``approvals_from``;
+    else those it names, and the responders the rungs the question reached named (escalating a
+    quorum question hands the approval to them too).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Q
+    >>> policy = Policy(ttl=60, responders=["ann", "bob", "cy"], approvals_required=2, approvals_from=["ann"],
+    ...                 on_expiry={"action": "escalate", "to": [{"route": "leads", "responders": ["lee"]}]})
+    >>> [counts_approval(Q(escalation=n), policy, "lee") for n in (0, 1)]
+    [False, True]
+    """
+    if not policy.approvals_from or admits(policy.approvals_from, principal):
+        return True
+    named = [r for rung in rungs_of(policy)[: question.escalation] for r in rung.responders or ()]
+    return bool(named) and admits(named, principal)
+
+
 # A quorum vote that lost its write to another vote is counted again on the question it lost to.
 VOTE_ATTEMPTS = 10
 
@@ -135,7 +180,36 @@ class ReplyService:
         QuestionNotFoundError, ResponderNotAllowedError, PreconditionRequiredError,
         PreconditionFailedError, AnswerInvalidError, QuestionClosedError, AnswerConflictError
         """
-        question = self.ledger.get_question(question_id)
+        for _ in range(RUNG_ATTEMPTS):
+            try:
+                return self._reply_on_rung(
+                    self.ledger.get_question(question_id),
+                    answer,
+                    principal=principal,
+                    if_match=if_match,
+                    reason=reason,
+                )
+            except _RungMoved:
+                # Escalated between the read and the write: check the new rung's responders.
+                continue
+        raise AnswerConflictError(
+            f"question {question_id} kept moving up its escalation ladder while it was answered: "
+            "read it and answer again",
+            standing_answer=None,
+            question_id=question_id,
+        )
+
+    def _reply_on_rung(
+        self,
+        question: QuestionRecord,
+        answer: JsonValue,
+        *,
+        principal: str,
+        if_match: str | None,
+        reason: str | None,
+    ) -> ReplyOutcome:
+        """One reply checked against the rung ``question`` is on; :class:`_RungMoved` if it moved."""
+        question_id = question.question_id
         policy = Policy.model_validate(question.policy)
         self._check_responder(question, policy, principal)
         check_requester(question, policy, principal)
@@ -150,9 +224,11 @@ class ReplyService:
             return self._vote(question, policy, answer, principal=principal, if_match=if_match, reason=reason)
         if not question.is_open:
             return self._repeat(question, answer)
+        rung = _rung_condition(question, policy)
         current = self.ledger.record_answer(
-            question_id, answer, answered_by=principal, reason=reason, if_match=if_match
+            question_id, answer, answered_by=principal, reason=reason, if_match=if_match, rung=rung
         )
+        _check_rung(current, rung)
         if current is None:
             # Recorded: the ledger's stream has the resume enqueued (no send from here).
             self._count_answer(question)
@@ -172,17 +248,23 @@ class ReplyService:
         QuestionClosedError
             It was revoked already.
         """
-        question = self.ledger.get_question(question_id)
-        self._check_responder(question, Policy.model_validate(question.policy), principal)
-        question = self.decisions.close_if_due(question)
-        if question.is_open:
-            lost = self.ledger.record_revocation(question_id, reason, revoked_by=principal)
-            if lost is None:
-                # The revocation's resume (a rejection) follows from the ledger's stream.
-                revoked = self.ledger.get_question(question_id)
-                metrics.add_metric(name=QUESTIONS_REVOKED, unit=MetricUnit.Count, value=1)
-                return revoked
-            question = lost
+        for _ in range(RUNG_ATTEMPTS):
+            question = self.ledger.get_question(question_id)
+            policy = Policy.model_validate(question.policy)
+            self._check_responder(question, policy, principal)
+            question = self.decisions.close_if_due(question)
+            if question.is_open:
+                rung = _rung_condition(question, policy)
+                lost = self.ledger.record_revocation(question_id, reason, revoked_by=principal, rung=rung)
+                if lost is None:
+                    # The revocation's resume (a rejection) follows from the ledger's stream.
+                    revoked = self.ledger.get_question(question_id)
+                    metrics.add_metric(name=QUESTIONS_REVOKED, unit=MetricUnit.Count, value=1)
+                    return revoked
+                if rung is not None and lost.is_open and lost.escalation != rung:
+                    continue  # escalated meanwhile: check the new rung's responders
+                question = lost
+            break
         if phase_of(question.status) == "revoked":
             raise QuestionClosedError(
                 f"question {question_id} was revoked already",
@@ -201,12 +283,9 @@ class ReplyService:
         # stack: the api refuses a request without a principal from anywhere else); an IAM
         # role entry admits its sessions, never a session name (`wait_service.responders`).
         # A principal a responder delegated the question to answers it too (`wait_service.authority`).
+        # On an escalation ladder whose rungs name responders, the current rung's count.
         if not may_answer(question, policy, principal):
-            raise ResponderNotAllowedError(
-                f"{principal} may not answer this question",
-                principal=principal,
-                question_id=question.question_id,
-            )
+            raise not_a_responder(question, policy, principal, f"{principal} may not answer this question")
 
     def _check_binding(self, question: QuestionRecord, policy: Policy, if_match: str | None) -> None:
         if if_match is None or not if_match.strip():
@@ -252,12 +331,14 @@ class ReplyService:
                 field="answer.args",
                 question_id=question_id,
             )
-        if vote == "approve" and policy.approvals_from and not admits(policy.approvals_from, principal):
-            raise ResponderNotAllowedError(
+        if vote == "approve" and not counts_approval(question, policy, principal):
+            raise not_a_responder(
+                question,
+                policy,
+                principal,
                 f"{principal}'s approval does not count toward this question's quorum (approvals_from)",
-                principal=principal,
-                question_id=question_id,
             )
+        rung = _rung_condition(question, policy)
         for _ in range(VOTE_ATTEMPTS):
             voters = {identity_key(str(v.get("principal"))) for v in question.votes}
             if identity_key(principal) in voters:
@@ -289,7 +370,9 @@ class ReplyService:
                 decide=decision if decides else None,
                 reason=reason,
                 if_match=if_match,
+                rung=rung,
             )
+            _check_rung(lost, rung)
             if lost is None:
                 if decides:
                     self._count_answer(question)

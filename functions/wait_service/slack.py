@@ -181,6 +181,11 @@ def refusal_sentence(error: AgentWaitError, record: QuestionRecord | None) -> st
             "would not be bound to what the agent now asks."
         )
     if isinstance(error, ResponderNotAllowedError):
+        if error.rung:
+            return (
+                "Not recorded: you are not one of the people who may answer this question on its "
+                f"escalation rung {error.rung} ({error.route})."
+            )
         return "Not recorded: you are not one of the people who may answer this question."
     if isinstance(error, QuestionNotFoundError):
         return "Not recorded: this question no longer exists."

@@ -7,6 +7,8 @@ delivery function consumes those queues; for each message it:
 
 1. finds the webhook by the queue the record came from (``eventSourceARN``);
 2. skips an event whose ``type`` the webhook did not ask for (the filter policy already should);
+   an escalation to a rung that names its own ``event_types`` is published as ``wait.escalated``
+   and as each of them (a ``String.Array`` ``type``), so a webhook asking for any of them gets it;
 3. POSTs the exact body it received (the envelope JSON as published), signed with the v0 scheme of
    :mod:`agent_wait.signing` (``X-Wait-Key-Id``, ``X-Wait-Request-Timestamp``,
    ``X-Wait-Signature``, through :class:`agent_wait.webhook.WebhookAnnounce`), with the secret read
@@ -230,7 +232,7 @@ class WebhookDelivery:
         attempt = int((record.get("attributes") or {}).get("ApproximateReceiveCount") or 1)
         event_type, dedupe_key = _event_fields(record, body)
         log = {"webhook": hook.url, "type": event_type, "dedupe_key": dedupe_key, "attempt": attempt}
-        if not hook.wants(event_type):
+        if not any(hook.wants(name) for name in _types_of(record, event_type)):
             logger.info("webhook skips an event type it did not ask for", extra=log)
             return DeliveryOutcome("skipped", attempt)
         permanent = False
@@ -280,6 +282,9 @@ def _event_fields(record: Mapping[str, Any], body: bytes) -> tuple[str | None, s
         return str(value["stringValue"]) if isinstance(value, dict) and value.get("stringValue") else None
 
     event_type, dedupe_key = attribute("type"), attribute("dedupe_key")
+    listed = _listed_types(attributes.get("type"))
+    if listed:
+        event_type = listed[0]
     if event_type is None or dedupe_key is None:
         try:
             parsed = json.loads(body)
@@ -289,3 +294,20 @@ def _event_fields(record: Mapping[str, Any], body: bytes) -> tuple[str | None, s
             event_type = event_type or (str(parsed["type"]) if parsed.get("type") else None)
             dedupe_key = dedupe_key or (str(parsed["dedupe_key"]) if parsed.get("dedupe_key") else None)
     return event_type, dedupe_key
+
+
+def _listed_types(value: Any) -> list[str]:
+    """The types of a ``String.Array`` ``type`` attribute (an escalation rung's own event types)."""
+    if not isinstance(value, dict) or not str(value.get("dataType") or "").startswith("String.Array"):
+        return []
+    try:
+        parsed = json.loads(str(value.get("stringValue") or ""))
+    except ValueError:
+        return []
+    return [str(name) for name in parsed] if isinstance(parsed, list) else []
+
+
+def _types_of(record: Mapping[str, Any], event_type: str | None) -> list[str | None]:
+    """Every type the event was published as: ``wait.escalated`` and a rung's own event types."""
+    listed = _listed_types((record.get("messageAttributes") or {}).get("type"))
+    return list(listed) if listed else [event_type]

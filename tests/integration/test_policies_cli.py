@@ -105,3 +105,38 @@ def test_a_set_from_a_stale_version_is_a_409(cli: Any, tmp_path: Path) -> None:
     code, _, err = cli("policies", "set", "issue_refund", "--file", v1, "--if-version", "0")
     assert code == 1
     assert err.startswith("agent-wait: 409 policy_conflict: issue_refund's policy is at version 1, not 0")
+
+
+def ladder(rungs: list[Any]) -> dict[str, Any]:
+    return {"ttl": 60, "on_expiry": {"action": "escalate", "to": rungs}}
+
+
+def test_an_escalation_ladder_with_rung_authority_is_set_and_its_bad_fields_refused(
+    cli: Any, tmp_path: Path
+) -> None:
+    # Hostile rungs: each refused 422 naming its field, nothing written
+    for rung, field in (
+        ({"route": "leads", "responders": []}, "policy.on_expiry.to.0.responders"),
+        ({"route": "leads", "replace": True}, "policy.on_expiry.to.0.replace"),
+        ({"route": "leads", "slack_channel": "#Leads Room"}, "policy.on_expiry.to.0.slack_channel"),
+        ({"route": "leads", "event_types": ["wait.answered"]}, "policy.on_expiry.to.0.event_types"),
+    ):
+        bad = policy_file(
+            tmp_path, "bad.json", {"ttl": 60, "on_expiry": {"action": "escalate", "to": [rung]}}
+        )
+        code, out, err = cli("policies", "set", "issue_refund", "--file", bad)
+        assert (code, out) == (1, "")
+        assert err.startswith(f"agent-wait: 422 invalid_policy: {field}: "), err
+    assert cli("policies", "list")[1] == "no policy overrides\n"
+
+    # A good ladder is set, and diff shows a rung's change as a patch of that rung
+    rungs = ["managers", {"route": "vp", "responders": ["vic"], "replace": True, "slack_channel": "C0VP"}]
+    good = policy_file(tmp_path, "good.json", ladder(rungs))
+    assert cli("policies", "set", "issue_refund", "--file", good)[0] == 0
+    rungs[1] = {**rungs[1], "responders": ["vic", "val"]}  # type: ignore[dict-item]
+    changed = policy_file(
+        tmp_path, "changed.json", {"ttl": 60, "on_expiry": {"action": "escalate", "to": rungs}}
+    )
+    code, out, _ = cli("policies", "diff", "issue_refund", "--file", changed)
+    assert code == 1
+    assert out.splitlines()[2:] == ['{"op": "add", "path": "/on_expiry/to/1/responders/1", "value": "val"}']

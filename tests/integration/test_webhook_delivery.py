@@ -256,6 +256,32 @@ def test_the_filter_policy_keeps_other_event_types_out_of_the_delivery_queue(
     assert [json.loads(r["body"])["type"] for r in receiver.requests] == ["wait.escalated"]
 
 
+def test_an_escalation_rungs_event_types_reach_the_webhooks_subscribed_to_them(
+    resources: LocalResources, aws_client: Any, receiver_factory: Any
+) -> None:
+    # A team lead's pager subscribes to the VP rung's own type; the tickets system to every escalation
+    pager, tickets = receiver_factory([], 204), receiver_factory([], 204)
+    vp_hook = Deployment(resources, aws_client, pager, ("escalation.vp",))
+    all_hook = Deployment(resources, aws_client, tickets, ("wait.escalated",))
+    created = sample_envelope("q-r", "t-r")
+    to_managers = created.follow_up("wait.escalated", 1, route="managers")
+    to_vp = created.follow_up("wait.escalated", 2, route="vp", event_types=["escalation.vp"])
+
+    assert all(vp_hook.announce.announce(e) for e in (created, to_managers, to_vp))
+    for hook in (vp_hook, all_hook):
+        while hook.invoke().received:
+            pass
+
+    def routes(receiver: Receiver) -> list[tuple[str, str]]:
+        return [(json.loads(r["body"])["type"], json.loads(r["body"])["route"]) for r in receiver.requests]
+
+    assert routes(pager) == [("wait.escalated", "vp")]
+    assert sorted(routes(tickets)) == [("wait.escalated", "managers"), ("wait.escalated", "vp")]
+    # The body is the event as published, signed as every other delivery
+    assert json.loads(pager.requests[0]["body"])["event_types"] == ["escalation.vp"]
+    assert pager.requests[0]["headers"]["X-Wait-Dedupe-Key"] == "wait.escalated:q-r:2"
+
+
 def test_the_function_skips_a_type_its_webhook_did_not_ask_for(
     resources: LocalResources, aws_client: Any, receiver_factory: Any
 ) -> None:

@@ -183,8 +183,13 @@ class QuestionStore(LedgerTable):
         answered_by: str,
         reason: str | None = None,
         if_match: str | None = None,
+        rung: int | None = None,
     ) -> QuestionRecord | None:
         """Move an open question to ``answered`` with a person's answer.
+
+        ``rung`` (the escalation rung the responder was checked on) makes the write hold only while
+        the question is still on it: an escalation landing first wins, and the answer is checked
+        again against the new rung's responders.
 
         Returns ``None`` when this answer was recorded; when the conditional write lost (someone
         answered or closed it first), the question as it stood then, from the failed write itself
@@ -195,7 +200,7 @@ class QuestionStore(LedgerTable):
             extra["reason"] = reason
         if if_match is not None:
             extra["if_match"] = if_match
-        return self._decide(question_id, "answered", actor=answered_by, extra=extra)
+        return self._decide(question_id, "answered", actor=answered_by, extra=extra, rung=rung)
 
     def record_vote(
         self,
@@ -208,6 +213,7 @@ class QuestionStore(LedgerTable):
         decide: JsonValue = None,
         reason: str | None = None,
         if_match: str | None = None,
+        rung: int | None = None,
     ) -> QuestionRecord | None:
         """Count ``principal``'s ``vote`` (``approve`` or ``reject``) on an open quorum question.
 
@@ -218,8 +224,8 @@ class QuestionStore(LedgerTable):
         votes of this kind (what the caller read): two votes at once cannot both be counted as
         the same one. With ``decide`` (the vote that completes the quorum), the same write moves
         the question to ``answered`` with that answer, so exactly one vote decides it and the
-        ledger's stream enqueues exactly one resume. Returns ``None`` when counted, else the
-        question as it stood.
+        ledger's stream enqueues exactly one resume. ``rung``: as for :meth:`record_answer`.
+        Returns ``None`` when counted, else the question as it stood.
         """
         now = self._clock()
         stamp = iso(now)
@@ -234,7 +240,9 @@ class QuestionStore(LedgerTable):
                 extra["reason"] = reason
             if if_match is not None:
                 extra["if_match"] = if_match
-            request = self._move_request(question_id, "answered", actor=principal, extra=extra, now=now)
+            request = self._move_request(
+                question_id, "answered", actor=principal, extra=extra, now=now, rung=rung
+            )
         else:
             values: dict[str, Any] = {
                 ":now": {"S": stamp},
@@ -274,6 +282,10 @@ class QuestionStore(LedgerTable):
         )
         if seen == 0:
             del request["ExpressionAttributeValues"][":seen"]
+        if rung is not None and ":rung" not in request["ExpressionAttributeValues"]:
+            request["ConditionExpression"] += _on_rung(
+                rung, request["ExpressionAttributeNames"], request["ExpressionAttributeValues"]
+            )
         return self._open_write(
             question_id, **{k: v for k, v in request.items() if k not in ("TableName", "Key")}
         )
@@ -297,10 +309,13 @@ class QuestionStore(LedgerTable):
             expect={"expires_at": expires_at} if expires_at is not None else None,
         )
 
-    def record_revocation(self, question_id: str, reason: str, *, revoked_by: str) -> QuestionRecord | None:
+    def record_revocation(
+        self, question_id: str, reason: str, *, revoked_by: str, rung: int | None = None
+    ) -> QuestionRecord | None:
         """Revoke an open question; the thread will be resumed with :func:`revoked_answer`.
 
-        Returns ``None`` when this revocation decided the question, else the question as it stood.
+        ``rung``: as for :meth:`record_answer`. Returns ``None`` when this revocation decided the
+        question, else the question as it stood.
         """
         return self._decide(
             question_id,
@@ -308,6 +323,7 @@ class QuestionStore(LedgerTable):
             actor=revoked_by,
             extra={"answer": revoked_answer(reason), "answered_by": revoked_by, "reason": reason},
             detail=reason,
+            rung=rung,
         )
 
     def _decide(
@@ -394,14 +410,29 @@ class QuestionStore(LedgerTable):
             ExpressionAttributeValues=values,
         )
 
-    def record_delegation(self, question_id: str, to: str, *, by: str, reason: str) -> QuestionRecord | None:
+    def record_delegation(
+        self,
+        question_id: str,
+        to: str,
+        *,
+        by: str,
+        reason: str,
+        rung: int | None = None,
+        since: int = 0,
+    ) -> QuestionRecord | None:
         """Make ``to`` a responder of this open question (a ``delegated`` stage names who and why).
 
+        ``rung`` (the escalation rung the delegator was checked on, when the ladder's rungs name
+        their own responders) is kept on the entry and makes the write hold only on that rung;
+        ``since`` is the last rung on it that replaced the responders (and every delegate before).
         Returns ``None`` when recorded; else the question as it stood when the condition failed (it
-        was decided meanwhile, or ``to`` holds a delegation already), from the failed write itself.
+        was decided meanwhile, moved to another rung, or ``to`` holds a delegation already), from the
+        failed write itself.
         """
         now = iso(self._clock())
-        entry = {"to": to, "by": by, "reason": reason, "at": now}
+        entry: dict[str, Any] = {"to": to, "by": by, "reason": reason, "at": now}
+        if rung:
+            entry["rung"] = rung
         values: dict[str, Any] = {
             ":now": {"S": now},
             ":empty": {"L": []},
@@ -411,20 +442,24 @@ class QuestionStore(LedgerTable):
             ":tos": {"SS": [to]},
             ":cap": {"N": str(MAX_HANDOVERS)},
         }
+        # Who holds a delegation: one set per span of rungs since a rung replaced the responders
+        # (`since`), so a delegate dropped by such a rung may be handed the question again.
+        names = {"#s": "status", "#dt": "delegated_to" if not since else f"delegated_to_{since}"}
         open_names = _in_list("o", OPEN, values)
         return self._open_write(
             question_id,
             UpdateExpression=(
                 "SET updated_at = :now, lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage),"
                 " delegations = list_append(if_not_exists(delegations, :empty), :entry)"
-                " ADD delegated_to :tos"
+                " ADD #dt :tos"
             ),
             ConditionExpression=(
                 f"attribute_exists(dedupe_key) AND #s IN ({open_names})"
-                " AND (attribute_not_exists(delegated_to) OR NOT contains(delegated_to, :to))"
+                " AND (attribute_not_exists(#dt) OR NOT contains(#dt, :to))"
                 " AND (attribute_not_exists(delegations) OR size(delegations) < :cap)"
+                + _on_rung(rung, names, values)
             ),
-            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
 
@@ -749,6 +784,15 @@ class QuestionStore(LedgerTable):
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
+
+
+def _on_rung(rung: int | None, names: dict[str, str], values: dict[str, Any]) -> str:
+    """`` AND`` the question is on escalation ``rung`` (nothing when ``rung`` is ``None``)."""
+    if rung is None:
+        return ""
+    names["#e"] = "escalation"
+    values[":rung"] = {"N": str(rung)}
+    return " AND (attribute_not_exists(#e) OR #e = :rung)" if rung == 0 else " AND #e = :rung"
 
 
 def _keep_first(

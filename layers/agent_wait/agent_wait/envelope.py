@@ -54,7 +54,7 @@ EVENT_TYPE = "wait.created"
 EventType = Literal["wait.created", "wait.escalated", "wait.reminder"]
 EVENT_TYPES: tuple[EventType, ...] = ("wait.created", "wait.escalated", "wait.reminder")
 # Fields only follow-up events carry; a `wait.created` envelope's JSON leaves them out.
-_FOLLOW_UP_FIELDS = ("route", "escalation", "reminder")
+_FOLLOW_UP_FIELDS = ("route", "escalation", "event_types", "reminder")
 # Left out of the JSON when unset, so a question raised under its code's policy alone is shown
 # (and digested) exactly as before policy stores existed.
 _OPTIONAL_FIELDS = (*_FOLLOW_UP_FIELDS, "policy_version")
@@ -214,6 +214,9 @@ class Envelope(BaseModel):
     # `wait.escalated`: the route of the rung the question moved to, and its 1-based number.
     route: str | None = None
     escalation: int | None = Field(default=None, ge=1)
+    # `wait.escalated`: the rung's own event types, which the event is published as too (the SNS
+    # and SQS `type` attribute lists them after `wait.escalated`), for subscribers of that rung only.
+    event_types: list[str] | None = None
     # `wait.reminder`: the 1-based number of the reminder.
     reminder: int | None = Field(default=None, ge=1)
     # The version of the policy store's override the question was raised under (absent: none).
@@ -254,6 +257,7 @@ class Envelope(BaseModel):
         *,
         route: str | None = None,
         expires_at: datetime | None = None,
+        event_types: list[str] | None = None,
     ) -> Envelope:
         """The ``wait.escalated`` / ``wait.reminder`` event number ``number`` of this question.
 
@@ -277,7 +281,7 @@ class Envelope(BaseModel):
             "expires_at": expires_at if expires_at is not None else self.expires_at,
         }
         if type == "wait.escalated":
-            changes |= {"route": route, "escalation": number}
+            changes |= {"route": route, "escalation": number, "event_types": event_types or None}
         else:
             changes |= {"reminder": number}
         return self.model_validate(self.model_dump() | changes)

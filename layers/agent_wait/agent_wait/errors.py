@@ -207,7 +207,11 @@ class AnswerInvalidError(FieldError):
 
 
 class ResponderNotAllowedError(AgentWaitError):
-    """The principal who replied is not among the policy's responders."""
+    """The principal who replied is not among the policy's responders.
+
+    ``rung`` names the escalation rung whose responders were checked (0: the policy's own, before
+    any escalation) and ``route`` that rung's route; both ``None`` when no question was checked.
+    """
 
     code = "responder_not_allowed"
 
@@ -218,9 +222,13 @@ class ResponderNotAllowedError(AgentWaitError):
         principal: str | None,
         question_id: str | None = None,
         thread_id: str | None = None,
+        rung: int | None = None,
+        route: str | None = None,
     ) -> None:
         super().__init__(message, question_id=question_id, thread_id=thread_id)
         self.principal = principal
+        self.rung = rung
+        self.route = route
 
 
 class RequesterCannotApproveError(ResponderNotAllowedError):

@@ -16,10 +16,21 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from agent_wait import exact_json
 from agent_wait.errors import AnswerInvalidError
@@ -27,6 +38,7 @@ from agent_wait.errors import AnswerInvalidError
 __all__ = [
     "DEFAULT_BARE_POLICY",
     "POLICY_CONSTRUCTORS",
+    "EscalationRung",
     "OnExpiry",
     "Policy",
     "PolicyKind",
@@ -43,10 +55,115 @@ __all__ = [
 PolicyKind = Literal["approval", "decision", "edit", "text"]
 
 
+# A rung's own event types: dotted lower-case names, outside the built-in `wait.` and `thread.` ones.
+_RUNG_EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
+_RESERVED_EVENT_PREFIXES = ("wait.", "thread.")
+# A Slack conversation id (C public, G private, D direct) or a channel name.
+_SLACK_CHANNEL = re.compile(r"^([CGD][A-Z0-9]{2,}|#[a-z0-9][a-z0-9._-]{0,79})$")
+
+
+class EscalationRung(BaseModel):
+    """One rung of an escalation ladder: where the question goes, and who may answer it there.
+
+    A rung written as a plain string (``"managers"``) is a route only: the question's responders
+    and channels stay as they were. As an object it may also name:
+
+    - ``responders``: who may answer once the question reaches this rung, besides everyone who
+      could before (the policy's own responders, earlier rungs' responders, delegates);
+    - ``replace: true``: ... instead of them (needs ``responders``);
+    - ``slack_channel``: the Slack channel the question is posted to when it reaches this rung;
+    - ``event_types``: event types the ``wait.escalated`` event of this rung is also published
+      as, for webhooks (and other subscribers) filtering on ``type`` (not ``wait.*``/``thread.*``).
+
+    A rung that only names its route is written as that string, so a ladder of plain routes has
+    the JSON (and a question the digest) it always had.
+
+    Examples
+    --------
+    >>> EscalationRung.model_validate("managers").model_dump(mode="json")
+    'managers'
+    >>> rung = EscalationRung(route="directors", responders=["carol"], replace=True)
+    >>> rung.model_dump(mode="json")
+    {'route': 'directors', 'responders': ['carol'], 'replace': True}
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    route: str = Field(min_length=1, max_length=256)
+    responders: list[str] | None = Field(default=None, max_length=100)
+    replace: bool = False
+    slack_channel: str | None = None
+    event_types: list[str] | None = Field(default=None, max_length=10)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _route_only(cls, value: Any) -> Any:
+        return {"route": value} if isinstance(value, str) else value
+
+    @field_validator("responders")
+    @classmethod
+    def _check_responders(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError(
+                "a rung's responders must name at least one principal; leave responders out to keep "
+                "the responders the question has (an empty list does not mean anyone here)"
+            )
+        for entry in value:
+            if not entry or entry != entry.strip() or len(entry) > 1024:
+                raise ValueError(f"responder {entry!r}: expected a principal (1-1024 characters, no spaces)")
+        return value
+
+    @field_validator("replace")
+    @classmethod
+    def _check_replace(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and not info.data.get("responders"):
+            raise ValueError("replace: true needs the rung's own responders (who answers instead)")
+        return value
+
+    @field_validator("slack_channel")
+    @classmethod
+    def _check_channel(cls, value: str | None) -> str | None:
+        if value is not None and not _SLACK_CHANNEL.match(value):
+            raise ValueError(f"{value!r} is not a Slack channel id (C..., G..., D...) or #name")
+        return value
+
+    @field_validator("event_types")
+    @classmethod
+    def _check_event_types(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("event_types must name at least one event type, or be left out")
+        for name in value:
+            if not _RUNG_EVENT_TYPE.match(name) or len(name) > 128:
+                raise ValueError(
+                    f"{name!r} is not an event type (dotted lower-case, like 'escalation.directors')"
+                )
+            if name.startswith(_RESERVED_EVENT_PREFIXES):
+                raise ValueError(
+                    f"{name!r}: wait.* and thread.* are the built-in event types; name the rung's own"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("event_types must be distinct")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> str | dict[str, Any]:
+        data = handler(self)
+        extra = {k: v for k, v in data.items() if k != "route" and v not in (None, False)}
+        if not extra:
+            return self.route
+        return {"route": self.route, **extra}
+
+
 class OnExpiry(BaseModel):
     """What happens when a question's ttl runs out.
 
-    ``action="default"`` answers it with ``answer``; ``action="escalate"`` routes it to ``to``.
+    ``action="default"`` answers it with ``answer``; ``action="escalate"`` moves it up the ladder
+    ``to``, one :class:`EscalationRung` per ttl that runs out (a plain route string, or a rung
+    naming its own responders and channels).
 
     Examples
     --------
@@ -58,7 +175,7 @@ class OnExpiry(BaseModel):
 
     action: Literal["default", "escalate"]
     answer: JsonValue | None = None
-    to: list[str] = Field(default_factory=list)
+    to: list[EscalationRung] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check_shape(self) -> OnExpiry:

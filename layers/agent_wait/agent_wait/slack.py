@@ -433,6 +433,41 @@ class SlackAnnounce(BaseAnnounce):
                 str(answer.get("ts")),
             )
 
+    def post_escalation(self, envelope: Envelope, channel: str) -> None:
+        """Post a ``wait.escalated`` question, with its buttons, in the escalation rung's ``channel``.
+
+        The rung's responders may not read the channel the question was first posted in: they get
+        the question itself, marked as escalated to them, answerable from there. Posted once per
+        rung: the message is remembered under ``<question id>#rung-<n>`` in ``posted``.
+
+        Examples
+        --------
+        >>> from agent_wait.testing import sample_envelope
+        >>> sent = []
+        >>> def call(method, body):
+        ...     sent.append(body)
+        ...     return {"ok": True, "ts": "2"}
+        >>> slack = SlackAnnounce("C1", "t", call=call)
+        >>> up = sample_envelope().follow_up("wait.escalated", 1, route="leads")
+        >>> slack.post_escalation(up, "C2"); slack.post_escalation(up, "C2")
+        >>> [body["channel"] for body in sent], sent[0]["blocks"][0]["text"]["text"][:27]
+        (['C2'], 'Escalated to leads (rung 1)')
+        """
+        key = f"{envelope.question_id}#rung-{envelope.escalation}"
+        with self._lock:
+            if self.posted.get(key) is not None:
+                return
+        message = self.message_for(envelope)
+        notice = f"Escalated to {envelope.route} (rung {envelope.escalation}): nobody answered in time."
+        message |= {
+            "channel": channel,
+            "text": f"{notice} {message['text']}",
+            "blocks": [{"type": "section", "text": _mrkdwn(notice)}, *message["blocks"]],
+        }
+        answer = self._call("chat.postMessage", message)
+        with self._lock:
+            self.posted[key] = (str(answer.get("channel") or channel), str(answer.get("ts")))
+
     def follow_up_text(self, envelope: Envelope) -> str:
         """The thread reply for an envelope that is not a new question: its event, and when.
 

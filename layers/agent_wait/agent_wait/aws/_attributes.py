@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,9 @@ def message_attributes(event: Envelope | ResolutionEvent) -> dict[str, Any]:
     """String attributes ``type``, ``dedupe_key``, ``thread_id``, ``function``, ``status``,
     ``policy_kind`` (and ``route`` on an escalation): the keys of SNS filter policies.
 
+    An escalation to a rung that names ``event_types`` carries ``type`` as a ``String.Array``
+    (``["wait.escalated", <the rung's types>...]``): SNS matches a filter on any element.
+
     Examples
     --------
     >>> from agent_wait.envelope import Question, build_envelope
@@ -28,7 +32,7 @@ def message_attributes(event: Envelope | ResolutionEvent) -> dict[str, Any]:
     'pay'
     """
     function, status, policy_kind = describe(event)
-    return {
+    attributes = {
         key: {"DataType": "String", "StringValue": value}
         for key, value in (
             ("type", event.type),
@@ -41,6 +45,15 @@ def message_attributes(event: Envelope | ResolutionEvent) -> dict[str, Any]:
         )
         if value
     }
+    extra_types = getattr(event, "event_types", None)
+    if extra_types:
+        # An escalation rung's own event types: a filter policy on `type` matches any element of a
+        # String.Array, so subscribers of `wait.escalated` and of the rung's types all receive it.
+        attributes["type"] = {
+            "DataType": "String.Array",
+            "StringValue": json.dumps([event.type, *extra_types]),
+        }
+    return attributes
 
 
 def describe(event: Envelope | ResolutionEvent) -> tuple[str, str, str]:

@@ -88,7 +88,7 @@ class _DeferredModule(types.ModuleType):
                 try:
                     pending.loader.exec_module(self)
                 finally:
-                    self.__class__ = types.ModuleType
+                    object.__setattr__(self, "__class__", types.ModuleType)
                     del _pending[spec.name]
         return getattr(self, name)
 

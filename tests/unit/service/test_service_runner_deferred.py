@@ -6,8 +6,8 @@ trace is a ``POST`` under ``/runs``.
 
 - tracing off: ``langsmith.types`` and ``langgraph_sdk`` are imported but never run, at init or
   during a run, and nothing is sent;
-- tracing on (``LANGSMITH_TRACING=true`` or ``LANGCHAIN_TRACING_V2=true``): nothing is deferred, the
-  SDK loads at init as it would without us, and the run is traced;
+- tracing on (``LANGCHAIN_TRACING_V2=true``; ``LANGSMITH_TRACING=true`` is read alike): nothing is
+  deferred, the SDK loads at init as it would without us, and the run is traced;
 - tracing turned on after an init that deferred it (``langsmith.tracing_context``): the deferred
   modules run at their first use, and the run is traced.
 """
@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from test_service_runner_cold import ENVIRONMENT
 
 from wait_service.deferred_imports import DeferredImports, executed, langsmith_tracing
-
-from test_service_runner_cold import ENVIRONMENT
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -106,7 +105,9 @@ def endpoint() -> Iterator[LangSmithEndpoint]:
     server.close()
 
 
-def run_runner(endpoint: LangSmithEndpoint, tracing: dict[str, str], *, later: bool = False) -> dict[str, object]:
+def run_runner(
+    endpoint: LangSmithEndpoint, tracing: dict[str, str], *, later: bool = False
+) -> dict[str, object]:
     code = RUN.format(runner=str(ROOT / "functions" / "runner"), root=str(ROOT), later=later)
     environment = {
         "PATH": os.environ.get("PATH", ""),
@@ -134,11 +135,8 @@ def test_tracing_off_langsmith_types_and_the_platform_sdk_never_run(endpoint: La
     assert endpoint.traces() == []
 
 
-@pytest.mark.parametrize("variable", ["LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"])
-def test_tracing_on_nothing_is_deferred_and_the_run_is_traced(
-    endpoint: LangSmithEndpoint, variable: str
-) -> None:
-    found = run_runner(endpoint, {variable: "true"})
+def test_tracing_on_nothing_is_deferred_and_the_run_is_traced(endpoint: LangSmithEndpoint) -> None:
+    found = run_runner(endpoint, {"LANGCHAIN_TRACING_V2": "true"})
     assert found["deferring"] is False
     assert found["at_init"] == {"langsmith.types": True, "langgraph_sdk": True}
     assert endpoint.traces(), endpoint.requests

@@ -36,9 +36,11 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from importlib.machinery import ModuleSpec
 
-# What the runner defers when LangSmith tracing is off: the LangSmith SDK, and the LangGraph
-# Platform SDK (its HTTP client; LangGraph imports one type from it).
-RUNNER_DEFERRED = ("langsmith", "langgraph_sdk")
+# What the runner defers when LangSmith tracing is off: the LangSmith SDK, the LangGraph Platform SDK
+# (its HTTP client; LangGraph imports one type from it), and the packages of
+# ``langgraph-checkpoint-aws`` (their ``__init__`` imports every saver and store it ships; the runner
+# imports the DynamoDB saver's own package).
+RUNNER_DEFERRED = ("langsmith", "langgraph_sdk", "langgraph_checkpoint_aws")
 
 # The variables LangSmith reads to turn tracing on (``langsmith.utils.tracing_is_enabled``): the
 # first one set, in this order, decides; ``"true"`` means on.

@@ -50,8 +50,15 @@ NEVER_AT_INIT = (
 )
 
 # Packages imported (LangGraph imports from some of their modules) whose own code never runs with
-# LangSmith tracing off: ``langsmith.types`` is the SDK's generated REST API, about 150 modules.
-NEVER_RUN_AT_INIT = ("langsmith.types", "langgraph_sdk", "langgraph_sdk.auth")
+# LangSmith tracing off: ``langsmith.types`` is the SDK's generated REST API, about 150 modules;
+# ``langgraph_checkpoint_aws``'s imports every saver and store of the package.
+NEVER_RUN_AT_INIT = (
+    "langsmith.types",
+    "langgraph_sdk",
+    "langgraph_sdk.auth",
+    "langgraph_checkpoint_aws",
+    "langgraph_checkpoint_aws.checkpoint",
+)
 
 
 def test_the_runner_init_builds_its_service_without_modules_it_never_uses() -> None:

@@ -134,9 +134,12 @@ class DeferredImports(importlib.abc.MetaPathFinder):
         return spec
 
     def install(self) -> DeferredImports:
-        """Put this finder first on ``sys.meta_path``; returns it."""
-        if self not in sys.meta_path:
-            sys.meta_path.insert(0, self)
+        """Put this finder first on ``sys.meta_path``; returns it, or the installed finder deferring
+        the same packages (a handler imported twice installs one)."""
+        for finder in sys.meta_path:
+            if isinstance(finder, DeferredImports) and finder.packages == self.packages:
+                return finder
+        sys.meta_path.insert(0, self)
         return self
 
     def uninstall(self) -> None:

@@ -82,7 +82,7 @@ class LangSmithEndpoint:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
     @property
@@ -170,6 +170,8 @@ def test_a_deferred_module_runs_once_at_its_first_use_and_is_then_a_plain_module
         "RUNS.append('leaf')\nVALUE = 42\n"
     )
     finder = DeferredImports(["deferred_probe"]).install()
+    # A handler imported twice (tests load it by path again) installs one finder, not two.
+    assert DeferredImports(["deferred_probe"]).install() is finder
     sys.path.insert(0, str(tmp_path))
     try:
         import deferred_probe.leaf as leaf

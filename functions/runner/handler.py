@@ -13,16 +13,25 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from wait_service.deferred_imports import defer_unless_tracing
+
+# Before anything imports LangGraph: with LangSmith tracing off, the LangSmith SDK and the LangGraph
+# Platform SDK, which LangGraph imports but does not use then, run their code only at first use.
+defer_unless_tracing(os.environ)
+
 # Before anything imports pydantic: imported after it, the batch utility also loads every Powertools
 # parser model (milliseconds of each cold start, for typing only).
-from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+from aws_lambda_powertools.utilities.batch import (  # noqa: E402
+    SqsFifoPartialProcessor,
+    process_partial_response,
+)
 
-from wait_service.checkpointer import runner_clients
-from wait_service.observability import logger, metrics, tracer
-from wait_service.runner import RunnerService, build_runner
-from wait_service.secrets import export_secrets
-from wait_service.settings import FunctionService, Settings
-from wait_service.snapstart import register_hooks
+from wait_service.checkpointer import runner_clients  # noqa: E402
+from wait_service.observability import logger, metrics, tracer  # noqa: E402
+from wait_service.runner import RunnerService, build_runner  # noqa: E402
+from wait_service.secrets import export_secrets  # noqa: E402
+from wait_service.settings import FunctionService, Settings  # noqa: E402
+from wait_service.snapstart import register_hooks  # noqa: E402
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse

@@ -59,7 +59,9 @@ def make_checkpointer(
     if settings.checkpointer == "aws":
         table = settings.require("checkpoint_table")
         try:
-            from langgraph_checkpoint_aws import DynamoDBSaver
+            # The saver's own package: the top package imports every saver and store it ships
+            # (Bedrock sessions, AgentCore, Valkey), which the runner's handler leaves unrun.
+            from langgraph_checkpoint_aws.checkpoint.dynamodb import DynamoDBSaver
         except ImportError as exc:
             raise MissingExtraError("service", module="wait_service.checkpointer") from exc
         offload = {"bucket_name": settings.checkpoint_bucket} if settings.checkpoint_bucket else None

@@ -48,7 +48,6 @@ from agent_wait.errors import (
 )
 from agent_wait.exact_json import dumps
 from wait_service.observability import logger
-from wait_service.policy_store import PolicyConflictError, PolicyInvalidError
 from wait_service.signing import SignatureRejectedError
 
 if TYPE_CHECKING:
@@ -129,8 +128,6 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     IdempotencyConflictError: 422,
     IdempotencyInProgressError: 409,
     InputInvalidError: 422,
-    PolicyInvalidError: 422,
-    PolicyConflictError: 409,
     InvalidWindowError: 422,
     ServiceUnavailableError: 503,
     QuestionDecidedError: 409,
@@ -138,6 +135,14 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
     AlreadyVotedError: 409,
     DelegationInvalidError: 422,
     ExtensionInvalidError: 422,
+}
+
+
+# Errors of modules only some callers load, by module and class name: mapping them must not import
+# their module (``wait_service.policy_store`` pulls in the policy model's machinery).
+STATUS_BY_ERROR_NAME: dict[tuple[str, str], int] = {
+    ("wait_service.policy_store", "PolicyInvalidError"): 422,
+    ("wait_service.policy_store", "PolicyConflictError"): 409,
 }
 
 
@@ -152,6 +157,9 @@ def status_for(error: AgentWaitError) -> int:
     for cls in type(error).__mro__:
         if cls in STATUS_BY_ERROR:
             return STATUS_BY_ERROR[cls]
+        status = STATUS_BY_ERROR_NAME.get((cls.__module__, cls.__qualname__))
+        if status is not None:
+            return status
     return 500
 
 

@@ -5,6 +5,7 @@ credentials: building clients calls no AWS API) and lists what got loaded and bu
 
 - Slack's module: only a deployment with a Slack signing secret serves ``/slack/interactions``;
 - the inbox page: read at the first ``GET /inbox``;
+- the policy store (``wait_service.policy_store``): its errors map to their statuses by name;
 - Powertools idempotency: built at the first ``POST /threads/{id}/runs`` with an ``Idempotency-Key``;
 - Powertools Parameters: the signing keys are read at the first signed request;
 - the X-Ray SDK: the tracer is built at the first traced call;
@@ -37,6 +38,7 @@ NEVER_AT_INIT = (
     "wait_service.slack",
     "agent_wait.slack",
     "wait_service.inbox_page",
+    "wait_service.policy_store",
     "aws_lambda_powertools.utilities.idempotency",
     "aws_lambda_powertools.utilities.parameters",
     "aws_xray_sdk",
@@ -57,7 +59,11 @@ def test_the_api_init_loads_no_route_only_module_and_builds_one_client() -> None
         f"loaded = sorted(m for m in sys.modules if m.startswith({NEVER_AT_INIT!r}))\n"
         "print(json.dumps({'loaded': loaded, 'clients': clients}))\n"
     )
-    environment = {"PATH": os.environ.get("PATH", ""), **ENVIRONMENT}
+    environment = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        **ENVIRONMENT,
+    }
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
     )
@@ -66,3 +72,13 @@ def test_the_api_init_loads_no_route_only_module_and_builds_one_client() -> None
     # One DynamoDB client, shared by the ledger, the replay guard and idempotent starts; no SQS client:
     # the api only writes the ledger, whose stream's dispatcher sends the messages.
     assert found == {"loaded": [], "clients": ["dynamodb"]}
+
+
+def test_the_policy_stores_errors_keep_their_statuses_without_the_api_importing_the_store() -> None:
+    from wait_service.errors_http import error_body, status_for
+    from wait_service.policy_store import PolicyConflictError, PolicyInvalidError
+
+    # A subclass of ``InvalidRequestError`` (400), mapped by its own name first.
+    assert status_for(PolicyInvalidError("ttl must be positive", field="policy.ttl")) == 422
+    assert status_for(PolicyConflictError("set again", current_version=3)) == 409
+    assert error_body(PolicyInvalidError("no", field="policy.ttl"))["field"] == "policy.ttl"

@@ -10,14 +10,11 @@ every cold start when it slipped in:
 - ``langchain_core.tools``: the LangGraph adapter recognises its injected-argument markers without it;
 - the X-Ray SDK: the tracer is built at the first traced call.
 
-LangSmith (about 220 modules, with OpenTelemetry and its own HTTP client) is loaded although
-nothing uses it unless LangSmith tracing is on, and it cannot honestly be kept out: LangGraph's
-``Pregel`` is a LangChain ``Runnable``, and ``langchain_core.runnables.base`` imports its tracers,
-hence ``langsmith.run_trees``, at module level (``langgraph._internal._runnable`` imports
-``LangChainTracer`` too). Only a lazy stand-in planted in ``sys.modules`` would avoid it, which is
-patching the installed packages by another name. The last test here fails on the day LangGraph
-stops loading it: then ``langsmith`` belongs in ``NEVER_AT_INIT``. Until then SnapStart (context
-``snapstart=true``) is how a deployment stops paying for it at every cold start.
+LangSmith is imported by LangGraph itself: ``Pregel`` is a LangChain ``Runnable``, and
+``langchain_core.runnables.base`` imports its tracers, hence ``langsmith.run_trees``, at module level.
+With tracing off the handler defers the rest (``wait_service.deferred_imports``): ``langsmith.types``,
+the SDK's generated REST API and most of its weight, and the LangGraph Platform SDK never run;
+``test_service_runner_deferred.py`` shows tracing still works, on at init or turned on later.
 """
 
 from __future__ import annotations
@@ -52,6 +49,17 @@ NEVER_AT_INIT = (
     "aws_xray_sdk",
 )
 
+# Packages imported (LangGraph imports from some of their modules) whose own code never runs with
+# LangSmith tracing off: ``langsmith.types`` is the SDK's generated REST API, about 150 modules;
+# ``langgraph_checkpoint_aws``'s imports every saver and store of the package.
+NEVER_RUN_AT_INIT = (
+    "langsmith.types",
+    "langgraph_sdk",
+    "langgraph_sdk.auth",
+    "langgraph_checkpoint_aws",
+    "langgraph_checkpoint_aws.checkpoint",
+)
+
 
 def test_the_runner_init_builds_its_service_without_modules_it_never_uses() -> None:
     code = (
@@ -59,9 +67,16 @@ def test_the_runner_init_builds_its_service_without_modules_it_never_uses() -> N
         f"sys.path[:0] = [{str(ROOT / 'functions' / 'runner')!r}, {str(ROOT)!r}]\n"
         "import handler\n"
         "assert handler._service._service is not None, 'the service was not built at init'\n"
-        f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({NEVER_AT_INIT!r}))))\n"
+        "from wait_service.deferred_imports import executed\n"
+        f"loaded = sorted(m for m in sys.modules if m.startswith({NEVER_AT_INIT!r}))\n"
+        f"run = sorted(m for m in {NEVER_RUN_AT_INIT!r} if executed(m))\n"
+        "print(json.dumps(loaded + run))\n"
     )
-    environment = {"PATH": os.environ.get("PATH", ""), **ENVIRONMENT}
+    environment = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        **ENVIRONMENT,
+    }
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
     )
@@ -76,11 +91,13 @@ def test_langsmith_comes_with_langgraph_itself() -> None:
         "before = 'langsmith.run_trees' in sys.modules\n"
         "from langchain_core.runnables import Runnable\n"
         "import langgraph.graph\n"
-        "print(json.dumps([before, 'langsmith.run_trees' in sys.modules]))\n"
+        "loaded = [m in sys.modules for m in ('langsmith.run_trees', 'langsmith.types')]\n"
+        "print(json.dumps([before, *loaded]))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    # Not loaded by the narrower modules; loaded by ``Runnable`` itself, which LangGraph builds on.
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, True]
+    # Not loaded by the narrower modules; loaded by ``Runnable`` itself, which LangGraph builds on,
+    # with all of ``langsmith.types`` when nothing defers it: what the runner's handler avoids.
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, True, True]

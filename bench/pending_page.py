@@ -112,7 +112,7 @@ def fill(table: str, items: Iterator[dict[str, Any]]) -> int:
                 values[name] = shared.get(key) or shared.setdefault(key, DynamoType(value))
             else:
                 values[name] = DynamoType(value)
-        item = Item.__new__(Item)
+        item: Any = Item.__new__(Item)
         item.hash_key, item.range_key = values[stored.hash_key_attr], None
         # dict.update, not the size check of LimitedSizeDict.__setitem__
         item.attrs = LimitedSizeDict(values)

@@ -176,9 +176,9 @@ def test_pages_stay_whole_while_questions_are_raised_and_answered(
     ids = well_ordered(pages)
     assert set(names) - set(answered) <= set(ids)
     assert set(ids) <= set(names) | set(inserted)
-    for round_, page in enumerate(pages):
-        assert not [q.question_id for q in page if answered.get(q.question_id, round_) < round_]
-    assert not [q for page in pages[1:] for q in page if q.question_id in inserted]
+    for round_, listed in enumerate(pages):
+        assert not [q.question_id for q in listed if answered.get(q.question_id, round_) < round_]
+    assert not [q for listed in pages[1:] for q in listed if q.question_id in inserted]
 
 
 @pytest.mark.parametrize("shards", [1, 4])

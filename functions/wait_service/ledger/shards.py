@@ -1,3 +1,43 @@
+"""Where a question is listed: the write-sharded ``by-status`` index.
+
+The index is keyed on ``status_shard = <listing>#<n>`` (sorted by ``created_at``), where
+``<listing>`` is ``open`` for every status a person may still answer (``raised``, ``delivered``,
+``escalated``) and the status itself otherwise, and ``n`` (0 to ``shards`` - 1) comes from the
+question id (:func:`agent_wait.aws.dynamodb.status_shard`). ``shards`` is the deployment's
+``listing_shards`` (``AGENT_WAIT_LISTING_SHARDS``, default 1). Only question items carry the
+attribute, so the index is sparse: no thread item is in it; and it projects only what a page shows
+(``wait_service.resources.LISTED_ATTRIBUTES``: not the envelope, the largest attribute).
+
+Why one ``open`` listing: the moves a question makes while open (delivered, reminded, escalated)
+keep its key, so DynamoDB updates the index entry in place instead of deleting it and putting it
+in another partition, and ``status=pending`` reads one listing instead of three.
+
+How many shards: a page reads one Query per shard (:mod:`wait_service.ledger.paging` sends them at
+once), and a DynamoDB partition takes at most 1,000 write units a second. An index entry put,
+updated or deleted costs one write unit per KB of the entry, and a write that changes no projected
+attribute costs the index nothing (``python -m bench.item_sizes`` measures the entries: 1,008 B
+for a delivered question, 1,378 to 1,393 B answered and resumed). Each move while open changes
+what a page shows, so each rewrites the entry: delivered (status, ``updated_at``, ``lifecycle``),
+reminded (``updated_at`` and a ``lifecycle`` stage; ``reminders_sent`` is not projected),
+escalated (status, rung, ``expires_at``, ``lifecycle``), and a vote, delegation or extension.
+Per question started and answered with a ttl and two reminders, the ``open`` listing takes a put
+(1 WRU), the delivered update (1: 16 bytes under the KB), two reminder updates (2 each: the
+lifecycle passes 1 KB) and the delete at the answer (2): :data:`OPEN_WRU_PER_QUESTION` = 8 WRU;
+``answered`` a put and a delete (4), ``resumed`` a put (2). So one shard (the default: a page is
+one Query) keeps the ``open`` partition at half its limit up to about 60 questions a second, above
+what the default API throttle (50 requests a second) lets in; sixteen do at 1,000 questions a
+second (500 WRU/s a shard). :func:`shards_for_rate` is the rule docs/performance.md's table
+follows.
+
+Changing the count on a table in use: ``n`` is the question id's hash modulo the count, so the
+shards written under a lower count are the first shards of a higher one, and a page reads shards
+``0`` to ``shards - 1``: raising the count keeps every question listed (a question moves to its
+new shard on its next move), and a page token taken under the lower count reads on across the new
+shards. Lowering it would hide the open questions listed in the shards above the new count: keep
+the highest count a table was ever written with (docs/deploy.md); a page token naming shards above
+the count is refused rather than read over fewer shards.
+"""
+
 from __future__ import annotations
 
 import math

@@ -165,14 +165,15 @@ class ReadCost:
     rru: float
 
     def text(self) -> str:
-        at_once = self.queries - self.in_a_row + 1
-        how = (
-            "1 Query"
-            if self.queries == 1
-            else f"{self.queries} Queries ({at_once} at once)"
-            if self.in_a_row == 1
-            else f"{self.queries} Queries in a row"
-        )
+        n = self.queries
+        if n == 1:
+            how = "1 Query"
+        elif self.in_a_row == n:
+            how = f"{n} Queries in a row"
+        elif self.in_a_row == 1:
+            how = f"{n} Queries at once"
+        else:
+            how = f"{n} Queries, {self.in_a_row} in a row (the others at once)"
         return f"{how}, {self.item_bytes:,} B read, {self.rru:g} RRU"
 
 
@@ -195,13 +196,18 @@ def _timeline(client: Any, latency: float) -> list[Any]:
     return calls
 
 
-def read_cost(recorder: Any, timeline: list[Any], call: Callable[[], Any]) -> ReadCost:
-    """Query calls, calls in a row, bytes and read units of one ``call`` (DynamoDB's bill)."""
+def read_cost(
+    recorder: Any, call: Callable[[], Any], timeline: list[Any], timed: Callable[[], Any]
+) -> ReadCost:
+    """Query calls, bytes and read units of ``call`` (DynamoDB's bill), and the Queries in a row of
+    ``timed`` (the same page on a client of its own: the recorder's image reads would serialize the
+    calls they follow)."""
     from bench.calls import in_a_row
 
     recorder.clear()
-    timeline.clear()
     call()
+    timeline.clear()
+    timed()
     queries = [c for c in recorder.calls if c.action == "Query"]
     return ReadCost(
         queries=len(queries),
@@ -270,8 +276,11 @@ def measure(
         }
         context = context_factory("agent-wait-api", 29, REGION)()
 
-        # What each page costs DynamoDB, on clients of their own (recorded, each call delayed as a
-        # round trip would be, so Queries sent at once overlap and Queries in a row do not).
+        # What each page costs DynamoDB, on a recorded client; and its Queries in a row on another
+        # (each call delayed as a round trip would be: Queries sent at once overlap, in a row not).
+        timed = {label: client() for label in tables}  # made before the recorder wraps new clients
+        timelines = {label: _timeline(timed[label], latency=0.1) for label in tables}
+        timed_apis = {label: build_api(settings[label], dynamodb=timed[label]) for label in tables}
         recorder = CallRecorder(client)
         token = current_function.set("api")
         try:
@@ -279,10 +288,19 @@ def measure(
                 for label, table in tables.items():
                     counted = client()
                     recorder.attach(counted)
-                    timeline = _timeline(counted, latency=0.02)
                     api = build_api(settings[label], dynamodb=counted)
-                    measured.ours[label] = read_cost(recorder, timeline, partial(_page, api, context))
-                    measured.old[label] = read_cost(recorder, timeline, partial(old_page, counted, table))
+                    measured.ours[label] = read_cost(
+                        recorder,
+                        partial(_page, api, context),
+                        timelines[label],
+                        partial(_page, timed_apis[label], context),
+                    )
+                    measured.old[label] = read_cost(
+                        recorder,
+                        partial(old_page, counted, table),
+                        timelines[label],
+                        partial(old_page, timed[label], table),
+                    )
         finally:
             current_function.reset(token)
 

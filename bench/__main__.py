@@ -14,7 +14,11 @@
 5. Reply throughput through the api Lambda's real handler (its wrappers, metrics flush and tracing
    as deployed) against a bare resolver behind the same wrappers, and the per-call cost of tracing
    (``bench.reply_worker``); our code's own cost over the framework alone.
-6. Reply sent → thread done on the local stack, 200 threads, reported (not gated).
+6. ``GET /questions?status=pending``'s first page: Queries and read units against the old design
+   (one Query per open status in a row, projection ``ALL``) on the same items, and its time with
+   100,000 questions in the ledger against 1,000 (``bench.pending_page``: moto's time, beside the
+   read units DynamoDB bills).
+7. Reply sent → thread done on the local stack, 200 threads, reported (not gated).
 
 Prints every figure with the min/median/max of its per-pair ratios and writes ``bench/results.md``.
 A figure passes on its median ratio (or its count); no absolute time is a gate. The exit status is 0
@@ -42,7 +46,7 @@ import time
 from pathlib import Path
 
 from bench import figures as f
-from bench import park
+from bench import park, pending_page
 from bench.layout import assemble, function_sources, make_writable
 from infra.constants import PYTHON_VERSION, REPO_ROOT
 
@@ -145,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     print("==> fan-out and reply throughput")
     add(f.fanout(args.rounds))
     add(*f.handler_throughput(args.rounds), f.framework_throughput(args.rounds))
+    print("==> pending questions' first page, 100,000 questions against 1,000")
+    add(*pending_page.figures(pending_page.measure(rounds=max(3, args.rounds // 2)), shards=1))
     if not args.skip_local:
         print(f"==> local stack round trip ({args.round_trips} threads)")
         add(*f.local_round_trip(args.round_trips))

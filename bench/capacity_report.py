@@ -18,10 +18,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_wait.aws.dynamodb import STATUS_SHARDS as SHARDS
 from bench import costs, stepfunctions
 from bench.prices import PRICES_DATE, QUOTAS, REGION, Quota
 from infra.constants import API_MEMORY_MB, RUNNER_MEMORY_MB
+from wait_service.ledger.shards import shards_for_rate
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -188,7 +188,7 @@ def _row(figure: str, value: float, unit: str, quota: str) -> Row:
     return Row(figure, value, unit, limit, name)
 
 
-def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: float) -> list[Row]:
+def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: float, rate: float) -> list[Row]:
     """The hottest partitions, and each table and index against its own on-demand limit."""
     rows = []
     # A shared key (a status, a shard) takes its share of every question; a question's own key
@@ -205,7 +205,7 @@ def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: floa
         rows.append(
             _row(figure.format("reads", r.where, r.partition), r.rru * per_second, "RRU/s", "partition_rru")
         )
-        rows += _sharded_rows(shared, per_second)
+        rows += _sharded_rows(shared, per_second, rate)
     if own:
         w = max(own, key=lambda p: p.wru)
         r = max(own, key=lambda p: p.rru)
@@ -223,12 +223,13 @@ def _dynamodb_rows(parts: list[Partition], ids: dict[str, str], per_second: floa
     return rows
 
 
-def _sharded_rows(shared: list[Partition], per_second: float) -> list[Row]:
+def _sharded_rows(shared: list[Partition], per_second: float, rate: float) -> list[Row]:
     """A write-sharded listing (keys ``<listing>#<n>``) at an even spread over its shards.
 
     Which shard a question lands in comes from a hash of its id, so a sample of a hundred questions
-    fills the shards unevenly (the hottest one above is the sample's luck); at a thousand questions
-    a second each shard takes its listing's writes divided by the number of shards.
+    fills the shards unevenly (the hottest one above is the sample's luck); at ``rate`` each shard
+    takes its listing's writes divided by the count of shards docs/performance.md sets for that
+    rate (:func:`wait_service.ledger.shards.shards_for_rate`), whatever the sampled stack ran with.
     """
     listings: dict[tuple[str, str], float] = defaultdict(float)
     for part in shared:
@@ -238,10 +239,13 @@ def _sharded_rows(shared: list[Partition], per_second: float) -> list[Row]:
     if not listings:
         return []
     (where, listing), wru = max(listings.items(), key=lambda kv: kv[1])
+    # The count docs/performance.md's Scale table sets for this rate (context listing_shards).
+    shards = shards_for_rate(rate)
     figure = (
-        f"hottest sharded listing, writes per shard at an even spread: {where} = '{listing}#0..{SHARDS - 1}'"
+        f"hottest sharded listing, writes per shard at an even spread: {where} = "
+        f"'{listing}#0..{shards - 1}' (listing_shards={shards} at this rate)"
     )
-    return [_row(figure, wru / SHARDS * per_second, "WRU/s", "partition_wru")]
+    return [_row(figure, wru / shards * per_second, "WRU/s", "partition_wru")]
 
 
 def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_second: float) -> list[Row]:
@@ -368,7 +372,7 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     for invocation in sample.invocations:
         busy[invocation.function] += invocation.seconds
     rows = [
-        *_dynamodb_rows(parts, sample.per_thread_ids, per_second),
+        *_dynamodb_rows(parts, sample.per_thread_ids, per_second, rate),
         *_messaging_rows(calls, sample.queues, per_second),
         *_firehose_rows(sample.archive_records, per_second),
         *_api_rows(sample.invocations, per_second),

@@ -42,6 +42,7 @@ from infra.runner_config import (
     runner_policy,
     runner_secrets,
 )
+from wait_service.ledger.shards import MAX_STATUS_SHARDS, STATUS_SHARDS
 from wait_service.resources import RUNNER_TIMEOUT_SECONDS, TTL_DAYS
 from wait_service.settings import DEFAULT_GRAPH
 
@@ -310,6 +311,9 @@ class StackConfig:
     runner_reserved_concurrency: int | None = None
     api_rate: int = API_THROTTLE_RATE
     api_burst: int = API_THROTTLE_BURST
+    # Shards of each status listing of the ledger (wait_service.ledger.shards): 1 reads a page with
+    # one Query; more spread the listing's writes for a higher rate (docs/performance.md, Scale).
+    listing_shards: int = STATUS_SHARDS
     cognito_user_pool_arn: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
@@ -408,6 +412,13 @@ class StackConfig:
             ),
             api_burst=context_int(
                 "api_burst", get("api_burst"), API_THROTTLE_BURST, API_BURST_RANGE, "requests"
+            ),
+            listing_shards=context_int(
+                "listing_shards",
+                get("listing_shards"),
+                STATUS_SHARDS,
+                (1, MAX_STATUS_SHARDS),
+                "shards of each status listing",
             ),
             cognito_user_pool_arn=text("cognito_user_pool_arn"),
             jwt_issuer=text("jwt_issuer"),

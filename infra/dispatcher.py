@@ -88,6 +88,7 @@ class Dispatcher(Construct):
                 "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
                 "AGENT_WAIT_STATS_TABLE": ledger.stats.table_name,
+                "AGENT_WAIT_LISTING_SHARDS": str(config.listing_shards),
             },
             memory_mb=constants.API_MEMORY_MB,
             timeout_seconds=DISPATCHER_TIMEOUT_SECONDS,

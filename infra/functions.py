@@ -393,6 +393,7 @@ class ApiFunction(ServiceFunction):
             environment={
                 "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+                "AGENT_WAIT_LISTING_SHARDS": str(config.listing_shards),
                 "AGENT_WAIT_INPUT_SCHEMA": f"{GRAPH_INPUT_ASSET_DIR}/{INPUT_SCHEMA_FILE}",
                 "AGENT_WAIT_MAX_ANSWER_BYTES": str(max_answer_bytes),
                 "AGENT_WAIT_STATS_TABLE": ledger.stats.table_name,
@@ -465,6 +466,7 @@ class RunnerFunction(ServiceFunction):
     ) -> None:
         environment = {
             "AGENT_WAIT_LEDGER_TABLE": ledger.table.table_name,
+            "AGENT_WAIT_LISTING_SHARDS": str(config.listing_shards),
             "AGENT_WAIT_TOPIC_ARN": fanout.topic.topic_arn,
             "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
             # A failed message is made visible again after a backoff (ChangeMessageVisibility).

@@ -116,6 +116,7 @@ class Timers(Construct):
             "AGENT_WAIT_OUTBOX_URL": fanout.outbox.queue_url,
             "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
             **self.environment(),
+            "AGENT_WAIT_LISTING_SHARDS": str(config.listing_shards),
         }
         if config.default_ttl is not None:
             environment["AGENT_WAIT_DEFAULT_TTL"] = str(config.default_ttl)

@@ -55,6 +55,13 @@ def _positive_seconds(text: str) -> int:
     return int(text)
 
 
+def _listing_shards(text: str) -> int:
+    """``--listing-shards``: as the stack's ``listing_shards`` context, 1 to 64."""
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"expected a whole number of shards from 1 to 64, got {text!r}")
+    return int(text)
+
+
 def _key_arg(text: str) -> tuple[str, str]:
     key_id, sep, secret = text.partition("=")
     if not sep or not key_id or not secret:
@@ -170,6 +177,14 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help="the runner's checkpointer, as the stack's `checkpointer` context: aws (default: "
         "langgraph-checkpoint-aws, one table and an offload bucket) or dynamodb "
         "(langgraph-checkpoint-dynamodb, its two tables, no offload)",
+    )
+    local.add_argument(
+        "--listing-shards",
+        type=_listing_shards,
+        default=1,
+        metavar="N",
+        help="shards of each status listing of the ledger, as the stack's `listing_shards` context "
+        "(default 1: a page of questions is one Query)",
     )
     local.add_argument(
         "--hmac-key",

@@ -85,6 +85,7 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             inbox_visibility=args.inbox_visibility,
             log_path=log_path,
             checkpointer=checkpointer,
+            listing_shards=getattr(args, "listing_shards", 1),
             graph_source=graph_source,
             archive_dir=Path(args.archive_dir) if args.archive_dir else None,
             webhooks=list(getattr(args, "webhook", [])),

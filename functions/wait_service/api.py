@@ -886,7 +886,11 @@ def build_api(
         # client of their own would cost each of them milliseconds of every cold start.
         dynamodb = boto3.client("dynamodb")
     ledger = Ledger(
-        settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
+        settings.require("ledger_table"),
+        dynamodb,
+        clock=clock,
+        ttl_days=settings.ledger_ttl_days,
+        listing_shards=settings.listing_shards,
     )
     replies = ReplyService(ledger, clock=clock)
     signed = build_signed_requests(

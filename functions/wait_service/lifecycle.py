@@ -289,7 +289,11 @@ def build_lifecycle(
     from wait_service.timers import build_timers
 
     ledger = Ledger(
-        settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
+        settings.require("ledger_table"),
+        dynamodb,
+        clock=clock,
+        ttl_days=settings.ledger_ttl_days,
+        listing_shards=settings.listing_shards,
     )
     timers = build_timers(settings, scheduler, clock=clock)
     return LifecycleService(

@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError, ParamValidationError
 
 from agent_wait.errors import InvalidRequestError
 from wait_service.ledger import decode_listing_token, decode_token
+from wait_service.ledger.shards import STATUS_SHARDS
 
 if TYPE_CHECKING:
     from wait_service.ledger import Ledger, Page
@@ -49,7 +50,9 @@ def _not_text(value: str) -> bool:
     return False
 
 
-def check_token(token: str, *, status: str | None, thread_id: str | None) -> None:
+def check_token(
+    token: str, *, status: str | None, thread_id: str | None, shards: int = STATUS_SHARDS
+) -> None:
     """Raise :class:`InvalidRequestError` (``field="next"``) unless ``token`` continues this query.
 
     Examples
@@ -61,7 +64,7 @@ def check_token(token: str, *, status: str | None, thread_id: str | None) -> Non
     """
     if status is not None and thread_id is None:
         # A status page reads every shard of the status's listing: one position per shard.
-        positions, _ = decode_listing_token(token, status)
+        positions, _ = decode_listing_token(token, status, shards)
         for shard, position in positions.items():
             if position is None or position == "end":
                 continue
@@ -89,7 +92,7 @@ def list_page(
     """
     if next_token is None:
         return ledger.list_questions(status=status, thread_id=thread_id, limit=limit)
-    check_token(next_token, status=status, thread_id=thread_id)
+    check_token(next_token, status=status, thread_id=thread_id, shards=ledger.listing_shards)
     try:
         return ledger.list_questions(status=status, thread_id=thread_id, limit=limit, next_token=next_token)
     except ParamValidationError as exc:

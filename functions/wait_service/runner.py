@@ -1056,7 +1056,9 @@ def build_announce(
     from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
 
     children: list[BaseAnnounce] = [
-        DynamoDbAnnounce(settings.require("ledger_table"), client=dynamodb),
+        DynamoDbAnnounce(
+            settings.require("ledger_table"), client=dynamodb, listing_shards=settings.listing_shards
+        ),
         SnsAnnounce(settings.require("topic_arn"), client=sns),
         SqsAnnounce(settings.require("outbox_url"), client=sqs),
     ]
@@ -1098,7 +1100,11 @@ def build_runner(
 
         refuse_subgraphs(graph, settings.graph)
     ledger = Ledger(
-        settings.require("ledger_table"), dynamodb, clock=clock, ttl_days=settings.ledger_ttl_days
+        settings.require("ledger_table"),
+        dynamodb,
+        clock=clock,
+        ttl_days=settings.ledger_ttl_days,
+        listing_shards=settings.listing_shards,
     )
     return RunnerService(
         graph,

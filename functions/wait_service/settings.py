@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent_wait.aws.dynamodb import MAX_STATUS_SHARDS, STATUS_SHARDS
 from wait_service.answer_limits import MAX_ANSWER_BYTES
 from wait_service.constants import TTL_DAYS
 
@@ -45,6 +46,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_REPLY_URL": "reply_url",
     "AGENT_WAIT_DEFAULT_TTL": "default_ttl",
     "AGENT_WAIT_LEDGER_TTL_DAYS": "ledger_ttl_days",
+    "AGENT_WAIT_LISTING_SHARDS": "listing_shards",
     "AGENT_WAIT_SCHEDULE_GROUP": "schedule_group",
     "AGENT_WAIT_LIFECYCLE_ARN": "lifecycle_arn",
     "AGENT_WAIT_SCHEDULER_ROLE_ARN": "scheduler_role_arn",
@@ -109,6 +111,9 @@ class Settings(BaseModel):
     default_ttl: int | None = Field(default=None, ge=1)
     # Ledger items and checkpoints expire this many days after their last write.
     ledger_ttl_days: int = Field(default=TTL_DAYS, ge=1)
+    # The shards of each status listing of the ledger (wait_service.ledger.shards): every function
+    # that writes a question's status and the api that pages them use the same count.
+    listing_shards: int = Field(default=STATUS_SHARDS, ge=1, le=MAX_STATUS_SHARDS)
     # The largest answer the deployment can always store (wait_service.answer_limits); the stack lowers it
     # when checkpoints have no bucket to offload to.
     max_answer_bytes: int = Field(default=MAX_ANSWER_BYTES, ge=1)

@@ -98,3 +98,24 @@ def test_throughput_settings_come_from_context(bucket_synth: Synth) -> None:
         logical_id(bucket_synth, bucket_synth.stack.runner.function)
     ]["Properties"]
     assert runner["ReservedConcurrentExecutions"] == 40
+
+
+def _listing_shards(synth: Synth) -> dict[str, str]:
+    """Each function that reads or writes the ledger: its listing shards variable (absent: missing)."""
+    found = {}
+    for name, function in synth.resources("AWS::Lambda::Function").items():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        if "AGENT_WAIT_LEDGER_TABLE" in variables:
+            found[name] = variables.get("AGENT_WAIT_LISTING_SHARDS", "missing")
+    return found
+
+
+def test_every_function_of_the_ledger_lists_over_the_same_shards(
+    default_synth: Synth, bucket_synth: Synth
+) -> None:
+    # The api reads the shards the runner, lifecycle and dispatcher write questions into: one
+    # count for all, one Query a page by default, the context's count when set.
+    default = _listing_shards(default_synth)
+    assert len(default) == 4
+    assert set(default.values()) == {"1"}
+    assert set(_listing_shards(bucket_synth).values()) == {"16"}

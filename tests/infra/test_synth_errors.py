@@ -38,6 +38,7 @@ BAD: dict[str, dict[str, Any]] = {
     "checkpointer": {"checkpointer": "postgres"},
     "checkpoint_bucket": {"checkpoint_bucket": "maybe"},
     "runner_max_concurrency": {"runner_max_concurrency": "1"},
+    "listing_shards": {"listing_shards": "65"},
     "cognito_user_pool_arn": {"auth": "jwt", "cognito_user_pool_arn": "my-pool"},
     "jwt_issuer": {"auth": "jwt", "jwt_issuer": "https://login.example.com"},
     "jwt_audience": {"auth": "jwt", "jwt_issuer": ISSUER, "jwt_audience": "read answers"},

@@ -384,6 +384,7 @@ def test_api_environment_is_wired(default_synth: Synth) -> None:
     assert variables == {
         "AGENT_WAIT_LEDGER_TABLE": {"Ref": logical_id(default_synth, stack.ledger.table)},
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+        "AGENT_WAIT_LISTING_SHARDS": "1",
         "AGENT_WAIT_INPUT_SCHEMA": "graph_input/graph_input_schema.json",
         "AGENT_WAIT_MAX_ANSWER_BYTES": str(MAX_ANSWER_BYTES),
         "AGENT_WAIT_STATS_TABLE": {"Ref": logical_id(default_synth, stack.ledger.stats)},
@@ -410,6 +411,7 @@ def test_runner_environment_is_wired(default_synth: Synth) -> None:
         "AGENT_WAIT_CHECKPOINT_TABLE": {"Ref": logical_id(default_synth, stack.checkpoints.table)},
         "AGENT_WAIT_CHECKPOINT_BUCKET": {"Ref": logical_id(default_synth, stack.checkpoints.bucket)},
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
+        "AGENT_WAIT_LISTING_SHARDS": "1",
         "AGENT_WAIT_POLICY_TABLE": {"Ref": logical_id(default_synth, stack.policies.table)},
         "POWERTOOLS_SERVICE_NAME": "agent-wait",
         "POWERTOOLS_METRICS_NAMESPACE": constants.METRICS_NAMESPACE,

@@ -1,9 +1,11 @@
 """The status listing is write-sharded, and its pages still come newest first, whole and once each.
 
-The ``by-status`` index is keyed on ``status_shard`` (``<listing>#<n>``, sixteen shards per listing,
-see ``wait_service.ledger.shards``), so a page is a merge of one Query per shard. Paged here through
-``page_tokens.list_page`` (as the api pages) against the moto server on 127.0.0.1 while other
-clients insert questions and decide them at the same moment as each page is read.
+The ``by-status`` index is keyed on ``status_shard`` (``<listing>#<n>``, ``listing_shards`` shards
+per listing, see ``wait_service.ledger.shards``), so a page is a merge of one Query per shard. These
+run at the default count (``test_listing_shards`` runs the same promises at one and at four
+shards). Paged here through ``page_tokens.list_page`` (as the api pages) against the moto server
+on 127.0.0.1 while other clients insert questions and decide them at the same moment as each page
+is read.
 """
 
 from __future__ import annotations

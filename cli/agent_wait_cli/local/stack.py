@@ -118,6 +118,9 @@ class StackConfig:
     checkpointer:
         ``aws`` (one table and the offload bucket) or ``dynamodb`` (langgraph-checkpoint-dynamodb's
         two tables, no bucket, and the api's smaller answer limit), as the stack's context sets it.
+    listing_shards:
+        The shards of each status listing of the ledger (``--listing-shards``), as the stack's
+        ``listing_shards`` context sets it.
     graph_source:
         A folder put first on ``sys.path`` for the graph (``--graph-source``), as the deployed
         runner's asset holds ``-c graph_source=DIR`` at its root; the current directory is
@@ -148,6 +151,7 @@ class StackConfig:
     stream_retry_attempts: int | None = None
     log_path: Path | None = None
     checkpointer: str = "aws"
+    listing_shards: int = 1
     graph_source: Path | None = None
     archive_dir: Path | None = None
     webhooks: list[tuple[str, str]] = field(default_factory=list)
@@ -289,6 +293,7 @@ class LocalStack:
                 "POWERTOOLS_TRACE_DISABLED": "true",
                 "LOG_LEVEL": self.config.log_level,
                 "AGENT_WAIT_ARCHIVE_DIR": str(self.archive_dir),
+                "AGENT_WAIT_LISTING_SHARDS": str(self.config.listing_shards),
             }
         )
         self._set_env(self._secrets_env())

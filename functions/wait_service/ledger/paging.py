@@ -1,7 +1,8 @@
 """Pages of questions, newest first, by status and/or thread (the ``by-status``/``by-thread`` indexes).
 
 A status filter reads the write-sharded ``by-status`` index (:mod:`wait_service.ledger.shards`):
-one Query per shard, merged newest first; ``next`` is an opaque token as for every other page.
+one Query per shard (one in all with a single shard, the default), sent at once and merged newest
+first; ``next`` is an opaque token as for every other page.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_wait.errors import InvalidRequestError
 from wait_service.ledger.questions import QuestionRecord
-from wait_service.ledger.shards import OPEN_LISTING, listing_of, shards_of
+from wait_service.ledger.shards import OPEN_LISTING, STATUS_SHARDS, listing_of, shards_of
 from wait_service.ledger.table import LedgerTable
 from wait_service.statuses import OPEN
 
@@ -49,13 +50,16 @@ def listing_query(status: str) -> tuple[str, str | None]:
     return listing, (status if listing == OPEN_LISTING else None)
 
 
-def decode_listing_token(token: str, status: str) -> tuple[dict[str, Any], str | None]:
-    """The per-shard positions of a page token of ``status=<status>`` (keys not yet checked), and
-    the ``created_at`` no later item may pass.
+def decode_listing_token(
+    token: str, status: str, shards: int = STATUS_SHARDS
+) -> tuple[dict[str, Any], str | None]:
+    """The per-shard positions of a page token of ``status=<status>`` (keys not yet checked) over
+    ``shards`` shards, and the ``created_at`` no later item may pass.
 
     A position is ``None`` (nothing taken from the shard yet: read it from ``before`` down),
     ``"end"`` (read to the end) or the index key (``dedupe_key``, ``status_shard``, ``created_at``)
-    to read on after.
+    to read on after. A token taken before the count was raised names fewer shards: the others
+    are read from ``before`` down, as a shard nothing was taken from yet.
     """
     try:
         decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
@@ -66,11 +70,12 @@ def decode_listing_token(token: str, status: str) -> tuple[dict[str, Any], str |
     if not isinstance(decoded, dict) or decoded.get("status") != status:
         raise wrong
     positions, before = decoded.get("shards"), decoded.get("before")
-    if not isinstance(positions, dict) or set(positions) != set(shards_of(listing_query(status)[0])):
+    every = shards_of(listing_query(status)[0], shards)
+    if not isinstance(positions, dict) or not positions or not set(positions) <= set(every):
         raise wrong
     if not isinstance(before, str) or not before:
         raise wrong
-    return positions, before
+    return {shard: positions.get(shard) for shard in every}, before
 
 
 def decode_token(token: str) -> dict[str, Any]:
@@ -154,11 +159,11 @@ class QuestionPaging(LedgerTable):
         meanwhile is not listed again, and an item is never listed twice.
         """
         listing, keep = listing_query(status)
-        shards = shards_of(listing)
+        shards = shards_of(listing, self.listing_shards)
         positions: dict[str, Any] = dict.fromkeys(shards)
         before: str | None = None
         if next_token:
-            positions, before = decode_listing_token(next_token, status)
+            positions, before = decode_listing_token(next_token, status, self.listing_shards)
         live = [shard for shard in shards if positions[shard] != "end"]
         # Enough for a page from each shard when the newest items are spread evenly, with room
         # for the unevenness of a hash: most pages need one round of Queries.

@@ -748,7 +748,7 @@ class QuestionStore(LedgerTable):
         values: dict[str, Any] = {
             ":to": {"S": to},
             # The question moves to its own shard of the new status's listing (ledger.paging).
-            ":shard": {"S": shard_of(to, question_id)},
+            ":shard": {"S": shard_of(to, question_id, self.listing_shards)},
             ":now": {"S": stamp},
             ":empty": {"L": []},
             ":stage": to_attribute([stage(d) for d in (details if details is not None else [detail])]),

@@ -2,33 +2,59 @@
 
 The index is keyed on ``status_shard = <listing>#<n>`` (sorted by ``created_at``), where
 ``<listing>`` is ``open`` for every status a person may still answer (``raised``, ``delivered``,
-``escalated``) and the status itself otherwise, and ``n`` (0 to :data:`STATUS_SHARDS` - 1) comes
-from the question id (:func:`agent_wait.aws.dynamodb.status_shard`). Only question items carry the
-attribute, so the index is sparse: no thread item is in it.
+``escalated``) and the status itself otherwise, and ``n`` (0 to ``shards`` - 1) comes from the
+question id (:func:`agent_wait.aws.dynamodb.status_shard`). ``shards`` is the deployment's
+``listing_shards`` (``AGENT_WAIT_LISTING_SHARDS``, default 1). Only question items carry the
+attribute, so the index is sparse: no thread item is in it; and it projects only what a page shows
+(``wait_service.resources.LISTED_ATTRIBUTES``: not the envelope, the largest attribute).
 
 Why one ``open`` listing: the moves a question makes while open (delivered, reminded, escalated)
 keep its key, so DynamoDB updates the index entry in place instead of deleting it and putting it
 in another partition, and ``status=pending`` reads one listing instead of three.
 
-Why sixteen shards: a DynamoDB partition takes at most 1,000 write units a second, and an index
-entry put, updated or deleted costs one write unit per KB of what the index projects (the envelope
-is left out: ``python -m bench.item_sizes`` measures the entries). Per question started and
-answered with a ttl and two reminders, the ``open`` listing takes a put (1 WRU: about 0.8 KB), the
-delivered update (1), two reminder updates (2 each: the lifecycle passes 1 KB) and the delete at the
-answer (2): 8 WRU. At 1,000 questions a second that is 8,000 WRU/s, 500 per shard over sixteen
-(about 250 when the answer comes before the reminders); ``answered`` takes a put and a delete of
-about 1.4 KB (4 WRU: 250 WRU/s per shard) and ``resumed`` a put (2 WRU: 125 per shard). Unsharded,
-the ``open`` partition would take 8,000 WRU/s against its 1,000. More shards spread writes further
-but cost a page one more Query each (:mod:`wait_service.ledger.paging` sends them at once, and
-reads about ``2 * limit / shards`` items from each).
+How many shards: a page reads one Query per shard (:mod:`wait_service.ledger.paging` sends them at
+once), and a DynamoDB partition takes at most 1,000 write units a second. An index entry put,
+updated or deleted costs one write unit per KB of the entry, and a write that changes no projected
+attribute costs the index nothing (``python -m bench.item_sizes`` measures the entries: 1,008 B
+for a delivered question, 1,378 to 1,393 B answered and resumed). Each move while open changes
+what a page shows, so each rewrites the entry: delivered (status, ``updated_at``, ``lifecycle``),
+reminded (``updated_at`` and a ``lifecycle`` stage; ``reminders_sent`` is not projected),
+escalated (status, rung, ``expires_at``, ``lifecycle``), and a vote, delegation or extension.
+Per question started and answered with a ttl and two reminders, the ``open`` listing takes a put
+(1 WRU), the delivered update (1: 16 bytes under the KB), two reminder updates (2 each: the
+lifecycle passes 1 KB) and the delete at the answer (2): :data:`OPEN_WRU_PER_QUESTION` = 8 WRU;
+``answered`` a put and a delete (4), ``resumed`` a put (2). So one shard (the default: a page is
+one Query) keeps the ``open`` partition at half its limit up to about 60 questions a second, above
+what the default API throttle (50 requests a second) lets in; sixteen do at 1,000 questions a
+second (500 WRU/s a shard). :func:`shards_for_rate` is the rule docs/performance.md's table
+follows.
+
+Changing the count on a table in use: ``n`` is the question id's hash modulo the count, so the
+shards written under a lower count are the first shards of a higher one, and a page reads shards
+``0`` to ``shards - 1``: raising the count keeps every question listed (a question moves to its
+new shard on its next move), and a page token taken under the lower count reads on across the new
+shards. Lowering it would hide the open questions listed in the shards above the new count: keep
+the highest count a table was ever written with (docs/deploy.md); a page token naming shards above
+the count is refused rather than read over fewer shards.
 """
 
 from __future__ import annotations
 
-from agent_wait.aws.dynamodb import STATUS_SHARDS, status_shard
+import math
+
+from agent_wait.aws.dynamodb import MAX_STATUS_SHARDS, STATUS_SHARDS, status_shard
 from wait_service.statuses import OPEN
 
-__all__ = ["OPEN_LISTING", "STATUS_SHARDS", "listing_of", "shard_of", "shards_of"]
+__all__ = [
+    "MAX_STATUS_SHARDS",
+    "OPEN_LISTING",
+    "OPEN_WRU_PER_QUESTION",
+    "STATUS_SHARDS",
+    "listing_of",
+    "shard_of",
+    "shards_for_rate",
+    "shards_of",
+]
 
 # The listing of every status a person may still answer (the `status=pending` filter).
 OPEN_LISTING = "open"
@@ -45,17 +71,37 @@ def listing_of(status: str) -> str:
     return OPEN_LISTING if status in OPEN else status
 
 
-def shard_of(status: str, question_id: str) -> str:
-    """The ``status_shard`` of question ``question_id`` in ``status``."""
-    return status_shard(listing_of(status), question_id)
+# Write units the `open` listing takes per question started and answered with a ttl and two
+# reminders (the module's docstring counts them), and the share of a partition's 1,000 WRU/s a
+# shard is sized to take at the planned rate (the rest is room for bursts and an uneven hash).
+OPEN_WRU_PER_QUESTION = 8
+PARTITION_WRU = 1000
+SHARD_SHARE = 0.5
 
 
-def shards_of(listing: str) -> tuple[str, ...]:
-    """Every ``status_shard`` value of ``listing``, in shard order.
+def shard_of(status: str, question_id: str, shards: int = STATUS_SHARDS) -> str:
+    """The ``status_shard`` of question ``question_id`` in ``status``, over ``shards`` shards."""
+    return status_shard(listing_of(status), question_id, shards)
+
+
+def shards_of(listing: str, shards: int = STATUS_SHARDS) -> tuple[str, ...]:
+    """Every ``status_shard`` value of ``listing`` over ``shards`` shards, in shard order.
 
     Examples
     --------
-    >>> shards_of("open")[:2], len(shards_of("open")) == STATUS_SHARDS
-    (('open#0', 'open#1'), True)
+    >>> shards_of("open"), shards_of("open", 16)[:2], len(shards_of("open", 16))
+    (('open#0',), ('open#0', 'open#1'), 16)
     """
-    return tuple(f"{listing}#{number}" for number in range(STATUS_SHARDS))
+    return tuple(f"{listing}#{number}" for number in range(shards))
+
+
+def shards_for_rate(questions_per_second: float, wru_per_question: float = OPEN_WRU_PER_QUESTION) -> int:
+    """The fewest shards that keep each at half a partition's write limit at this rate.
+
+    Examples
+    --------
+    >>> [shards_for_rate(r) for r in (10, 60, 100, 250, 500, 1000, 2000)]
+    [1, 1, 2, 4, 8, 16, 32]
+    """
+    needed = math.ceil(questions_per_second * wru_per_question / (PARTITION_WRU * SHARD_SHARE))
+    return max(1, min(MAX_STATUS_SHARDS, needed))

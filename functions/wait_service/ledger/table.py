@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from agent_wait.aws.dynamodb import MAX_STATUS_SHARDS, STATUS_SHARDS
 from wait_service.ledger.attributes import Clock, utcnow
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ class LedgerTable:
         Returns the current UTC time; injected by tests.
     ttl_days:
         Days after which an ended question or a finished thread is removed by DynamoDB TTL.
+    listing_shards:
+        The shards of each status listing (``AGENT_WAIT_LISTING_SHARDS``,
+        :mod:`wait_service.ledger.shards`): where moves list a question, and what a page reads.
     """
 
     def __init__(
@@ -62,6 +66,7 @@ class LedgerTable:
         *,
         clock: Clock = utcnow,
         ttl_days: int = 90,
+        listing_shards: int = STATUS_SHARDS,
     ) -> None:
         if client is None:
             import boto3
@@ -78,6 +83,9 @@ class LedgerTable:
         self._client = client
         self._clock = clock
         self._ttl = timedelta(days=ttl_days)
+        if not 1 <= listing_shards <= MAX_STATUS_SHARDS:
+            raise ValueError(f"listing_shards={listing_shards}: expected 1 to {MAX_STATUS_SHARDS}")
+        self.listing_shards = listing_shards
 
     def _get(self, key: str) -> dict[str, Any] | None:
         response = self._client.get_item(

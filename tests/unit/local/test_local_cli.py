@@ -629,3 +629,14 @@ def test_answer_with_bare_text_is_one_line_showing_the_json_string(
     assert exc.value.code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "--answer '\"yes\"'" in line and "Traceback" not in line
+
+
+def test_local_listing_shards_is_the_stacks_count(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser({})
+    assert parser.parse_args(["local"]).listing_shards == 1
+    assert parser.parse_args(["local", "--listing-shards", "16"]).listing_shards == 16
+    for value in ("0", "65", "two"):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(["local", "--listing-shards", value])
+        assert exc.value.code == 2
+        assert "--listing-shards" in capsys.readouterr().err

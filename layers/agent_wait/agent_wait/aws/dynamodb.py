@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from agent_wait.envelope import Envelope
 
-__all__ = ["STATUS_SHARDS", "DynamoDbAnnounce", "ledger_put", "status_shard"]
+__all__ = ["MAX_STATUS_SHARDS", "STATUS_SHARDS", "DynamoDbAnnounce", "ledger_put", "status_shard"]
 
 _serializer = TypeSerializer()
 
@@ -88,29 +88,37 @@ def _plain_attribute(value: Any) -> dict[str, Any]:
 
 
 # The ledger lists questions by status through an index keyed on `status_shard`, whose writes
-# are spread over this many partitions per status (the deployment's ledger documents why 16).
-# Changing it re-keys every listed item: it is fixed for the life of a table.
-STATUS_SHARDS = 16
+# are spread over `shards` partitions per listing: one by default (a page is one Query); a
+# deployment sets more for a higher rate of questions (the deployment's ledger says how many).
+STATUS_SHARDS = 1
+MAX_STATUS_SHARDS = 64
 
 
 def status_shard(listing: str, question_id: str, shards: int = STATUS_SHARDS) -> str:
     """``<listing>#<n>``: the partition of the status index a question is listed in.
 
-    ``n`` comes from the question id alone, so every move of a question stays in its own shard
-    number and the shards fill evenly. ``listing`` is ``open`` while a person may answer (a
-    raised question is open), else the status.
+    ``n`` (0 to ``shards`` - 1) comes from the question id alone, so every move of a question
+    stays in its own shard number and the shards fill evenly; and a question written under fewer
+    shards is in one of the first shards of a higher count (``n`` below the old count). ``listing``
+    is ``open`` while a person may answer (a raised question is open), else the status.
 
     Examples
     --------
-    >>> status_shard("open", "q-1")
-    'open#10'
+    >>> status_shard("open", "q-1"), status_shard("open", "q-1", 16)
+    ('open#0', 'open#10')
     """
+    if not 1 <= shards <= MAX_STATUS_SHARDS:
+        raise ValueError(f"shards={shards}: expected 1 to {MAX_STATUS_SHARDS}")
     number = int.from_bytes(hashlib.sha256(question_id.encode()).digest()[:4], "big") % shards
     return f"{listing}#{number}"
 
 
 def ledger_put(
-    table_name: str, envelope: Envelope, *, extra: Mapping[str, Any] | None = None
+    table_name: str,
+    envelope: Envelope,
+    *,
+    extra: Mapping[str, Any] | None = None,
+    shards: int = STATUS_SHARDS,
 ) -> dict[str, Any]:
     """The conditional ``PutItem`` request that records ``envelope`` in the ledger.
 
@@ -118,7 +126,8 @@ def ledger_put(
     ``updated_at``, a one-entry ``lifecycle``, the envelope JSON, and ``question`` / ``policy`` /
     ``source`` for reading without parsing it. The write only happens while no item has the
     envelope's ``dedupe_key``. ``extra`` adds attributes the host records with the question (e.g.
-    who started the run); it never replaces one of these.
+    who started the run); it never replaces one of these. ``shards`` is the count of shards of the
+    status listing (:func:`status_shard`).
 
     Examples
     --------
@@ -138,7 +147,7 @@ def ledger_put(
         "policy": envelope.policy.model_dump(mode="json"),
         "source": envelope.source,
         "status": "raised",
-        "status_shard": status_shard("open", envelope.question_id),
+        "status_shard": status_shard("open", envelope.question_id, shards),
         "created_at": created_at,
         "updated_at": created_at,
         "expires_at": None if envelope.expires_at is None else isoformat_z(envelope.expires_at),
@@ -172,16 +181,26 @@ class DynamoDbAnnounce(BaseAnnounce):
         The ledger table.
     client:
         A boto3 DynamoDB client; ``boto3.client("dynamodb")`` when ``None``.
+    listing_shards:
+        The shards of the ledger's status listing (:func:`status_shard`): the deployment's count.
 
     Examples
     --------
     >>> announce = DynamoDbAnnounce("agent-wait-ledger")  # doctest: +SKIP
     """
 
-    def __init__(self, table_name: str, client: Any = None, *, name: str = "dynamodb") -> None:
+    def __init__(
+        self,
+        table_name: str,
+        client: Any = None,
+        *,
+        name: str = "dynamodb",
+        listing_shards: int = STATUS_SHARDS,
+    ) -> None:
         self.table_name = table_name
         self.client = client if client is not None else boto3.client("dynamodb")
         self.name = name
+        self.listing_shards = listing_shards
 
     def deliver(self, envelope: Envelope) -> None:
         self.record(envelope)
@@ -189,7 +208,9 @@ class DynamoDbAnnounce(BaseAnnounce):
     def record(self, envelope: Envelope, *, extra: Mapping[str, Any] | None = None) -> None:
         """Deliver ``envelope`` with ``extra`` attributes on a new item (see :func:`ledger_put`)."""
         try:
-            self.client.put_item(**ledger_put(self.table_name, envelope, extra=extra))
+            self.client.put_item(
+                **ledger_put(self.table_name, envelope, extra=extra, shards=self.listing_shards)
+            )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise

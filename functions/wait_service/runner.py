@@ -716,11 +716,11 @@ class RunnerService:
                 self._mark_resumed(with_end, mine)
             return self._collided(thread_id, list(tracking.collisions.values()))
         delivered = [e.question_id for e in envelopes if tracking.delivered(e.question_id)]
-        for envelope in envelopes:
-            results = tracking.sinks.get(envelope.question_id, {})
-            sinks = [name for name in tracking.order if results.get(name)]
-            if envelope.question_id in delivered:
-                self.ledger.mark_delivered(envelope.question_id, sinks)
+        # Each question every sink took moves to `delivered`: in the write recording the thread
+        # parked when there is one (one transaction), else alone.
+        deliveries = {
+            qid: [name for name in tracking.order if tracking.sinks.get(qid, {}).get(name)] for qid in delivered
+        }
         recorded = [e.question_id for e in envelopes if tracking.is_recorded(e.question_id)]
         if self.timers is not None:
             # Armed on every publish, a redelivery's too (a create that failed is retried this
@@ -733,11 +733,10 @@ class RunnerService:
             if not republished:
                 metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(pending))
             if recorded == pending:
-                if with_end is None or not self._resumed_and_ended(
-                    with_end, mine, self.ledger.interrupted_write(thread_id, pending)
-                ):
-                    self.ledger.thread_interrupted(thread_id, pending)
+                self._parked(thread_id, pending, deliveries, with_end, mine)
                 logger.info("thread parked", extra={"pending": pending, "delivered": delivered})
+            else:
+                self._mark_delivered(deliveries)
         else:
             output = output_json(result)
             if with_end is None or not self._resumed_and_ended(
@@ -771,14 +770,52 @@ class RunnerService:
             resumed=question.question_id if question is not None else None,
         )
 
-    def _resumed_and_ended(self, question: QuestionRecord, mine: list[Receipt], end: dict[str, Any]) -> bool:
+    def _parked(
+        self,
+        thread_id: str,
+        pending: list[str],
+        deliveries: dict[str, list[str]],
+        with_end: QuestionRecord | None,
+        mine: list[Receipt],
+    ) -> None:
+        """Record the thread parked on ``pending``, its questions delivered (and ``with_end`` resumed).
+
+        One transaction writes them all: the thread is never seen parked without its questions
+        delivered, and a crash before it leaves the message to be redelivered, which republishes
+        under the same ``dedupe_key`` and writes it again. Cancelled (a question no longer
+        ``raised``: a republish, or an answer already given), nothing of it is written and each
+        write is made alone, in the order the redelivery would make them.
+        """
+        end = self.ledger.interrupted_write(thread_id, pending)
+        delivered = [self.ledger.delivered_write(qid, sinks) for qid, sinks in deliveries.items()]
+        if with_end is not None:
+            if self._resumed_and_ended(with_end, mine, end, delivered):
+                return
+        elif self.ledger.parked(end, delivered):
+            return
+        self._mark_delivered(deliveries)
+        self.ledger.thread_interrupted(thread_id, pending)
+
+    def _mark_delivered(self, deliveries: dict[str, list[str]]) -> None:
+        for question_id, sinks in deliveries.items():
+            self.ledger.mark_delivered(question_id, sinks)
+
+    def _resumed_and_ended(
+        self,
+        question: QuestionRecord,
+        mine: list[Receipt],
+        end: dict[str, Any],
+        delivered: list[dict[str, Any]] | None = None,
+    ) -> bool:
         """Record ``question`` resumed with the run's end ``end`` in one transaction, else alone.
 
         ``True`` when the transaction wrote both. ``False`` when DynamoDB cancelled it (nothing
-        written): the question is then recorded on its own here, and the caller writes the end.
+        written): the question is then recorded on its own here, and the caller writes the end
+        (and the questions ``delivered`` would have recorded delivered).
         """
         own = mine[0] if mine else None
-        if self.ledger.resumed_and_ended(question, end, receipt=None if own is None else _receipt_item(own)):
+        receipt = None if own is None else _receipt_item(own)
+        if self.ledger.resumed_and_ended(question, end, receipt=receipt, delivered=delivered or ()):
             metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
             return True
         self._mark_resumed(question, mine)

@@ -600,7 +600,14 @@ def test_a_run_ending_after_a_later_run_was_accepted_leaves_the_thread_queued(le
 def ledger_writes(runner: RunnerService, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the ledger's resume and run-end writes the runner makes, in order, from now on."""
     writes: list[str] = []
-    for name in ("resumed_and_ended", "mark_resumed", "thread_done", "thread_interrupted"):
+    for name in (
+        "resumed_and_ended",
+        "mark_resumed",
+        "thread_done",
+        "thread_interrupted",
+        "parked",
+        "mark_delivered",
+    ):
         original = getattr(runner.ledger, name)
         monkeypatch.setattr(
             runner.ledger, name, lambda *a, _n=name, _o=original, **k: (writes.append(_n), _o(*a, **k))[1]
@@ -695,7 +702,7 @@ def test_a_run_deferred_behind_the_resume_takes_the_separate_writes_and_starts(
 
     # Then the question and the end are written apart, in order, and the deferred run starts;
     # its own park has no question to resume
-    assert writes == ["resumed_and_ended", "mark_resumed", "thread_done", "thread_interrupted"]
+    assert writes == ["resumed_and_ended", "mark_resumed", "thread_done", "parked"]
     assert ledger.get_question(question_id).status == "resumed"
     assert metric("QuestionsResumed") == 1
 

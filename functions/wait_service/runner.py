@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -295,6 +296,7 @@ class RunnerService:
         self.policies = policies
         # Who started the run the current message runs (one message at a time per instance).
         self._requester: str | None = None
+        self._executor: ThreadPoolExecutor | None = None
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it.
@@ -585,10 +587,11 @@ class RunnerService:
 
         ``(None, False, False)`` refuses the message: no such question, another thread's, no
         recorded answer, or a question the thread does not wait on and never did since it was
-        decided. The thread's item says first whether it is parked on the question (marking it
-        running in the same write); only when it does not is the checkpoint read.
+        decided. The thread's item says whether it is parked on the question (marking it running
+        in the same write), in the same round trip as the question is read; only when it does not
+        is the checkpoint read.
         """
-        question = self.ledger.find_question(message.question_id)
+        question, waiting = self._read_and_mark(message)
         reason = None
         pending = False
         if question is None:
@@ -602,7 +605,7 @@ class RunnerService:
             # runs it again).
             if question.resumed_at is not None:
                 reason = "the answer to this async question already ran on the thread"
-        elif self.ledger.resume_if_waiting(message.thread_id, message.question_id):
+        elif waiting:
             return question, True, True
         else:
             state = self.graph.get_state(config)
@@ -610,10 +613,37 @@ class RunnerService:
             if not pending and (question.status == "resume_failed" or question.resumed_at is not None):
                 reason = "the thread does not wait on this question"
         if reason is not None:
+            if waiting:
+                # Marked running at once with the read: parked on the question again, as before.
+                self.ledger.waiting_again(message.thread_id, message.question_id)
             logger.warning("resume refused", extra={"reason": reason})
             metrics.add_metric(name=RESUMES_REFUSED, unit=MetricUnit.Count, value=1)
             return None, False, False
         return question, pending, False
+
+    def _read_and_mark(self, message: ResumeMessage) -> tuple[QuestionRecord | None, bool]:
+        """The question, and whether the thread was parked on it (now marked running), at once.
+
+        Two calls made together, one round trip: the read of the question and
+        :meth:`~wait_service.ledger.threads.ThreadStore.resume_if_waiting`. Their order does not
+        matter for recovery: the mark only holds on a thread parked on this question, and every
+        failure after it leaves the message to be retried, whose redelivery reads the checkpoint
+        instead (the thread is no longer ``interrupted``). A resume refused once the question is
+        read (no answer yet) parks the thread on it again (:meth:`_resumable`).
+        """
+        mark = self._pool().submit(self.ledger.resume_if_waiting, message.thread_id, message.question_id)
+        try:
+            question = self.ledger.find_question(message.question_id)
+        finally:
+            # Never leave the mark running unseen: its outcome (or its error) is taken either way.
+            waiting = mark.result()
+        return question, waiting
+
+    def _pool(self) -> ThreadPoolExecutor:
+        """The runner's one worker for a call made at once with another (created on first use)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runner")
+        return self._executor
 
     def _resuming(self, message: ResumeMessage, receive_count: int) -> QuestionRecord | None:
         """On the last attempt, the question a resume that failed before its run would resume.
@@ -719,7 +749,8 @@ class RunnerService:
         # Each question every sink took moves to `delivered`: in the write recording the thread
         # parked when there is one (one transaction), else alone.
         deliveries = {
-            qid: [name for name in tracking.order if tracking.sinks.get(qid, {}).get(name)] for qid in delivered
+            qid: [name for name in tracking.order if tracking.sinks.get(qid, {}).get(name)]
+            for qid in delivered
         }
         recorded = [e.question_id for e in envelopes if tracking.is_recorded(e.question_id)]
         if self.timers is not None:

@@ -108,9 +108,7 @@ class Ledger(QuestionStore, ThreadStore, QuestionPaging):
         of the two items written alone. ``delivered``: the run parked on new questions, recorded
         delivered in the same transaction (see :meth:`parked`).
         """
-        return self.together(
-            [self.resumed_write(question, actor=actor, receipt=receipt), *delivered, end]
-        )
+        return self.together([self.resumed_write(question, actor=actor, receipt=receipt), *delivered, end])
 
     def parked(self, end: Mapping[str, Any], delivered: Sequence[Mapping[str, Any]] = ()) -> bool:
         """Record the thread parked and its new questions delivered, all or nothing, in one call.

@@ -636,16 +636,6 @@ class QuestionStore(LedgerTable):
             "ExpressionAttributeValues": values,
         }
 
-    def _update_if(self, **request: Any) -> bool:
-        """One conditional ``UpdateItem``; ``False`` when its condition does not hold."""
-        try:
-            self._client.update_item(**request)
-        except ClientError as exc:
-            if condition_failed(exc):
-                return False
-            raise
-        return True
-
     def _move(
         self,
         question_id: str,

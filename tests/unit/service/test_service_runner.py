@@ -834,3 +834,34 @@ def test_the_resumed_calls_receipt_is_kept_in_the_resumed_write(
     stored = ledger.get_question(question_id)
     assert stored.status == "resumed"
     assert stored.receipt is not None and stored.receipt["ran"] is True
+
+
+def test_a_resume_reads_its_question_and_marks_its_thread_running_at_once(
+    aws: Aws, clock: FakeClock, ledger: Ledger
+) -> None:
+    """One round trip for both: each call waits (bounded) until the other is in flight too."""
+    import threading
+
+    runner = build_runner(aws.settings, dynamodb=aws.dynamodb, checkpointer=InMemorySaver(), clock=clock)
+    question_id = park(runner)
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    both = threading.Barrier(2, timeout=10)
+    seen: list[str] = []
+
+    def meet(params: dict[str, Any], _op: str, **_: Any) -> None:
+        key = params.get("Key", {}).get("dedupe_key", {}).get("S", "")
+        if key.startswith(("wait.created:", "thread:")) and len(seen) < 2:
+            seen.append(_op)
+            both.wait()  # on the old code (one call after the other) this breaks after 10 s
+
+    for operation in ("GetItem", "UpdateItem"):
+        aws.dynamodb.meta.events.register(
+            f"provide-client-params.dynamodb.{operation}",
+            lambda params, _op=operation, **k: meet(params, _op),
+        )
+    try:
+        outcome = runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
+    finally:
+        both.abort()
+    assert sorted(seen[:2]) == ["GetItem", "UpdateItem"]
+    assert outcome.status == "done"

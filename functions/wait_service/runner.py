@@ -45,6 +45,7 @@ from agent_wait.langchain_hitl import ToolRuns, resume_value, sibling_ids
 from agent_wait.langchain_hitl import receipts as tool_receipts
 from agent_wait.receipts import Receipt, collect_receipts, emit_receipt
 from wait_service.async_answers import answer_input, answer_run_id, is_async_question
+from wait_service.checkpoint_prefetch import PrefetchingSaver
 from wait_service.constants import MAX_RECEIVE_COUNT
 from wait_service.failures import is_infrastructure_failure
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
@@ -297,6 +298,9 @@ class RunnerService:
         # Who started the run the current message runs (one message at a time per instance).
         self._requester: str | None = None
         self._executor: ThreadPoolExecutor | None = None
+        # The graph's checkpointer when it can read a thread's checkpoint ahead (build_runner's).
+        saver = getattr(graph, "checkpointer", None)
+        self._saver = saver if isinstance(saver, PrefetchingSaver) else None
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it.
@@ -388,6 +392,9 @@ class RunnerService:
         logger.append_keys(thread_id=message.thread_id, question_id=question_id)
         # Who started the run this message runs (a resume: read from its question in `_run`).
         self._requester = None
+        if self._saver is not None:
+            # The graph's first read of the checkpoint, made at once with the ledger's first calls.
+            self._saver.prefetch({"configurable": {"thread_id": message.thread_id}}, self._pool())
         try:
             if isinstance(message, StartMessage) and message.run_id is not None and message_id is not None:
                 claimed, self._requester = self.ledger.claim(message.run_id, message_id)
@@ -400,6 +407,8 @@ class RunnerService:
             return self._run(message, receive_count)
         finally:
             self._requester = None
+            if self._saver is not None:
+                self._saver.discard()
             logger.remove_keys(["thread_id", "question_id"])
 
     def _run(self, message: StartMessage | ResumeMessage, receive_count: int) -> RunOutcome:
@@ -640,9 +649,10 @@ class RunnerService:
         return question, waiting
 
     def _pool(self) -> ThreadPoolExecutor:
-        """The runner's one worker for a call made at once with another (created on first use)."""
+        """The runner's workers for calls made at once with others (created on first use): the
+        checkpoint read ahead and the thread's mark."""
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runner")
+            self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="runner")
         return self._executor
 
     def _resuming(self, message: ResumeMessage, receive_count: int) -> QuestionRecord | None:
@@ -1159,7 +1169,8 @@ def build_runner(
     from wait_service.timers import build_timers
 
     graph = load_graph(
-        settings.graph, checkpointer if checkpointer is not None else make_checkpointer(settings)
+        settings.graph,
+        PrefetchingSaver(checkpointer if checkpointer is not None else make_checkpointer(settings)),
     )
     if settings.checkpointer == "dynamodb":
         from wait_service.checkpoint_dynamodb import refuse_subgraphs

@@ -26,6 +26,7 @@ This is the only module of the receive path that imports LangGraph.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -88,6 +89,11 @@ BACKOFF_BASE_SECONDS = 2
 MAX_QUESTION_ID = 256
 # The input schema is the graph's own until a caller says otherwise.
 _UNSET: Any = object()
+# Worker threads for calls a message makes at once with others (two per message; a process that
+# runs several runners at once, the local stack, shares them). Threads start as they are needed.
+WORKERS = 8
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
 
 
 class Graph(Protocol):
@@ -297,7 +303,6 @@ class RunnerService:
         self.policies = policies
         # Who started the run the current message runs (one message at a time per instance).
         self._requester: str | None = None
-        self._executor: ThreadPoolExecutor | None = None
         # The graph's checkpointer when it can read a thread's checkpoint ahead (build_runner's).
         saver = getattr(graph, "checkpointer", None)
         self._saver = saver if isinstance(saver, PrefetchingSaver) else None
@@ -648,12 +653,15 @@ class RunnerService:
             waiting = mark.result()
         return question, waiting
 
-    def _pool(self) -> ThreadPoolExecutor:
-        """The runner's workers for calls made at once with others (created on first use): the
-        checkpoint read ahead and the thread's mark."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="runner")
-        return self._executor
+    @staticmethod
+    def _pool() -> ThreadPoolExecutor:
+        """The workers for calls made at once with others: the checkpoint read ahead and the
+        thread's mark (one pool per process, created on first use)."""
+        global _EXECUTOR
+        with _EXECUTOR_LOCK:
+            if _EXECUTOR is None:
+                _EXECUTOR = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="runner")
+            return _EXECUTOR
 
     def _resuming(self, message: ResumeMessage, receive_count: int) -> QuestionRecord | None:
         """On the last attempt, the question a resume that failed before its run would resume.

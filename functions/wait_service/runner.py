@@ -26,7 +26,9 @@ This is the only module of the receive path that imports LangGraph.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -44,6 +46,7 @@ from agent_wait.langchain_hitl import ToolRuns, resume_value, sibling_ids
 from agent_wait.langchain_hitl import receipts as tool_receipts
 from agent_wait.receipts import Receipt, collect_receipts, emit_receipt
 from wait_service.async_answers import answer_input, answer_run_id, is_async_question
+from wait_service.checkpoint_prefetch import PrefetchingSaver
 from wait_service.constants import MAX_RECEIVE_COUNT
 from wait_service.failures import is_infrastructure_failure
 from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
@@ -86,6 +89,11 @@ BACKOFF_BASE_SECONDS = 2
 MAX_QUESTION_ID = 256
 # The input schema is the graph's own until a caller says otherwise.
 _UNSET: Any = object()
+# Worker threads for calls a message makes at once with others (two per message; a process that
+# runs several runners at once, the local stack, shares them). Threads start as they are needed.
+WORKERS = 8
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
 
 
 class Graph(Protocol):
@@ -295,6 +303,9 @@ class RunnerService:
         self.policies = policies
         # Who started the run the current message runs (one message at a time per instance).
         self._requester: str | None = None
+        # The graph's checkpointer when it can read a thread's checkpoint ahead (build_runner's).
+        saver = getattr(graph, "checkpointer", None)
+        self._saver = saver if isinstance(saver, PrefetchingSaver) else None
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it.
@@ -386,6 +397,9 @@ class RunnerService:
         logger.append_keys(thread_id=message.thread_id, question_id=question_id)
         # Who started the run this message runs (a resume: read from its question in `_run`).
         self._requester = None
+        if self._saver is not None:
+            # The graph's first read of the checkpoint, made at once with the ledger's first calls.
+            self._saver.prefetch({"configurable": {"thread_id": message.thread_id}}, self._pool())
         try:
             if isinstance(message, StartMessage) and message.run_id is not None and message_id is not None:
                 claimed, self._requester = self.ledger.claim(message.run_id, message_id)
@@ -398,6 +412,8 @@ class RunnerService:
             return self._run(message, receive_count)
         finally:
             self._requester = None
+            if self._saver is not None:
+                self._saver.discard()
             logger.remove_keys(["thread_id", "question_id"])
 
     def _run(self, message: StartMessage | ResumeMessage, receive_count: int) -> RunOutcome:
@@ -585,10 +601,11 @@ class RunnerService:
 
         ``(None, False, False)`` refuses the message: no such question, another thread's, no
         recorded answer, or a question the thread does not wait on and never did since it was
-        decided. The thread's item says first whether it is parked on the question (marking it
-        running in the same write); only when it does not is the checkpoint read.
+        decided. The thread's item says whether it is parked on the question (marking it running
+        in the same write), in the same round trip as the question is read; only when it does not
+        is the checkpoint read.
         """
-        question = self.ledger.find_question(message.question_id)
+        question, waiting = self._read_and_mark(message)
         reason = None
         pending = False
         if question is None:
@@ -602,7 +619,7 @@ class RunnerService:
             # runs it again).
             if question.resumed_at is not None:
                 reason = "the answer to this async question already ran on the thread"
-        elif self.ledger.resume_if_waiting(message.thread_id, message.question_id):
+        elif waiting:
             return question, True, True
         else:
             state = self.graph.get_state(config)
@@ -610,10 +627,41 @@ class RunnerService:
             if not pending and (question.status == "resume_failed" or question.resumed_at is not None):
                 reason = "the thread does not wait on this question"
         if reason is not None:
+            if waiting:
+                # Marked running at once with the read: parked on the question again, as before.
+                self.ledger.waiting_again(message.thread_id, message.question_id)
             logger.warning("resume refused", extra={"reason": reason})
             metrics.add_metric(name=RESUMES_REFUSED, unit=MetricUnit.Count, value=1)
             return None, False, False
         return question, pending, False
+
+    def _read_and_mark(self, message: ResumeMessage) -> tuple[QuestionRecord | None, bool]:
+        """The question, and whether the thread was parked on it (now marked running), at once.
+
+        Two calls made together, one round trip: the read of the question and
+        :meth:`~wait_service.ledger.threads.ThreadStore.resume_if_waiting`. Their order does not
+        matter for recovery: the mark only holds on a thread parked on this question, and every
+        failure after it leaves the message to be retried, whose redelivery reads the checkpoint
+        instead (the thread is no longer ``interrupted``). A resume refused once the question is
+        read (no answer yet) parks the thread on it again (:meth:`_resumable`).
+        """
+        mark = self._pool().submit(self.ledger.resume_if_waiting, message.thread_id, message.question_id)
+        try:
+            question = self.ledger.find_question(message.question_id)
+        finally:
+            # Never leave the mark running unseen: its outcome (or its error) is taken either way.
+            waiting = mark.result()
+        return question, waiting
+
+    @staticmethod
+    def _pool() -> ThreadPoolExecutor:
+        """The workers for calls made at once with others: the checkpoint read ahead and the
+        thread's mark (one pool per process, created on first use)."""
+        global _EXECUTOR
+        with _EXECUTOR_LOCK:
+            if _EXECUTOR is None:
+                _EXECUTOR = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="runner")
+            return _EXECUTOR
 
     def _resuming(self, message: ResumeMessage, receive_count: int) -> QuestionRecord | None:
         """On the last attempt, the question a resume that failed before its run would resume.
@@ -716,11 +764,12 @@ class RunnerService:
                 self._mark_resumed(with_end, mine)
             return self._collided(thread_id, list(tracking.collisions.values()))
         delivered = [e.question_id for e in envelopes if tracking.delivered(e.question_id)]
-        for envelope in envelopes:
-            results = tracking.sinks.get(envelope.question_id, {})
-            sinks = [name for name in tracking.order if results.get(name)]
-            if envelope.question_id in delivered:
-                self.ledger.mark_delivered(envelope.question_id, sinks)
+        # Each question every sink took moves to `delivered`: in the write recording the thread
+        # parked when there is one (one transaction), else alone.
+        deliveries = {
+            qid: [name for name in tracking.order if tracking.sinks.get(qid, {}).get(name)]
+            for qid in delivered
+        }
         recorded = [e.question_id for e in envelopes if tracking.is_recorded(e.question_id)]
         if self.timers is not None:
             # Armed on every publish, a redelivery's too (a create that failed is retried this
@@ -733,11 +782,10 @@ class RunnerService:
             if not republished:
                 metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(pending))
             if recorded == pending:
-                if with_end is None or not self._resumed_and_ended(
-                    with_end, mine, self.ledger.interrupted_write(thread_id, pending)
-                ):
-                    self.ledger.thread_interrupted(thread_id, pending)
+                self._parked(thread_id, pending, deliveries, with_end, mine)
                 logger.info("thread parked", extra={"pending": pending, "delivered": delivered})
+            else:
+                self._mark_delivered(deliveries)
         else:
             output = output_json(result)
             if with_end is None or not self._resumed_and_ended(
@@ -771,14 +819,52 @@ class RunnerService:
             resumed=question.question_id if question is not None else None,
         )
 
-    def _resumed_and_ended(self, question: QuestionRecord, mine: list[Receipt], end: dict[str, Any]) -> bool:
+    def _parked(
+        self,
+        thread_id: str,
+        pending: list[str],
+        deliveries: dict[str, list[str]],
+        with_end: QuestionRecord | None,
+        mine: list[Receipt],
+    ) -> None:
+        """Record the thread parked on ``pending``, its questions delivered (and ``with_end`` resumed).
+
+        One transaction writes them all: the thread is never seen parked without its questions
+        delivered, and a crash before it leaves the message to be redelivered, which republishes
+        under the same ``dedupe_key`` and writes it again. Cancelled (a question no longer
+        ``raised``: a republish, or an answer already given), nothing of it is written and each
+        write is made alone, in the order the redelivery would make them.
+        """
+        end = self.ledger.interrupted_write(thread_id, pending)
+        delivered = [self.ledger.delivered_write(qid, sinks) for qid, sinks in deliveries.items()]
+        if with_end is not None:
+            if self._resumed_and_ended(with_end, mine, end, delivered):
+                return
+        elif self.ledger.parked(end, delivered):
+            return
+        self._mark_delivered(deliveries)
+        self.ledger.thread_interrupted(thread_id, pending)
+
+    def _mark_delivered(self, deliveries: dict[str, list[str]]) -> None:
+        for question_id, sinks in deliveries.items():
+            self.ledger.mark_delivered(question_id, sinks)
+
+    def _resumed_and_ended(
+        self,
+        question: QuestionRecord,
+        mine: list[Receipt],
+        end: dict[str, Any],
+        delivered: list[dict[str, Any]] | None = None,
+    ) -> bool:
         """Record ``question`` resumed with the run's end ``end`` in one transaction, else alone.
 
         ``True`` when the transaction wrote both. ``False`` when DynamoDB cancelled it (nothing
-        written): the question is then recorded on its own here, and the caller writes the end.
+        written): the question is then recorded on its own here, and the caller writes the end
+        (and the questions ``delivered`` would have recorded delivered).
         """
         own = mine[0] if mine else None
-        if self.ledger.resumed_and_ended(question, end, receipt=None if own is None else _receipt_item(own)):
+        receipt = None if own is None else _receipt_item(own)
+        if self.ledger.resumed_and_ended(question, end, receipt=receipt, delivered=delivered or ()):
             metrics.add_metric(name=QUESTIONS_RESUMED, unit=MetricUnit.Count, value=1)
             return True
         self._mark_resumed(question, mine)
@@ -1093,7 +1179,8 @@ def build_runner(
     from wait_service.timers import build_timers
 
     graph = load_graph(
-        settings.graph, checkpointer if checkpointer is not None else make_checkpointer(settings)
+        settings.graph,
+        PrefetchingSaver(checkpointer if checkpointer is not None else make_checkpointer(settings)),
     )
     if settings.checkpointer == "dynamodb":
         from wait_service.checkpoint_dynamodb import refuse_subgraphs

@@ -75,27 +75,27 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
             # -- the runner's start run --
             # ledger UpdateItem: the run record claimed by the message (claim_run), the thread
             #   running (start_if_at_rest)
-            # checkpoints Query: the thread's latest checkpoint (none yet)
+            # checkpoints Query: the thread's latest checkpoint (none yet), read at once with those
             # checkpoints PutItem ×4: the checkpoint, its writes and two payload chunks (durability=exit)
             # policies Query: the function's policy override, if any (read on every question locally;
             #   deployed, cached for 30 s per function)
             # ledger PutItem: the question item (DynamoDbAnnounce, the first sink)
             # wait-created Publish: SnsAnnounce; outbox SendMessage: SqsAnnounce (wait.created)
-            # ledger UpdateItem: the question is delivered
             # timers CreateSchedule ×1: one live schedule per question, for its next due timer (the
             #   first reminder; the second reminder and the expiry are armed as each fires)
-            # ledger UpdateItem: the thread is interrupted, the question pending
+            # ledger TransactWriteItems: the question delivered and the thread interrupted, together
             # -- the runner's resume run --
-            # ledger GetItem: the answer, read from the ledger (the only source of answers)
-            # ledger UpdateItem: the thread is running (resume_if_waiting)
-            # checkpoints Query, GetItem, Query, GetItem: last checkpoint, its chunk, its writes, their chunk
+            # ledger GetItem: the answer, read from the ledger (the only source of answers), at once
+            #   with the ledger UpdateItem: the thread is running (resume_if_waiting)
+            # checkpoints Query, GetItem, Query, GetItem: last checkpoint, its chunk, its writes, their
+            #   chunk (the first read started at once with the two above)
             # checkpoints PutItem ×2: the final checkpoint and its chunk
             # timers DeleteSchedule ×1: the question is decided, its one live schedule goes
             # ledger TransactWriteItems: the question resumed and the thread done, together
-            ("runner", "ledger", "dynamodb.UpdateItem"): 2 + 1 + 1 + 1,
+            ("runner", "ledger", "dynamodb.UpdateItem"): 2 + 1,
             ("runner", "ledger", "dynamodb.PutItem"): 1,
             ("runner", "ledger", "dynamodb.GetItem"): 1,
-            ("runner", "ledger", "dynamodb.TransactWriteItems"): 1,
+            ("runner", "ledger", "dynamodb.TransactWriteItems"): 1 + 1,
             ("runner", "checkpoints", "dynamodb.Query"): 1 + 2,
             ("runner", "checkpoints", "dynamodb.PutItem"): 4 + 2,
             ("runner", "checkpoints", "dynamodb.GetItem"): 2,
@@ -132,7 +132,7 @@ def test_one_question_writes_each_index_as_counted_by_hand(one_question: capacit
     # entry and puts the new one. Both indexes project only the listed attributes (INCLUDE), so a
     # write changing none of them writes no index.
     #   PutItem (raised):                          by-status put             by-thread put
-    #   UpdateItem delivered (open → open):        by-status update          by-thread update
+    #   TransactWriteItems delivered (open → open): by-status update         by-thread update
     #   UpdateItem answered (open → answered):     by-status delete + put    by-thread update
     #   UpdateItem resume enqueued (not listed):   none                      none
     #   TransactWriteItems resumed:                by-status delete + put    by-thread update

@@ -43,7 +43,7 @@ from wait_service.ledger.threads import RUN_STATUSES, DeferredRun, RunStatus, Th
 from wait_service.statuses import ANSWERED, CLOSED, OPEN
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "ANSWERED",
@@ -94,6 +94,7 @@ class Ledger(QuestionStore, ThreadStore, QuestionPaging):
         *,
         actor: str = "runner",
         receipt: Mapping[str, Any] | None = None,
+        delivered: Sequence[Mapping[str, Any]] = (),
     ) -> bool:
         """Record ``question`` resumed and its thread's run ended, both or neither, in one call.
 
@@ -104,13 +105,32 @@ class Ledger(QuestionStore, ThreadStore, QuestionPaging):
         (a condition failed: a duplicate resume, a run accepted meanwhile, deferred runs; or a
         conflicting write): nothing was written, and the caller records both with
         :meth:`mark_resumed` and the thread's own write. A transaction costs twice the write units
-        of the two items written alone.
+        of the two items written alone. ``delivered``: the run parked on new questions, recorded
+        delivered in the same transaction (see :meth:`parked`).
         """
-        # The two requests are built as the single-item writes' own (typed as plain dicts).
-        items: Any = [
-            {"Update": self.resumed_write(question, actor=actor, receipt=receipt)},
-            {"Update": dict(end)},
-        ]
+        return self.together([self.resumed_write(question, actor=actor, receipt=receipt), *delivered, end])
+
+    def parked(self, end: Mapping[str, Any], delivered: Sequence[Mapping[str, Any]] = ()) -> bool:
+        """Record the thread parked and its new questions delivered, all or nothing, in one call.
+
+        ``end`` is :meth:`~ThreadStore.interrupted_write`; ``delivered`` the
+        :meth:`~QuestionStore.delivered_write` of each question every sink took. ``False`` when
+        DynamoDB cancelled the transaction (a question no longer ``raised``: a republished one
+        already delivered, or one answered meanwhile): nothing was written, and the caller writes
+        them one by one, as :meth:`resumed_and_ended` leaves it to.
+        """
+        return self.together([*delivered, end])
+
+    def together(self, updates: Sequence[Mapping[str, Any]]) -> bool:
+        """Send conditional ``UpdateItem`` requests as one ``TransactWriteItems``, all or none.
+
+        ``False`` when DynamoDB cancelled it (a condition failed, or a conflicting write): nothing
+        was written. A single request goes alone (a transaction would bill it twice).
+        """
+        if len(updates) == 1:
+            return self._update_if(**updates[0])
+        # The requests are built as the single-item writes' own (typed as plain dicts).
+        items: Any = [{"Update": dict(update)} for update in updates]
         try:
             self._client.transact_write_items(TransactItems=items)
         except ClientError as exc:

@@ -545,8 +545,18 @@ class QuestionStore(LedgerTable):
 
     def mark_delivered(self, question_id: str, sinks: Iterable[str] = (), *, actor: str = "runner") -> bool:
         """``raised → delivered`` once every sink took the envelope; one lifecycle entry per sink."""
+        return self._update_if(**self.delivered_write(question_id, sinks, actor=actor))
+
+    def delivered_write(
+        self, question_id: str, sinks: Iterable[str] = (), *, actor: str = "runner"
+    ) -> dict[str, Any]:
+        """The conditional ``UpdateItem`` of :meth:`mark_delivered`, as a request not yet sent.
+
+        The runner sends it in the same transaction as the write recording the thread parked
+        (:meth:`Ledger.parked`): one round trip instead of two.
+        """
         details: list[JsonValue] = list(sinks) or [None]
-        return self._move(question_id, "delivered", actor=actor, details=details)
+        return self._move_request(question_id, "delivered", actor=actor, details=details)
 
     # -- after it was decided ----------------------------------------------------------------
 
@@ -660,16 +670,6 @@ class QuestionStore(LedgerTable):
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
-
-    def _update_if(self, **request: Any) -> bool:
-        """One conditional ``UpdateItem``; ``False`` when its condition does not hold."""
-        try:
-            self._client.update_item(**request)
-        except ClientError as exc:
-            if condition_failed(exc):
-                return False
-            raise
-        return True
 
     def _move(
         self,

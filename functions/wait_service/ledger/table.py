@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
+
 from agent_wait.aws.dynamodb import MAX_STATUS_SHARDS, STATUS_SHARDS
-from wait_service.ledger.attributes import Clock, utcnow
+from wait_service.ledger.attributes import Clock, condition_failed, utcnow
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -93,3 +95,13 @@ class LedgerTable:
         )
         item = response.get("Item")
         return dict(item) if item else None
+
+    def _update_if(self, **request: Any) -> bool:
+        """One conditional ``UpdateItem``; ``False`` when its condition does not hold."""
+        try:
+            self._client.update_item(**request)
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True

@@ -377,6 +377,29 @@ class ThreadStore(LedgerTable):
             condition_values={":interrupted": {"S": "interrupted"}, ":qid": {"S": question_id}},
         )
 
+    def waiting_again(self, thread_id: str, question_id: str) -> bool:
+        """Undo :meth:`resume_if_waiting` for a resume refused once the question was read.
+
+        The runner marks the thread running while it reads the question (one round trip for
+        both); when the question turns out not to be one to resume with (no answer yet, an
+        async question, another thread's), the thread is parked on it as before. ``pending`` was
+        never changed; ``started_at`` keeps the refused attempt's time. ``False`` when the thread
+        is no longer running with the question pending (nothing is written).
+        """
+        return self._update_if(
+            TableName=self.table_name,
+            Key={"dedupe_key": {"S": thread_key(thread_id)}},
+            UpdateExpression="SET #rs = :interrupted, #u = :now",
+            ConditionExpression="#rs = :running AND contains(#pending, :qid)",
+            ExpressionAttributeNames={"#rs": "run_status", "#u": "updated_at", "#pending": "pending"},
+            ExpressionAttributeValues={
+                ":interrupted": {"S": "interrupted"},
+                ":running": {"S": "running"},
+                ":qid": {"S": question_id},
+                ":now": {"S": iso(self._clock())},
+            },
+        )
+
     def _running(
         self,
         thread_id: str,

@@ -12,6 +12,7 @@ done with the answer recorded applied; its question and its end are written toge
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -50,14 +51,25 @@ def throttled(operation: str) -> ClientError:
 class Faults:
     """Numbers every write; fails the ``fail_at``-th (once), or every write ``always`` names."""
 
-    def __init__(self, fail_at: int | None = None, always: str | None = None) -> None:
+    def __init__(
+        self, fail_at: int | None = None, always: str | None = None, once: str | None = None
+    ) -> None:
         self.fail_at = fail_at
         self.always = always
+        # Fails the first call whose name starts with `once`, and no other.
+        self.once = once
         self.writes: list[str] = []
+        # The runner makes some calls at once (from its worker thread): number them one by one.
+        self._lock = threading.Lock()
 
     def hit(self, name: str) -> None:
-        self.writes.append(name)
-        if len(self.writes) == self.fail_at or name == self.always:
+        with self._lock:
+            self.writes.append(name)
+            number = len(self.writes)
+            first = self.once is not None and name.startswith(self.once)
+            if first:
+                self.once = None
+        if number == self.fail_at or name == self.always or first:
             raise throttled(name)
 
     def watch(self, client: Any, service: str) -> Any:
@@ -315,9 +327,9 @@ def test_a_failure_at_each_call_of_a_resumes_last_attempt_marks_its_question_res
         runner_with(aws, clock, faults, saver).run(message, receive_count=MAX_RECEIVE_COUNT).status == "done"
     )
     calls = faults.writes
-    # (the resume's own checks come first: the question's read, then the thread marked running)
-    assert calls[0].startswith("dynamodb:GetItem:"), calls
-    assert calls[1].startswith("dynamodb:UpdateItem:"), calls
+    # (the resume's own checks come first, made at once: the question's read and the thread
+    # marked running)
+    assert sorted(call.split(":")[1] for call in calls[:2]) == ["GetItem", "UpdateItem"], calls
 
     for index, call in enumerate(calls, start=1):
         # When that one call fails on the message's last receive
@@ -341,3 +353,162 @@ def test_a_failure_at_each_call_of_a_resumes_last_attempt_marks_its_question_res
         else:
             assert (outcome, question.status, thread.run_status) == ("dlq", "resume_failed", "failed"), call
             assert thread.error and "ThrottlingException" in thread.error
+
+
+# -- writes made together or at once ---------------------------------------------------------------
+
+
+def test_a_park_records_its_questions_delivered_with_the_thread_parked_or_neither(
+    aws: Aws, clock: FakeClock
+) -> None:
+    # Given a park whose last ledger write (the thread parked, its question delivered) fails once
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb)
+    ledger.queue_thread("t-fold", "01FOLD")
+    faults = Faults(once="dynamodb:TransactWriteItems:")
+    runner = runner_with(aws, clock, faults)
+    message = StartMessage(thread_id="t-fold", input=REFUND, run_id="01FOLD")
+
+    # When the start runs
+    with pytest.raises(ClientError):
+        runner.run(message, receive_count=1)
+
+    # Then it was one write for both, and neither half is written: the question is in the ledger
+    # (answerable) but not delivered, the thread is retrying, not parked
+    recorded = faults.writes.index(f"dynamodb:PutItem:{aws.resources.ledger_table}")
+    after = [w for w in faults.writes[recorded + 1 :] if w.startswith("dynamodb:")]
+    assert after[0].startswith("dynamodb:TransactWriteItems:"), faults.writes
+    [question] = ledger.list_questions(thread_id="t-fold").items
+    assert question.status == "raised"
+    assert ledger.get_thread("t-fold").run_status == "retrying"
+
+    # When the inbox redelivers the start
+    outcome = runner.run(message, receive_count=2)
+
+    # Then one question stands, delivered once per sink, the thread parked on it; every
+    # announcement of it carries the same dedupe_key (the outbox and topic deduplicate)
+    assert outcome.pending == [question.question_id] == ledger.get_thread("t-fold").pending
+    stored = ledger.get_question(question.question_id)
+    assert stored.status == "delivered"
+    assert [s.get("detail") for s in stored.lifecycle if s["stage"] == "delivered"] == [
+        "dynamodb",
+        "sns",
+        "sqs",
+    ]
+    assert {e["dedupe_key"] for e in aws.outbox()} == {f"wait.created:{question.question_id}"}
+    assert len(ledger.list_questions(thread_id="t-fold").items) == 1
+
+
+def test_a_question_answered_before_the_park_is_recorded_still_parks_the_thread_and_resumes(
+    aws: Aws, clock: FakeClock
+) -> None:
+    from agent_wait.langgraph import publish_interrupts
+
+    # Given a person who answers the question between its announcement and the park's write
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
+    ledger.queue_thread("t-quick", "01QUICK")
+    saver = FailingSaver(Faults())
+    runner = runner_with(aws, clock, Faults(), saver)
+
+    def answered_at_once(result: Any, thread_id: str, announce: Any, **kwargs: Any) -> Any:
+        envelopes = publish_interrupts(result, thread_id, announce, **kwargs)
+        for envelope in envelopes:
+            assert (
+                ledger.record_answer(envelope.question_id, {"action": "approve"}, answered_by="ann") is None
+            )
+        return envelopes
+
+    runner.publish = answered_at_once
+
+    # When the start parks: the transaction is cancelled (the question is no longer raised)
+    [question_id] = runner.run(StartMessage(thread_id="t-quick", input=REFUND, run_id="01QUICK")).pending
+
+    # Then the writes are made one by one: the answer stands, the thread is parked on it
+    assert ledger.get_question(question_id).status == "answered"
+    thread = ledger.get_thread("t-quick")
+    assert (thread.run_status, thread.pending) == ("interrupted", [question_id])
+
+    # and its resume applies the answer once
+    resumed = runner_with(aws, clock, Faults(), saver).run(
+        ResumeMessage(thread_id="t-quick", question_id=question_id)
+    )
+    assert resumed.status == ledger.get_thread("t-quick").run_status == "done"
+    assert ledger.get_question(question_id).status == "resumed"
+
+
+@pytest.mark.parametrize("call", ["dynamodb:GetItem:", "dynamodb:UpdateItem:"])
+def test_a_failure_of_either_call_made_at_once_before_a_resume_is_retried_and_resumes_once(
+    aws: Aws, clock: FakeClock, call: str
+) -> None:
+    # Given an answered question, and one of the resume's first two calls (the question read and
+    # the thread marked running, made at once) failing once: the other may have been made
+    saver = FailingSaver(Faults())
+    thread_id = f"t-once-{call.split(':')[1]}"
+    question_id = parked_and_answered(aws, clock, thread_id, saver)
+    faults = CallFaults(once=call)
+    runner = runner_with(aws, clock, faults, saver)
+    message = ResumeMessage(thread_id=thread_id, question_id=question_id)
+
+    # When the inbox delivers the resume until it is consumed
+    outcomes = deliver_until_done(runner, message)
+
+    # Then the first attempt failed on that call, the redelivery ran the answer once
+    assert outcomes == ["ClientError", "done"], (faults.writes, outcomes)
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb)
+    assert ledger.get_thread(thread_id).run_status == "done"
+    question = ledger.get_question(question_id)
+    assert question.status == "resumed"
+    assert [s["stage"] for s in question.lifecycle].count("resumed") == 1
+    # and a duplicate of the message changes nothing
+    assert runner.run(message, receive_count=1).status == "refused"
+
+
+def test_a_resume_refused_once_its_question_is_read_parks_the_thread_on_it_again(
+    aws: Aws, clock: FakeClock
+) -> None:
+    # Given a thread parked on a question nobody answered, and a resume message naming it (written
+    # by hand: the dispatcher only sends one for a decided question)
+    saver = FailingSaver(Faults())
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
+    ledger.queue_thread("t-early", "01EARLY")
+    runner = runner_with(aws, clock, Faults(), saver)
+    [question_id] = runner.run(StartMessage(thread_id="t-early", input=REFUND, run_id="01EARLY")).pending
+    message = ResumeMessage(thread_id="t-early", question_id=question_id)
+
+    # When it runs: the thread was marked running in the same round trip as the question's read
+    assert runner.run(message).status == "refused"
+
+    # Then the thread is parked on the question again, and the question's answer still resumes it
+    thread = ledger.get_thread("t-early")
+    assert (thread.run_status, thread.pending) == ("interrupted", [question_id])
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    assert runner.run(message).status == "done"
+    assert ledger.get_question(question_id).status == "resumed"
+
+
+def test_a_failure_parking_the_thread_again_after_a_refused_resume_loses_no_answer(
+    aws: Aws, clock: FakeClock
+) -> None:
+    # Given the same refused resume, and the write parking the thread again failing (throttled)
+    saver = FailingSaver(Faults())
+    ledger = Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
+    ledger.queue_thread("t-undo", "01UNDO")
+    [question_id] = (
+        runner_with(aws, clock, Faults(), saver)
+        .run(StartMessage(thread_id="t-undo", input=REFUND, run_id="01UNDO"))
+        .pending
+    )
+    faults = Faults()
+    runner = runner_with(aws, clock, faults, saver)
+    message = ResumeMessage(thread_id="t-undo", question_id=question_id)
+    faults.fail_at = 2  # the mark running is the first write, the thread parked again the second
+
+    # When it runs and is redelivered: the failure is retried, the redelivery refused
+    assert deliver_until_done(runner, message) == ["ClientError", "refused"]
+
+    # Then nothing was run or lost: the question is still open and its answer resumes the thread once
+    assert ledger.get_question(question_id).status == "delivered"
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    assert runner.run(message).status == "done"
+    assert ledger.get_thread("t-undo").run_status == "done"
+    question = ledger.get_question(question_id)
+    assert (question.status, [s["stage"] for s in question.lifecycle].count("resumed")) == ("resumed", 1)

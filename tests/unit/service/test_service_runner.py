@@ -600,7 +600,14 @@ def test_a_run_ending_after_a_later_run_was_accepted_leaves_the_thread_queued(le
 def ledger_writes(runner: RunnerService, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the ledger's resume and run-end writes the runner makes, in order, from now on."""
     writes: list[str] = []
-    for name in ("resumed_and_ended", "mark_resumed", "thread_done", "thread_interrupted"):
+    for name in (
+        "resumed_and_ended",
+        "mark_resumed",
+        "thread_done",
+        "thread_interrupted",
+        "parked",
+        "mark_delivered",
+    ):
         original = getattr(runner.ledger, name)
         monkeypatch.setattr(
             runner.ledger, name, lambda *a, _n=name, _o=original, **k: (writes.append(_n), _o(*a, **k))[1]
@@ -695,7 +702,7 @@ def test_a_run_deferred_behind_the_resume_takes_the_separate_writes_and_starts(
 
     # Then the question and the end are written apart, in order, and the deferred run starts;
     # its own park has no question to resume
-    assert writes == ["resumed_and_ended", "mark_resumed", "thread_done", "thread_interrupted"]
+    assert writes == ["resumed_and_ended", "mark_resumed", "thread_done", "parked"]
     assert ledger.get_question(question_id).status == "resumed"
     assert metric("QuestionsResumed") == 1
 
@@ -827,3 +834,34 @@ def test_the_resumed_calls_receipt_is_kept_in_the_resumed_write(
     stored = ledger.get_question(question_id)
     assert stored.status == "resumed"
     assert stored.receipt is not None and stored.receipt["ran"] is True
+
+
+def test_a_resume_reads_its_question_and_marks_its_thread_running_at_once(
+    aws: Aws, clock: FakeClock, ledger: Ledger
+) -> None:
+    """One round trip for both: each call waits (bounded) until the other is in flight too."""
+    import threading
+
+    runner = build_runner(aws.settings, dynamodb=aws.dynamodb, checkpointer=InMemorySaver(), clock=clock)
+    question_id = park(runner)
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    both = threading.Barrier(2, timeout=10)
+    seen: list[str] = []
+
+    def meet(params: dict[str, Any], _op: str, **_: Any) -> None:
+        key = params.get("Key", {}).get("dedupe_key", {}).get("S", "")
+        if key.startswith(("wait.created:", "thread:")) and len(seen) < 2:
+            seen.append(_op)
+            both.wait()  # on the old code (one call after the other) this breaks after 10 s
+
+    for operation in ("GetItem", "UpdateItem"):
+        aws.dynamodb.meta.events.register(
+            f"provide-client-params.dynamodb.{operation}",
+            lambda params, _op=operation, **k: meet(params, _op),
+        )
+    try:
+        outcome = runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
+    finally:
+        both.abort()
+    assert sorted(seen[:2]) == ["GetItem", "UpdateItem"]
+    assert outcome.status == "done"

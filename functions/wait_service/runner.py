@@ -89,7 +89,14 @@ _UNSET: Any = object()
 
 
 class Graph(Protocol):
-    """What the runner needs of a compiled graph."""
+    """What the runner needs of a compiled graph: the seam every hosted framework speaks.
+
+    A LangGraph graph is one as is; an agent of another framework is adapted to it
+    (``wait_service.hosted_pydantic_ai``): ``invoke`` takes a start's input or a
+    ``Command(resume={question_id: answer})`` and returns ``{"__interrupt__": [Interrupt]}`` when
+    the thread parks, and ``get_state`` gives the ``interrupts``, ``values`` and ``metadata`` the
+    thread holds.
+    """
 
     def invoke(self, input: Any, config: Any, *, durability: Durability | None = None) -> Any: ...
 
@@ -1091,7 +1098,13 @@ def build_runner(
     from wait_service.timers import build_timers
 
     graph = load_graph(
-        settings.graph, checkpointer if checkpointer is not None else make_checkpointer(settings)
+        settings.graph,
+        # A LangGraph graph's checkpointer; an agent of another framework keeps its state in the store.
+        checkpointer
+        if checkpointer is not None or settings.framework == "pydantic_ai"
+        else make_checkpointer(settings),
+        framework=settings.framework,
+        store=_agent_state_store(settings, dynamodb),
     )
     if settings.checkpointer == "dynamodb":
         from wait_service.checkpoint_dynamodb import refuse_subgraphs
@@ -1112,6 +1125,15 @@ def build_runner(
         durability=settings.durability,
         policies=build_policy_overrides(settings, ledger, dynamodb=dynamodb),
     )
+
+
+def _agent_state_store(settings: Settings, dynamodb: DynamoDBClient | None) -> Any:
+    """Where an agent of another framework than LangGraph keeps its threads (the checkpoint table)."""
+    if settings.framework == "langgraph" or not settings.checkpoint_table:
+        return None
+    from wait_service.agent_state import AgentStateStore
+
+    return AgentStateStore(settings.checkpoint_table, dynamodb, ttl_seconds=settings.checkpoint_ttl_seconds)
 
 
 def build_policy_overrides(

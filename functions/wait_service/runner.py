@@ -1095,6 +1095,7 @@ def build_runner(
     """
     from wait_service.checkpointer import make_checkpointer
     from wait_service.graph import load_graph
+    from wait_service.settings import SettingsError
     from wait_service.timers import build_timers
 
     graph = load_graph(
@@ -1106,6 +1107,11 @@ def build_runner(
         framework=settings.framework,
         store=_agent_state_store(settings, dynamodb),
     )
+    if settings.checkpointer == "dynamodb" and not hasattr(graph, "builder"):
+        raise SettingsError(
+            f"AGENT_WAIT_CHECKPOINTER=dynamodb is a LangGraph checkpointer; {settings.graph} is not a "
+            "LangGraph graph: keep AGENT_WAIT_CHECKPOINTER=aws (its table keeps the agent's state)"
+        )
     if settings.checkpointer == "dynamodb":
         from wait_service.checkpoint_dynamodb import refuse_subgraphs
 

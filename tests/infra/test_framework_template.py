@@ -1,0 +1,60 @@
+"""A Pydantic AI agent deployed (context ``framework=pydantic_ai``, ``agent=module:attr``).
+
+The options variant of the infra tests synthesizes it (cdk-nag and cfn-lint run on it with the
+others): the runner is told the framework, its graph layer carries the framework's package, and
+the api checks a start's input against the hosted agent's schema (a prompt).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from infra.config import StackConfig
+from infra.functions import agent_framework
+from infra.requirements import layer_requirements
+
+if TYPE_CHECKING:
+    from conftest import Synth
+
+
+def _runner(synth: Synth) -> dict[str, Any]:
+    runner_id = synth.stack.get_logical_id(synth.stack.runner.function.node.default_child)  # type: ignore[arg-type]
+    return synth.template_json["Resources"][runner_id]["Properties"]
+
+
+def test_the_runner_hosts_the_agent_with_its_framework(options_synth: Synth) -> None:
+    env = _runner(options_synth)["Environment"]["Variables"]
+    assert (env["AGENT_WAIT_GRAPH"], env["AGENT_WAIT_FRAMEWORK"]) == (
+        "examples.pydantic_ai_agent:agent",
+        "pydantic_ai",
+    )
+    assert env["AGENT_WAIT_CHECKPOINTER"] == "aws"
+
+
+def test_the_graph_layer_carries_the_frameworks_package(options_synth: Synth, default_synth: Synth) -> None:
+    def graph_layer(synth: Synth) -> str:
+        layers = synth.resources("AWS::Lambda::LayerVersion").values()
+        [description] = [
+            layer["Properties"]["Description"]
+            for layer in layers
+            if layer["Properties"]["Description"].startswith("agent-wait graph dependencies")
+        ]
+        return str(description)
+
+    pin = next(line for line in layer_requirements("graph", framework="pydantic_ai") if "pydantic-ai" in line)
+    assert pin.startswith("pydantic-ai-slim==")
+    assert pin in graph_layer(options_synth)
+    assert "pydantic-ai" not in graph_layer(default_synth)
+
+
+def test_the_api_checks_a_start_against_the_agents_input(options_synth: Synth) -> None:
+    schemas = list(options_synth.outdir.glob("asset.*/graph_input/graph_input_schema.json"))
+    found = [json.loads(path.read_text()) for path in schemas]
+    assert any(schema and "prompt" in schema.get("properties", {}) for schema in found), found
+
+
+def test_the_framework_is_detected_when_the_context_names_none() -> None:
+    detected = StackConfig.from_context({"agent": "examples.pydantic_ai_agent:agent"}.get)
+    assert (detected.framework, agent_framework(detected)) == (None, "pydantic_ai")
+    assert agent_framework(StackConfig.from_context({}.get)) == "langgraph"

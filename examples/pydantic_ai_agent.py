@@ -72,18 +72,21 @@ REFUNDS = RefundLedger()
 
 
 def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """A fake model: one tool call for the latest prompt, then one line about what the tool returned."""
+    """A fake model: the tool calls the latest prompt asks for, then one line on what they returned."""
     last = messages[-1]
     returned = [part for part in last.parts if isinstance(part, ToolReturnPart)]
     if returned:
-        return ModelResponse(
-            parts=[TextPart(f"{returned[-1].tool_name}: {returned[-1].model_response_str()}")]
-        )
+        said = "; ".join(f"{part.tool_name}: {part.model_response_str()}" for part in returned)
+        return ModelResponse(parts=[TextPart(said)])
     prompts = [part.content for part in last.parts if isinstance(part, UserPromptPart)]
     prompt = str(prompts[-1]) if prompts else ""
-    if match := _REFUND.search(prompt):
-        args: dict[str, Any] = {"customer": match.group(2), "amount": int(match.group(1))}
-        return ModelResponse(parts=[ToolCallPart(tool_name="issue_refund", args=args)])
+    # One call per refund asked for: "refund 40 to c-a and refund 5 to c-b" defers two calls at once.
+    refunds = [
+        ToolCallPart(tool_name="issue_refund", args={"customer": customer, "amount": int(amount)})
+        for amount, customer in _REFUND.findall(prompt)
+    ]
+    if refunds:
+        return ModelResponse(parts=list(refunds))
     if match := _DELETE.search(prompt):
         return ModelResponse(parts=[ToolCallPart(tool_name="delete_note", args={"note": match.group(1)})])
     return ModelResponse(parts=[TextPart(f"nothing to do for: {prompt}")])

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def _runner(synth: Synth) -> dict[str, Any]:
-    runner_id = synth.stack.get_logical_id(synth.stack.runner.function.node.default_child)  # type: ignore[arg-type]
+    runner_id = synth.stack.get_logical_id(synth.stack.runner.function.node.default_child)
     return synth.template_json["Resources"][runner_id]["Properties"]
 
 
@@ -55,6 +55,8 @@ def test_the_api_checks_a_start_against_the_agents_input(options_synth: Synth) -
 
 
 def test_the_framework_is_detected_when_the_context_names_none() -> None:
-    detected = StackConfig.from_context({"agent": "examples.pydantic_ai_agent:agent"}.get)
+    context: dict[str, Any] = {"agent": "examples.pydantic_ai_agent:agent"}
+    detected = StackConfig.from_context(context.get)
     assert (detected.framework, agent_framework(detected)) == (None, "pydantic_ai")
-    assert agent_framework(StackConfig.from_context({}.get)) == "langgraph"
+    empty: dict[str, Any] = {}
+    assert agent_framework(StackConfig.from_context(empty.get)) == "langgraph"

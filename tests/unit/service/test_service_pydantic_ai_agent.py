@@ -46,8 +46,11 @@ class Faults:
             def hook(params: dict[str, Any], _op: str = operation, **_: Any) -> None:
                 self.writes.append(f"{_op}:{params.get('TableName', '')}")
                 if len(self.writes) == self.fail_at:
-                    error = {"Code": "ThrottlingException", "Message": "Rate exceeded"}
-                    raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, _op)
+                    response: Any = {
+                        "Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
+                        "ResponseMetadata": {"HTTPStatusCode": 400},
+                    }
+                    raise ClientError(response, _op)
 
             client.meta.events.register(f"provide-client-params.dynamodb.{operation}", hook)
         return client
@@ -86,7 +89,7 @@ def output(ledger: Ledger, thread_id: str) -> str:
 
 def deliver(runner: RunnerService, message: StartMessage | ResumeMessage) -> list[str]:
     """Deliver ``message`` as the inbox does, up to ``maxReceiveCount`` times; the outcomes."""
-    outcomes = []
+    outcomes: list[str] = []
     for attempt in range(1, MAX_RECEIVE_COUNT + 1):
         try:
             outcomes.append(runner.run(message, receive_count=attempt).status)
@@ -178,6 +181,27 @@ def test_an_answer_of_the_wrong_shape_is_422_naming_the_field(
     with pytest.raises(AnswerInvalidError) as refused:
         Policy.model_validate(record.policy).check_answer({"action": "maybe"}, record.question)
     assert refused.value.field == "answer.action"
+
+
+def test_two_calls_deferred_at_once_resume_together_once_both_are_decided(
+    runner: RunnerService, ledger: Ledger
+) -> None:
+    first, second = ask(runner, "p-two", "refund 40 to c-a2 and refund 5 to c-b2")
+
+    # The second decided first: the thread keeps waiting on the first, nothing runs
+    ledger.record_answer(second, {"action": "reject", "reason": "not this one"}, answered_by="bob")
+    waiting = runner.run(ResumeMessage(thread_id="p-two", question_id=second))
+    assert (waiting.status, waiting.pending) == ("interrupted", [first])
+    assert ledger.get_thread("p-two").pending == [first]
+    assert REFUNDS.paid("c-a2") == []
+
+    ledger.record_answer(first, {"action": "approve"}, answered_by="ann")
+    done = runner.run(ResumeMessage(thread_id="p-two", question_id=first))
+
+    assert done.status == "done"
+    assert (REFUNDS.paid("c-a2"), REFUNDS.paid("c-b2")) == ([40], [])
+    assert [ledger.get_question(q).status for q in (first, second)] == ["resumed", "resumed"]
+    assert "not this one" in output(ledger, "p-two")
 
 
 def test_a_second_run_on_the_thread_goes_on_with_its_history(runner: RunnerService, ledger: Ledger) -> None:

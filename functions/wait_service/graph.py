@@ -1,8 +1,10 @@
 """Load the agent the runner runs from ``AGENT_WAIT_GRAPH=module:attribute``.
 
-``AGENT_WAIT_FRAMEWORK`` names its framework (``langgraph``, ``pydantic_ai``); unset, it is
-detected from the attribute. A Pydantic AI ``Agent`` is hosted by
-:class:`wait_service.hosted_pydantic_ai.PydanticAIGraph`, its state in the checkpoint table.
+``AGENT_WAIT_FRAMEWORK`` names its framework (``langgraph``, ``pydantic_ai``, ``strands``); unset,
+it is detected from the attribute. A Pydantic AI ``Agent`` is hosted by
+:class:`wait_service.hosted_pydantic_ai.PydanticAIGraph`, its state in the checkpoint table; a
+factory ``build_agent(session_manager=...)`` of a Strands ``Agent`` by
+:class:`wait_service.hosted_strands.StrandsGraph`, its session in the checkpoint bucket.
 
 For LangGraph, the attribute may be a factory taking ``checkpointer=`` and returning a compiled graph (the
 recommended form: the deployment chooses the checkpointer) or a ``StateGraph`` to compile with the
@@ -13,10 +15,13 @@ re-compiled onto the deployment's checkpointer, and without it a parked thread c
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     from wait_service.agent_state import AgentStateStore
@@ -24,7 +29,7 @@ if TYPE_CHECKING:
 VARIABLE = "AGENT_WAIT_GRAPH"
 FRAMEWORK_VARIABLE = "AGENT_WAIT_FRAMEWORK"
 # The frameworks the runner hosts.
-FRAMEWORKS: tuple[str, ...] = ("langgraph", "pydantic_ai")
+FRAMEWORKS: tuple[str, ...] = ("langgraph", "pydantic_ai", "strands")
 
 
 class GraphLoadError(RuntimeError):
@@ -42,6 +47,15 @@ def detect_framework(target: Any) -> str:
     pydantic_ai = sys.modules.get("pydantic_ai")
     if pydantic_ai is not None and isinstance(target, pydantic_ai.Agent):
         return "pydantic_ai"
+    strands = sys.modules.get("strands")
+    if strands is not None and isinstance(target, strands.Agent):
+        return "strands"
+    if callable(target) and not isinstance(target, type):
+        try:
+            if "session_manager" in inspect.signature(target).parameters:
+                return "strands"
+        except (TypeError, ValueError):
+            pass
     return "langgraph"
 
 
@@ -51,11 +65,13 @@ def load_graph(
     *,
     framework: str | None = None,
     store: AgentStateStore | None = None,
+    sessions: Callable[[str], Any] | None = None,
 ) -> Any:
     """Import ``module:attribute`` and turn it into what the runner invokes.
 
     ``framework`` (``None``: detected) decides how: a LangGraph graph is compiled with
-    ``checkpointer``; a Pydantic AI agent is hosted with ``store`` (``None``: schema only).
+    ``checkpointer``; a Pydantic AI agent is hosted with ``store``, a Strands agent factory with
+    ``sessions`` (a thread id's session manager); ``None``: to read the input schema only.
 
     Raises
     ------
@@ -86,7 +102,10 @@ def load_graph(
 
     found = detect_framework(target)
     if framework is not None and framework != found:
-        what = "a pydantic_ai.Agent" if framework == "pydantic_ai" else "a LangGraph graph or factory"
+        what = {
+            "pydantic_ai": "a pydantic_ai.Agent",
+            "strands": "a factory taking session_manager= and returning a strands.Agent",
+        }.get(framework, "a LangGraph graph or factory")
         raise GraphLoadError(
             f"{VARIABLE}={spec!r} is a {type(target).__name__}, not {what} "
             f"({FRAMEWORK_VARIABLE}={framework}): name the agent's object, or the framework it is written in"
@@ -95,6 +114,15 @@ def load_graph(
         from wait_service.hosted_pydantic_ai import PydanticAIGraph
 
         return PydanticAIGraph(target, store)
+    if found == "strands":
+        if not callable(target) or type(target).__module__.startswith("strands"):
+            raise GraphLoadError(
+                f"{VARIABLE}={spec!r} is a strands.Agent: export a factory taking session_manager= "
+                "instead (each thread's agent is built with its own session)"
+            )
+        from wait_service.hosted_strands import StrandsGraph
+
+        return StrandsGraph(target, sessions)
     if isinstance(target, StateGraph):
         return target.compile(checkpointer=checkpointer)
     if isinstance(target, Pregel):

@@ -1102,11 +1102,17 @@ def build_runner(
         settings.graph,
         # A LangGraph graph's checkpointer; an agent of another framework keeps its state in the store.
         checkpointer
-        if checkpointer is not None or settings.framework == "pydantic_ai"
+        if checkpointer is not None or settings.framework in ("pydantic_ai", "strands")
         else make_checkpointer(settings),
         framework=settings.framework,
         store=_agent_state_store(settings, dynamodb),
+        sessions=_strands_sessions(settings),
     )
+    if getattr(graph, "framework", None) == "strands" and graph.sessions is None:
+        raise SettingsError(
+            f"{settings.graph} is a Strands agent: its sessions live in the checkpoint bucket, and "
+            "AGENT_WAIT_CHECKPOINT_BUCKET is not set (context checkpoint_bucket=true)"
+        )
     if settings.checkpointer == "dynamodb" and not hasattr(graph, "builder"):
         raise SettingsError(
             f"AGENT_WAIT_CHECKPOINTER=dynamodb is a LangGraph checkpointer; {settings.graph} is not a "
@@ -1140,6 +1146,17 @@ def _agent_state_store(settings: Settings, dynamodb: DynamoDBClient | None) -> A
     from wait_service.agent_state import AgentStateStore
 
     return AgentStateStore(settings.checkpoint_table, dynamodb, ttl_seconds=settings.checkpoint_ttl_seconds)
+
+
+def _strands_sessions(settings: Settings) -> Callable[[str], Any] | None:
+    """Where a Strands agent keeps each thread's session: the checkpoint bucket, when there is one."""
+    if settings.framework not in (None, "strands") or not settings.checkpoint_bucket:
+        return None
+    import boto3
+
+    from wait_service.hosted_strands import S3Sessions
+
+    return S3Sessions(settings.checkpoint_bucket, boto3.DEFAULT_SESSION)
 
 
 def build_policy_overrides(

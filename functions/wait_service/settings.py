@@ -103,7 +103,7 @@ class Settings(BaseModel):
     outbox_url: str | None = None
     graph: str = DEFAULT_GRAPH
     # The graph's framework (wait_service.graph.FRAMEWORKS); unset: detected from the object.
-    framework: Literal["langgraph", "pydantic_ai"] | None = None
+    framework: Literal["langgraph", "pydantic_ai", "strands"] | None = None
     checkpointer: Literal["aws", "dynamodb"] = "aws"
     checkpoint_table: str | None = None
     checkpoint_writes_table: str | None = None

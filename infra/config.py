@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 AuthMode = Literal["iam", "jwt"]
 Checkpointer = Literal["aws", "dynamodb"]
 # The agent frameworks the runner hosts (wait_service.graph.FRAMEWORKS).
-FRAMEWORKS: tuple[str, ...] = ("langgraph", "pydantic_ai")
+FRAMEWORKS: tuple[str, ...] = ("langgraph", "pydantic_ai", "strands")
 
 _SNS_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)?$")
 _GRAPH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -217,8 +217,8 @@ class StackConfig:
     graph
         ``module:attribute`` of the graph the runner runs (context ``graph``, or ``agent``).
     framework
-        The agent's framework, ``langgraph`` or ``pydantic_ai`` (context ``framework``); ``None``:
-        detected from the object ``graph`` names.
+        The agent's framework, ``langgraph``, ``pydantic_ai`` or ``strands`` (context
+        ``framework``); ``None``: detected from the object ``graph`` names.
     agent
         ``module:attribute`` of the agent (context ``agent``): another name for ``graph``, for
         agents that are not graphs; set one of the two.
@@ -546,6 +546,12 @@ class StackConfig:
             raise ConfigError(
                 "context allowed_accounts needs auth=iam: the API's resource policy admits SigV4 callers "
                 "of those accounts, and a Cognito authorizer has no account"
+            )
+        if config.framework == "strands" and not config.checkpoint_bucket:
+            raise ConfigError(
+                "context framework=strands keeps each thread's session in the checkpoint bucket, and "
+                "checkpoint_bucket is false",
+                fix="set checkpoint_bucket=true (or unset it)",
             )
         if config.checkpoint_bucket and config.checkpointer != "aws":
             raise ConfigError(

@@ -60,7 +60,10 @@ CORE_PACKAGES: tuple[str, ...] = (
 GRAPH_PACKAGES: tuple[str, ...] = ("langgraph", "langgraph-checkpoint-aws")
 # The agent framework's own packages, added to the graph layer when the stack hosts one (context
 # ``framework``); LangGraph's are always there (the runner itself imports LangGraph).
-FRAMEWORK_PACKAGES: dict[str, tuple[str, ...]] = {"pydantic_ai": ("pydantic-ai-slim",)}
+FRAMEWORK_PACKAGES: dict[str, tuple[str, ...]] = {
+    "pydantic_ai": ("pydantic-ai-slim",),
+    "strands": ("strands-agents",),
+}
 
 # botocore's service models kept in the layers: the services the deployment calls (the functions,
 # the announcers, the dispatcher's audit archive on Firehose, the checkpointer's S3 offload), the

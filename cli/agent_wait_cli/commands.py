@@ -154,10 +154,11 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     )
     local.add_argument(
         "--framework",
-        choices=("langgraph", "pydantic_ai"),
+        choices=("langgraph", "pydantic_ai", "strands"),
         default=None,
         help="the agent's framework, as the stack's `framework` context (default: detected from the "
-        "object --agent names: a pydantic_ai.Agent, else a LangGraph graph)",
+        "object --agent names: a pydantic_ai.Agent, a factory taking session_manager= (Strands), "
+        "else a LangGraph graph)",
     )
     local.add_argument(
         "--graph-source",

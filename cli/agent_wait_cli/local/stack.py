@@ -94,7 +94,7 @@ class StackConfig:
     graph:
         ``module:attribute`` of the graph (or agent) the runner runs (``AGENT_WAIT_GRAPH``).
     framework:
-        ``langgraph`` or ``pydantic_ai`` (``AGENT_WAIT_FRAMEWORK``); ``None``: detected from the object.
+        ``langgraph``, ``pydantic_ai`` or ``strands`` (``AGENT_WAIT_FRAMEWORK``); ``None``: detected.
     port:
         The gateway's port on 127.0.0.1; 0 picks a free one.
     moto_port:

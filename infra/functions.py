@@ -304,6 +304,9 @@ CHECKPOINT_AWS_ACTIONS = (
 # the saver reads the bucket's lifecycle to find its TTL rule there (and so never writes one).
 CHECKPOINT_BUCKET_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:PutObjectTagging")
 CHECKPOINT_BUCKET_LIFECYCLE_ACTIONS = ("s3:GetLifecycleConfiguration",)
+# A Strands agent's sessions (wait_service.hosted_strands): Strands' S3Storage lists a session's
+# snapshots, and reading a thread's first (missing) snapshot is a 404 only with ListBucket (403 else).
+STRANDS_SESSION_BUCKET_ACTIONS = ("s3:ListBucket",)
 # langgraph-checkpoint-dynamodb: get_item, put_item and query on its tables, batch_write_item for writes.
 CHECKPOINT_DYNAMODB_ACTIONS = (
     "dynamodb:BatchWriteItem",
@@ -580,6 +583,8 @@ class RunnerFunction(ServiceFunction):
         if checkpoints.bucket is not None:
             self.allow(CHECKPOINT_BUCKET_ACTIONS, [checkpoints.bucket.arn_for_objects("*")])
             self.allow(CHECKPOINT_BUCKET_LIFECYCLE_ACTIONS, [checkpoints.bucket.bucket_arn])
+            if agent_framework(config) == "strands":
+                self.allow(STRANDS_SESSION_BUCKET_ACTIONS, [checkpoints.bucket.bucket_arn])
             stack = cdk.Stack.of(self)
             bucket_id = stack.resolve(stack.get_logical_id(checkpoints.bucket.node.default_child))  # type: ignore[arg-type]
             acknowledge(

@@ -63,6 +63,9 @@ SIGNED_CONTEXT = {
     "slack_bot_token_secret": _SECRETS + "slack-bot-MnOpQr",
     "slack_signing_secret": _SECRETS + "slack-signing-StUvWx",
     "webhooks": json.dumps(WEBHOOKS),
+    # And a Strands agent (its sessions in the checkpoint bucket).
+    "framework": "strands",
+    "agent": "examples.strands_agent:build_agent",
 }
 
 # Every operating option on at once: alarm email, tags, WAF, a customer-managed key, subscriber and

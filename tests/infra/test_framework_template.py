@@ -1,8 +1,9 @@
-"""A Pydantic AI agent deployed (context ``framework=pydantic_ai``, ``agent=module:attr``).
+"""Pydantic AI and Strands agents deployed (context ``framework``, ``agent=module:attr``).
 
-The options variant of the infra tests synthesizes it (cdk-nag and cfn-lint run on it with the
-others): the runner is told the framework, its graph layer carries the framework's package, and
-the api checks a start's input against the hosted agent's schema (a prompt).
+The options variant of the infra tests deploys the Pydantic AI example, the signed variant the
+Strands one (cdk-nag and cfn-lint run on both with the others): the runner is told the framework,
+its graph layer carries the framework's package, and the api checks a start's input against the
+hosted agent's schema (a prompt).
 """
 
 from __future__ import annotations
@@ -52,6 +53,33 @@ def test_the_api_checks_a_start_against_the_agents_input(options_synth: Synth) -
     schemas = list(options_synth.outdir.glob("asset.*/graph_input/graph_input_schema.json"))
     found = [json.loads(path.read_text()) for path in schemas]
     assert any(schema and "prompt" in schema.get("properties", {}) for schema in found), found
+
+
+def test_a_strands_agent_keeps_its_sessions_in_the_checkpoint_bucket(signed_synth: Synth) -> None:
+    env = _runner(signed_synth)["Environment"]["Variables"]
+    assert (env["AGENT_WAIT_GRAPH"], env["AGENT_WAIT_FRAMEWORK"]) == (
+        "examples.strands_agent:build_agent",
+        "strands",
+    )
+    assert "AGENT_WAIT_CHECKPOINT_BUCKET" in env
+    layers = [
+        layer["Properties"]["Description"]
+        for layer in signed_synth.resources("AWS::Lambda::LayerVersion").values()
+    ]
+    pin = next(line for line in layer_requirements("graph", framework="strands") if "strands" in line)
+    assert any(pin in description for description in layers), layers
+    bucket = {
+        "Fn::GetAtt": [
+            signed_synth.stack.get_logical_id(signed_synth.stack.checkpoints.bucket.node.default_child),
+            "Arn",
+        ]
+    }  # type: ignore[arg-type, union-attr]
+    statements = [
+        statement
+        for policy in signed_synth.resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert any(s["Action"] == "s3:ListBucket" and s["Resource"] == bucket for s in statements)
 
 
 def test_the_framework_is_detected_when_the_context_names_none() -> None:

@@ -88,3 +88,17 @@ def test_the_framework_is_detected_when_the_context_names_none() -> None:
     assert (detected.framework, agent_framework(detected)) == (None, "pydantic_ai")
     empty: dict[str, Any] = {}
     assert agent_framework(StackConfig.from_context(empty.get)) == "langgraph"
+
+
+def test_a_framework_without_the_store_it_needs_is_refused_naming_the_key() -> None:
+    import pytest
+
+    from infra.errors import ConfigError
+
+    without_bucket: dict[str, Any] = {"framework": "strands", "checkpoint_bucket": "false"}
+    with pytest.raises(ConfigError, match="context framework=strands keeps each thread's session") as refused:
+        StackConfig.from_context(without_bucket.get)
+    assert refused.value.key == "framework"
+    legacy: dict[str, Any] = {"framework": "pydantic_ai", "checkpointer": "dynamodb"}
+    with pytest.raises(ConfigError, match="checkpointer=dynamodb is a LangGraph checkpointer"):
+        StackConfig.from_context(legacy.get)

@@ -101,8 +101,12 @@ class ScriptedModel(Model):
         prompt = " ".join(str(block.get("text", "")) for block in last)
         for amount, customer in _REFUND.findall(prompt):
             # Unique tool use ids: Strands derives the interrupt's id (the question's) from it.
-            start = {"toolUse": {"name": "issue_refund", "toolUseId": f"tooluse_{uuid.uuid4().hex}"}}
-            yield {"contentBlockStart": {"start": start}}
+            tool_use_id = f"tooluse_{uuid.uuid4().hex}"
+            yield {
+                "contentBlockStart": {
+                    "start": {"toolUse": {"name": "issue_refund", "toolUseId": tool_use_id}}
+                }
+            }
             arguments = json.dumps({"customer": customer, "amount": int(amount)})
             yield {"contentBlockDelta": {"delta": {"toolUse": {"input": arguments}}}}
             yield {"contentBlockStop": {}}

@@ -134,7 +134,7 @@ class StrandsGraph:
                 manager.sync_agent(agent)
                 return _result(agent)
             agent.state.delete(ANSWERS_KEY)
-            responses = [
+            responses: Any = [
                 {"interruptResponse": {"interruptId": qid, "response": kept[qid]}} for qid in sorted(waiting)
             ]
             agent(responses, invocation_state=invocation_state)

@@ -72,8 +72,10 @@ class PipLayerBundling:
         checkpointer: str = "aws",
         requirements_file: Path | None = None,
         every_aws_service: bool = False,
+        framework: str = "langgraph",
     ) -> None:
         self.layer: LayerName = layer
+        self.framework = framework
         self.checkpointer = checkpointer
         self.requirements_file = requirements_file
         self.every_aws_service = every_aws_service
@@ -85,6 +87,7 @@ class PipLayerBundling:
             checkpointer=self.checkpointer,
             requirements_file=self.requirements_file,
             every_aws_service=self.every_aws_service,
+            framework=self.framework,
         )
         copy_tree(built, Path(output_dir))
         return True

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 
 AuthMode = Literal["iam", "jwt"]
 Checkpointer = Literal["aws", "dynamodb"]
+# The agent frameworks the runner hosts (wait_service.graph.FRAMEWORKS).
+FRAMEWORKS: tuple[str, ...] = ("langgraph", "pydantic_ai", "strands")
 
 _SNS_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)?$")
 _GRAPH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -214,7 +216,13 @@ class StackConfig:
     stack_name
         CloudFormation stack name (context ``stack_name``, default ``agent-wait``).
     graph
-        ``module:attribute`` of the graph the runner runs (context ``graph``).
+        ``module:attribute`` of the graph the runner runs (context ``graph``, or ``agent``).
+    framework
+        The agent's framework, ``langgraph``, ``pydantic_ai`` or ``strands`` (context
+        ``framework``); ``None``: detected from the object ``graph`` names.
+    agent
+        ``module:attribute`` of the agent (context ``agent``): another name for ``graph``, for
+        agents that are not graphs; set one of the two.
     auth
         ``iam`` (SigV4 on every method, the default) or ``jwt`` (Cognito user pool authorizer).
     default_ttl
@@ -303,6 +311,8 @@ class StackConfig:
 
     stack_name: str = DEFAULT_STACK_NAME
     graph: str = DEFAULT_GRAPH
+    framework: str | None = None
+    agent: str | None = None
     auth: AuthMode = "iam"
     default_ttl: int | None = None
     checkpointer: Checkpointer = "aws"
@@ -367,9 +377,32 @@ class StackConfig:
         checkpointer = text("checkpointer") or "aws"
         if checkpointer not in ("aws", "dynamodb"):
             raise ConfigError(f"context checkpointer={checkpointer!r}: expected 'aws' or 'dynamodb'")
-        graph = text("graph") or DEFAULT_GRAPH
+        framework = text("framework")
+        if framework is not None and framework not in FRAMEWORKS:
+            raise ConfigError(
+                f"context framework={framework!r}: no such framework",
+                fix=f"set framework to one of {', '.join(FRAMEWORKS)}, or unset it to detect it",
+            )
+        agent = text("agent")
+        if agent is not None and text("graph") is not None:
+            raise ConfigError(
+                "context agent and graph name the same thing",
+                fix="set one of the two (agent=module:attribute)",
+            )
+        if agent is not None and not _GRAPH.match(agent):
+            raise ConfigError(
+                f"context agent={agent!r}: expected 'package.module:attribute'",
+                fix="name the module and the agent object in it, e.g. agent=examples.pydantic_ai_agent:agent",
+            )
+        graph = agent or text("graph") or DEFAULT_GRAPH
         if not _GRAPH.match(graph):
             raise ConfigError(f"context graph={graph!r}: expected 'package.module:attribute'")
+        if framework not in (None, "langgraph") and text("checkpointer") == "dynamodb":
+            raise ConfigError(
+                f"context checkpointer=dynamodb is a LangGraph checkpointer; framework={framework} keeps its "
+                "agent's state in the checkpoint table of checkpointer=aws",
+                fix="unset checkpointer (or set it to aws)",
+            )
         ttl_text = text("default_ttl")
         default_ttl: int | None = None
         if ttl_text is not None:
@@ -401,6 +434,8 @@ class StackConfig:
         config = cls(
             stack_name=context_stack_name(get("stack_name"), DEFAULT_STACK_NAME),
             graph=graph,
+            framework=framework,
+            agent=agent,
             auth=auth,  # type: ignore[arg-type]  # checked against the Literal above
             default_ttl=default_ttl,
             checkpointer=checkpointer,  # type: ignore[arg-type]
@@ -522,6 +557,12 @@ class StackConfig:
             raise ConfigError(
                 "context allowed_accounts needs auth=iam: the API's resource policy admits SigV4 callers "
                 "of those accounts, and a Cognito authorizer has no account"
+            )
+        if config.framework == "strands" and not config.checkpoint_bucket:
+            raise ConfigError(
+                "context framework=strands keeps each thread's session in the checkpoint bucket, and "
+                "checkpoint_bucket is false",
+                fix="set checkpoint_bucket=true (or unset it)",
             )
         if config.checkpoint_bucket and config.checkpointer != "aws":
             raise ConfigError(

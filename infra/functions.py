@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import subprocess
@@ -63,29 +64,73 @@ def runner_sources(config: StackConfig) -> tuple[Sources, tuple[str, ...]]:
     return sources, ()
 
 
+def graph_key(config: StackConfig) -> str:
+    """The context key that named the runner's object: ``agent`` or ``graph``."""
+    return "agent" if config.agent is not None else "graph"
+
+
+def agent_framework(config: StackConfig) -> str:
+    """The framework whose packages the graph layer carries: ``framework``, else detected.
+
+    Detected only for an object of the project (``examples/``), imported here as the input schema
+    is; a user's own agent (``graph_source``) brings its framework in ``graph_requirements``.
+    """
+    if config.framework is not None:
+        return config.framework
+    if config.graph_source is not None or config.graph_requirements is not None:
+        return "langgraph"
+    from wait_service.graph import detect_framework
+
+    module, _, attribute = config.graph.partition(":")
+    try:
+        target = getattr(importlib.import_module(module), attribute)
+    except Exception:
+        # Reported with its fix when the input schema is generated (graph_input_dir).
+        return "langgraph"
+    return detect_framework(target)
+
+
 # -- the graph's input schema, shipped with the api -------------------------------------------
 # Lambda's working directory is the asset root, so the api reads it at a relative path.
 GRAPH_INPUT_ASSET_DIR = "graph_input"
 
 
 def graph_input_dir(
-    graph: str, *, source: Path | None = None, requirements: Path | None = None, checkpointer: str = "aws"
+    graph: str,
+    *,
+    source: Path | None = None,
+    requirements: Path | None = None,
+    checkpointer: str = "aws",
+    framework: str | None = None,
+    key: str = "graph",
 ) -> str:
     """Write the input schema of ``graph`` under cdk.out; the folder, relative to the repository.
 
     The sample is imported in this process. A user's graph (``source``, ``requirements``) is imported
     in a child interpreter whose path starts with the user's folder and the graph layer built for
     this host with the user's requirements, so it resolves as in the runner, and nothing of it is
-    left in this process.
+    left in this process. ``framework`` (``None``: detected) is checked against the object;
+    ``key`` is the context key that named ``graph`` (``graph`` or ``agent``), for the errors.
     """
-    key = json.dumps([graph, str(source or ""), file_digest(requirements), checkpointer])
-    relative = f"cdk.out/.graph-input/{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    inputs = [graph, str(source or ""), file_digest(requirements), checkpointer]
+    if framework is not None:
+        inputs.append(framework)
+    digest = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:12]
+    relative = f"cdk.out/.graph-input/{digest}"
     path = constants.REPO_ROOT / relative / INPUT_SCHEMA_FILE
     if source is None and requirements is None:
         try:
-            write_input_schema(graph, path)
+            write_input_schema(graph, path, framework=framework)
         except Exception as exc:
-            raise _graph_error(graph, None, None, missing=_missing_module(exc), error=_said(exc)) from exc
+            raise _graph_error(
+                graph,
+                None,
+                None,
+                missing=_missing_module(exc),
+                error=_said(exc),
+                framework=framework,
+                key=key,
+            ) from exc
         return relative
     paths = [str(source)] if source is not None else []
     if requirements is not None:
@@ -96,7 +141,7 @@ def graph_input_dir(
         paths += [str(graph_layer / "python"), str(build_layer("core", "host") / "python")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     done = subprocess.run(
-        [sys.executable, "-c", _WRITE_SCHEMA, graph, str(path)],
+        [sys.executable, "-c", _WRITE_SCHEMA, graph, str(path), framework or ""],
         cwd=source or constants.REPO_ROOT,
         env=env,
         capture_output=True,
@@ -113,6 +158,8 @@ def graph_input_dir(
             missing=failure.get("missing"),
             error=failure.get("error") or done.stderr.strip().splitlines()[-1:],
             detail=done.stderr,
+            framework=framework,
+            key=key,
         )
     # The child's one warning when no schema can be built on this Python (input then unchecked).
     for line in done.stderr.splitlines():
@@ -133,12 +180,15 @@ def preflight(config: StackConfig) -> None:
         source=config.graph_source,
         requirements=config.graph_requirements,
         checkpointer=config.checkpointer,
+        framework=config.framework,
+        key=graph_key(config),
     )
     if config.graph_requirements is not None:
         # The same build the graph layer's bundling makes (infra.layers: a user's agent).
         build_layer(
             "graph",
             "lambda",
+            framework=agent_framework(config),
             checkpointer=config.checkpointer,
             requirements_file=config.graph_requirements,
             every_aws_service=True,
@@ -152,7 +202,7 @@ import json, sys, traceback
 from pathlib import Path
 try:
     from wait_service.input_schema import write_input_schema
-    write_input_schema(sys.argv[1], Path(sys.argv[2]))
+    write_input_schema(sys.argv[1], Path(sys.argv[2]), framework=sys.argv[3] or None)
 except Exception as exc:
     traceback.print_exc()
     cause = exc
@@ -185,16 +235,28 @@ def _graph_error(
     missing: str | None,
     error: str | list[str],
     detail: str = "",
+    framework: str | None = None,
+    key: str = "graph",
 ) -> ConfigError:
-    """One line for a graph that does not import: its module missing, a package missing, or what it raised."""
+    """One line for a graph that does not import: its module missing, a package missing, or what it raised.
+
+    A graph that imports but is not of the ``framework`` named is reported on ``framework``.
+    """
     module = graph.partition(":")[0]
     where = f"graph_source {source}" if source is not None else "the project (examples/, installed packages)"
     said = error if isinstance(error, str) else " ".join(error)
+    if framework is not None and f"AGENT_WAIT_FRAMEWORK={framework}" in said:
+        return ConfigError(
+            f"context framework={framework}: {key}={graph!r} is not a {framework} agent",
+            fix=f"set {key} to the {framework} object (module:attribute), or framework to the one it is "
+            "written in (or unset it to detect it)",
+            detail=detail,
+        )
     if missing and (module == missing or module.startswith(missing + ".")):
         top = missing.split(".", 1)[0]
         return ConfigError(
-            f"context graph={graph!r}: no module named {missing!r} in {where}",
-            fix=f"set graph_source to the folder that holds {top}/, or correct graph",
+            f"context {key}={graph!r}: no module named {missing!r} in {where}",
+            fix=f"set graph_source to the folder that holds {top}/, or correct {key}",
             detail=detail,
         )
     if missing:
@@ -205,8 +267,9 @@ def _graph_error(
             detail=detail,
         )
     return ConfigError(
-        f"context graph={graph!r}: importing it from {where} failed: {said}",
-        fix="correct the graph module, or graph (module:attribute of a factory taking checkpointer=)",
+        f"context {key}={graph!r}: importing it from {where} failed: {said}",
+        fix=f"correct the module, or {key} (module:attribute of a LangGraph factory taking checkpointer=, "
+        "or of a pydantic_ai.Agent)",
         detail=detail,
     )
 
@@ -241,6 +304,9 @@ CHECKPOINT_AWS_ACTIONS = (
 # the saver reads the bucket's lifecycle to find its TTL rule there (and so never writes one).
 CHECKPOINT_BUCKET_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:PutObjectTagging")
 CHECKPOINT_BUCKET_LIFECYCLE_ACTIONS = ("s3:GetLifecycleConfiguration",)
+# A Strands agent's sessions (wait_service.hosted_strands): Strands' S3Storage lists a session's
+# snapshots, and reading a thread's first (missing) snapshot is a 404 only with ListBucket (403 else).
+STRANDS_SESSION_BUCKET_ACTIONS = ("s3:ListBucket",)
 # langgraph-checkpoint-dynamodb: get_item, put_item and query on its tables, batch_write_item for writes.
 CHECKPOINT_DYNAMODB_ACTIONS = (
     "dynamodb:BatchWriteItem",
@@ -382,6 +448,8 @@ class ApiFunction(ServiceFunction):
             source=config.graph_source,
             requirements=config.graph_requirements,
             checkpointer=config.checkpointer,
+            framework=config.framework,
+            key=graph_key(config),
         )
         # Without a checkpoint bucket an answer must fit in a checkpoint item beside the state.
         max_answer_bytes = MAX_ANSWER_BYTES if config.checkpoint_bucket else MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
@@ -476,6 +544,8 @@ class RunnerFunction(ServiceFunction):
             "AGENT_WAIT_CHECKPOINT_TABLE": checkpoints.table.table_name,
             "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
         }
+        if config.framework is not None:
+            environment["AGENT_WAIT_FRAMEWORK"] = config.framework
         if checkpoints.writes_table is not None:
             environment["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] = checkpoints.writes_table.table_name
         if checkpoints.bucket is not None:
@@ -515,6 +585,8 @@ class RunnerFunction(ServiceFunction):
         if checkpoints.bucket is not None:
             self.allow(CHECKPOINT_BUCKET_ACTIONS, [checkpoints.bucket.arn_for_objects("*")])
             self.allow(CHECKPOINT_BUCKET_LIFECYCLE_ACTIONS, [checkpoints.bucket.bucket_arn])
+            if agent_framework(config) == "strands":
+                self.allow(STRANDS_SESSION_BUCKET_ACTIONS, [checkpoints.bucket.bucket_arn])
             stack = cdk.Stack.of(self)
             bucket_id = stack.resolve(stack.get_logical_id(checkpoints.bucket.node.default_child))  # type: ignore[arg-type]
             acknowledge(

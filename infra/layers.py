@@ -78,6 +78,8 @@ class Layers(Construct):
         ``dynamodb`` adds langgraph-checkpoint-dynamodb to the ``graph`` layer.
     graph_requirements
         A user's requirements file, installed into the ``graph`` layer with the runner's pins.
+    framework
+        The agent's framework: ``pydantic_ai`` adds its packages to the ``graph`` layer.
     own_agent
         The runner runs a user's agent (``graph_source`` or ``graph_requirements``): its ``graph``
         layer carries every AWS service's botocore model, since the agent may call any service.
@@ -96,10 +98,13 @@ class Layers(Construct):
         checkpointer: str,
         graph_requirements: Path | None = None,
         own_agent: bool = False,
+        framework: str = "langgraph",
     ) -> None:
         super().__init__(scope, construct_id)
         self.core = self._build_pip_layer("Core", "core", checkpointer)
-        self.graph = self._build_pip_layer("Graph", "graph", checkpointer, graph_requirements, own_agent)
+        self.graph = self._build_pip_layer(
+            "Graph", "graph", checkpointer, graph_requirements, own_agent, framework=framework
+        )
         graph_resource = self.graph.node.default_child
         assert graph_resource is not None
         if graph_requirements is not None:
@@ -130,8 +135,10 @@ class Layers(Construct):
         checkpointer: str,
         requirements_file: Path | None = None,
         every_aws_service: bool = False,
+        *,
+        framework: str = "langgraph",
     ) -> lambda_.LayerVersion:
-        requirements = layer_requirements(name, checkpointer=checkpointer)
+        requirements = layer_requirements(name, checkpointer=checkpointer, framework=framework)
         described = [*requirements, f"-r {requirements_file.name}"] if requirements_file else requirements
         # The Docker fallback (never used: the local bundler always builds) mounts the user's file.
         volumes, extra = [], ""
@@ -155,6 +162,7 @@ class Layers(Construct):
                     checkpointer=checkpointer,
                     requirements_file=requirements_file,
                     every_aws_service=every_aws_service,
+                    framework=framework,
                 ),
                 bundling=cdk.BundlingOptions(
                     image=runtime().bundling_image,
@@ -163,6 +171,7 @@ class Layers(Construct):
                         checkpointer=checkpointer,
                         requirements_file=requirements_file,
                         every_aws_service=every_aws_service,
+                        framework=framework,
                     ),
                     volumes=volumes or None,
                     command=[

@@ -151,6 +151,8 @@ class AssemblyReport:
                 continue
             checkpointer = function.environment.get("AGENT_WAIT_CHECKPOINTER", "aws")
             kwargs: dict[str, Any] = {"checkpointer": checkpointer}
+            if layer.pip_layer == "graph" and function.environment.get("AGENT_WAIT_FRAMEWORK"):
+                kwargs["framework"] = function.environment["AGENT_WAIT_FRAMEWORK"]
             if layer.requirements_file is not None:
                 kwargs["requirements_file"] = layer.requirements_file
             if layer.every_aws_service:

@@ -58,6 +58,12 @@ CORE_PACKAGES: tuple[str, ...] = (
     "boto3",
 )
 GRAPH_PACKAGES: tuple[str, ...] = ("langgraph", "langgraph-checkpoint-aws")
+# The agent framework's own packages, added to the graph layer when the stack hosts one (context
+# ``framework``); LangGraph's are always there (the runner itself imports LangGraph).
+FRAMEWORK_PACKAGES: dict[str, tuple[str, ...]] = {
+    "pydantic_ai": ("pydantic-ai-slim",),
+    "strands": ("strands-agents",),
+}
 
 # botocore's service models kept in the layers: the services the deployment calls (the functions,
 # the announcers, the dispatcher's audit archive on Firehose, the checkpointer's S3 offload), the
@@ -99,7 +105,9 @@ def pinned_versions(pyproject: Path = REPO_ROOT / "pyproject.toml") -> dict[str,
     return pins
 
 
-def layer_requirements(layer: LayerName, *, checkpointer: str = "aws") -> list[str]:
+def layer_requirements(
+    layer: LayerName, *, checkpointer: str = "aws", framework: str = "langgraph"
+) -> list[str]:
     """The pinned requirement lines of ``layer`` (``graph`` includes ``core``'s, as resolver input)."""
     pins = pinned_versions()
     packages = list(CORE_PACKAGES)
@@ -107,6 +115,7 @@ def layer_requirements(layer: LayerName, *, checkpointer: str = "aws") -> list[s
         packages += GRAPH_PACKAGES
         if checkpointer == "dynamodb":
             packages += GRAPH_PACKAGES_DYNAMODB
+        packages += FRAMEWORK_PACKAGES.get(framework, ())
     lines = []
     for package in packages:
         name = package.split("[", 1)[0]
@@ -149,6 +158,7 @@ def cache_key(
     checkpointer: str = "aws",
     requirements_file: Path | None = None,
     every_aws_service: bool = False,
+    framework: str = "langgraph",
 ) -> str:
     """A digest of everything that decides the layer's contents (a requirements file: its bytes)."""
     interpreter = f"cp{PYTHON_VERSION}-{PIP_PLATFORM}" if target == "lambda" else sys.implementation.cache_tag
@@ -157,7 +167,7 @@ def cache_key(
         "target": target,
         "interpreter": interpreter,
         "core": layer_requirements("core"),
-        "requirements": layer_requirements(layer, checkpointer=checkpointer),
+        "requirements": layer_requirements(layer, checkpointer=checkpointer, framework=framework),
         "botocore_services": BOTOCORE_SERVICES,
         "format": 8,
     }
@@ -176,6 +186,7 @@ def build_layer(
     requirements_file: Path | None = None,
     every_aws_service: bool = False,
     cache_dir: Path = BUNDLE_CACHE_DIR,
+    framework: str = "langgraph",
 ) -> Path:
     """Build (or reuse from ``cache_dir``) the layer and return its root (which holds ``python/``).
 
@@ -191,6 +202,7 @@ def build_layer(
         checkpointer=checkpointer,
         requirements_file=requirements_file,
         every_aws_service=every_aws_service,
+        framework=framework,
     )
     done = cache_dir / f"{layer}-{target}-{key}"
     if (done / "python").is_dir():
@@ -199,7 +211,7 @@ def build_layer(
     shutil.rmtree(building, ignore_errors=True)
     site = building / "python"
     site.mkdir(parents=True)
-    requirements = layer_requirements(layer, checkpointer=checkpointer)
+    requirements = layer_requirements(layer, checkpointer=checkpointer, framework=framework)
     if every_aws_service:
         # Exactly the core layer's botocore, kept whole here: Lambda lays this copy over that one.
         core_site = build_layer("core", target, cache_dir=cache_dir) / "python"

@@ -14,7 +14,7 @@ from infra.audit_query import AuditQueries
 from infra.checkpoints import Checkpoints
 from infra.dispatcher import Dispatcher
 from infra.fanout import Fanout
-from infra.functions import ApiFunction, RunnerFunction
+from infra.functions import ApiFunction, RunnerFunction, agent_framework
 from infra.inbox import Inbox, inbox_visibility_seconds
 from infra.layers import Layers
 from infra.ledger import Ledger
@@ -63,6 +63,7 @@ class AgentWaitStack(cdk.Stack):
             checkpointer=config.checkpointer,
             graph_requirements=config.graph_requirements,
             own_agent=config.graph_source is not None or config.graph_requirements is not None,
+            framework=agent_framework(config),
         )
 
         self.api_function = ApiFunction(

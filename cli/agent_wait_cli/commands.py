@@ -154,8 +154,18 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     local.add_argument("--moto-port", type=int, default=0, help="moto server port (default: a free one)")
     local.add_argument(
         "--graph",
+        "--agent",
+        dest="graph",
         default=DEFAULT_GRAPH,
-        help=f"module:attribute of the graph (default: {DEFAULT_GRAPH})",
+        help=f"module:attribute of the graph or agent (default: {DEFAULT_GRAPH})",
+    )
+    local.add_argument(
+        "--framework",
+        choices=("langgraph", "pydantic_ai", "strands"),
+        default=None,
+        help="the agent's framework, as the stack's `framework` context (default: detected from the "
+        "object --agent names: a pydantic_ai.Agent, a factory taking session_manager= (Strands), "
+        "else a LangGraph graph)",
     )
     local.add_argument(
         "--graph-source",

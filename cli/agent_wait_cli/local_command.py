@@ -75,6 +75,7 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         StackConfig(
             project=project,
             graph=args.graph,
+            framework=getattr(args, "framework", None),
             port=args.port,
             moto_port=args.moto_port,
             hmac_keys=dict(args.hmac_key),
@@ -119,6 +120,8 @@ def run_local(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for number, (url, _) in enumerate(stack.config.webhooks, start=1):
             write(f"webhook {number}: {url} (key id webhook-{number}; dead letters: {stack.webhook_dlq_url})")
         write(f"graph: {args.graph}")
+        if getattr(args, "framework", None):
+            write(f"framework: {args.framework}")
         write(f"checkpointer: {checkpointer}")
         if graph_source is not None:
             write(f"graph source: {graph_source}")

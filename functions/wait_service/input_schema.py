@@ -111,7 +111,7 @@ def _first_line(exc: BaseException) -> str:
     return text[:300]
 
 
-def generate_input_schema(graph_spec: str) -> dict[str, Any] | None:
+def generate_input_schema(graph_spec: str, *, framework: str | None = None) -> dict[str, Any] | None:
     """The input JSON schema of the graph ``module:attribute`` (imports it, and LangGraph).
 
     ``None`` (after one warning line naming why) when no schema can be built on this Python:
@@ -124,7 +124,7 @@ def generate_input_schema(graph_spec: str) -> dict[str, Any] | None:
     """
     from wait_service.graph import load_graph
 
-    schema, why = graph_input_schema(load_graph(graph_spec, None))
+    schema, why = graph_input_schema(load_graph(graph_spec, None, framework=framework))
     if why is not None:
         warn_unchecked(graph_spec, why)
     return schema
@@ -138,13 +138,15 @@ def warn_unchecked(graph_spec: str, why: str) -> None:
     )
 
 
-def write_input_schema(graph_spec: str, path: Path) -> Path:
+def write_input_schema(graph_spec: str, path: Path, *, framework: str | None = None) -> Path:
     """Write the graph's input schema to ``path`` (JSON, stable key order); returns ``path``.
+
+    ``framework`` (``None``: detected) is checked against the object (``wait_service.graph``).
 
     ``null`` when no schema can be built (:func:`generate_input_schema`): any input is taken.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(generate_input_schema(graph_spec), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(generate_input_schema(graph_spec, framework=framework), indent=2, sort_keys=True) + "\n"
     # Rewrite only on change, so an asset hashed on its files keeps its hash.
     if not path.exists() or path.read_text() != text:
         path.write_text(text)

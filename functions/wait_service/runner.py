@@ -97,7 +97,14 @@ _EXECUTOR_LOCK = threading.Lock()
 
 
 class Graph(Protocol):
-    """What the runner needs of a compiled graph."""
+    """What the runner needs of a compiled graph: the seam every hosted framework speaks.
+
+    A LangGraph graph is one as is; an agent of another framework is adapted to it
+    (``wait_service.hosted_pydantic_ai``): ``invoke`` takes a start's input or a
+    ``Command(resume={question_id: answer})`` and returns ``{"__interrupt__": [Interrupt]}`` when
+    the thread parks, and ``get_state`` gives the ``interrupts``, ``values`` and ``metadata`` the
+    thread holds.
+    """
 
     def invoke(self, input: Any, config: Any, *, durability: Durability | None = None) -> Any: ...
 
@@ -1176,12 +1183,30 @@ def build_runner(
     """
     from wait_service.checkpointer import make_checkpointer
     from wait_service.graph import load_graph
+    from wait_service.settings import SettingsError
     from wait_service.timers import build_timers
 
     graph = load_graph(
         settings.graph,
-        PrefetchingSaver(checkpointer if checkpointer is not None else make_checkpointer(settings)),
+        # A LangGraph graph's checkpointer, read ahead by the runner; an agent of another framework
+        # keeps its state in the store.
+        checkpointer
+        if settings.framework in ("pydantic_ai", "strands")
+        else PrefetchingSaver(checkpointer if checkpointer is not None else make_checkpointer(settings)),
+        framework=settings.framework,
+        store=_agent_state_store(settings, dynamodb),
+        sessions=_strands_sessions(settings),
     )
+    if getattr(graph, "framework", None) == "strands" and graph.sessions is None:
+        raise SettingsError(
+            f"{settings.graph} is a Strands agent: its sessions live in the checkpoint bucket, and "
+            "AGENT_WAIT_CHECKPOINT_BUCKET is not set (context checkpoint_bucket=true)"
+        )
+    if settings.checkpointer == "dynamodb" and not hasattr(graph, "builder"):
+        raise SettingsError(
+            f"AGENT_WAIT_CHECKPOINTER=dynamodb is a LangGraph checkpointer; {settings.graph} is not a "
+            "LangGraph graph: keep AGENT_WAIT_CHECKPOINTER=aws (its table keeps the agent's state)"
+        )
     if settings.checkpointer == "dynamodb":
         from wait_service.checkpoint_dynamodb import refuse_subgraphs
 
@@ -1205,6 +1230,26 @@ def build_runner(
         durability=settings.durability,
         policies=build_policy_overrides(settings, ledger, dynamodb=dynamodb),
     )
+
+
+def _agent_state_store(settings: Settings, dynamodb: DynamoDBClient | None) -> Any:
+    """Where an agent of another framework than LangGraph keeps its threads (the checkpoint table)."""
+    if settings.framework == "langgraph" or not settings.checkpoint_table:
+        return None
+    from wait_service.agent_state import AgentStateStore
+
+    return AgentStateStore(settings.checkpoint_table, dynamodb, ttl_seconds=settings.checkpoint_ttl_seconds)
+
+
+def _strands_sessions(settings: Settings) -> Callable[[str], Any] | None:
+    """Where a Strands agent keeps each thread's session: the checkpoint bucket, when there is one."""
+    if settings.framework not in (None, "strands") or not settings.checkpoint_bucket:
+        return None
+    import boto3
+
+    from wait_service.hosted_strands import S3Sessions
+
+    return S3Sessions(settings.checkpoint_bucket, boto3.DEFAULT_SESSION)
 
 
 def build_policy_overrides(

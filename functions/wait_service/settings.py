@@ -39,6 +39,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_TOPIC_ARN": "topic_arn",
     "AGENT_WAIT_OUTBOX_URL": "outbox_url",
     "AGENT_WAIT_GRAPH": "graph",
+    "AGENT_WAIT_FRAMEWORK": "framework",
     "AGENT_WAIT_CHECKPOINTER": "checkpointer",
     "AGENT_WAIT_CHECKPOINT_TABLE": "checkpoint_table",
     "AGENT_WAIT_CHECKPOINT_WRITES_TABLE": "checkpoint_writes_table",
@@ -103,6 +104,8 @@ class Settings(BaseModel):
     topic_arn: str | None = None
     outbox_url: str | None = None
     graph: str = DEFAULT_GRAPH
+    # The graph's framework (wait_service.graph.FRAMEWORKS); unset: detected from the object.
+    framework: Literal["langgraph", "pydantic_ai", "strands"] | None = None
     checkpointer: Literal["aws", "dynamodb"] = "aws"
     checkpoint_table: str | None = None
     checkpoint_writes_table: str | None = None

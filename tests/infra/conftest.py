@@ -64,6 +64,9 @@ SIGNED_CONTEXT = {
     "slack_bot_token_secret": _SECRETS + "slack-bot-MnOpQr",
     "slack_signing_secret": _SECRETS + "slack-signing-StUvWx",
     "webhooks": json.dumps(WEBHOOKS),
+    # And a Strands agent (its sessions in the checkpoint bucket).
+    "framework": "strands",
+    "agent": "examples.strands_agent:build_agent",
 }
 
 # Every operating option on at once: alarm email, tags, WAF, a customer-managed key, subscriber and
@@ -85,6 +88,9 @@ OPTIONS_CONTEXT = {
     "slack_channel": "C0123456789",
     "slack_bot_token_secret": _SECRETS + "slack-bot-MnOpQr",
     "slack_signing_secret": _SECRETS + "slack-signing-StUvWx",
+    # And a Pydantic AI agent instead of a LangGraph graph (the runner's layer carries its package).
+    "framework": "pydantic_ai",
+    "agent": "examples.pydantic_ai_agent:agent",
 }
 
 

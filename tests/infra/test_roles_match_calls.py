@@ -479,3 +479,57 @@ def test_the_webhooks_role_grants_exactly_what_the_delivery_function_calls(
             "sqs:SendMessage",
         }
     )
+
+
+# S3 calls Strands' S3Storage makes -> the IAM actions that allow them (a missing object reads as a
+# 404 only with ListBucket).
+STRANDS_S3_IAM_ACTIONS = {
+    "s3:GetObject": {"s3:GetObject", "s3:ListBucket"},
+    "s3:PutObject": {"s3:PutObject"},
+    "s3:ListObjectsV2": {"s3:ListBucket"},
+}
+
+
+@pytest.fixture(scope="module")
+def strands_session_calls() -> Iterator[set[str]]:
+    """The S3 calls a hosted Strands agent's session makes while a thread parks and resumes."""
+    from langgraph.types import Command
+
+    from wait_service.graph import load_graph
+    from wait_service.hosted_strands import S3Sessions
+
+    recorder = Recorder()
+
+    class RecordedSession(boto3.Session):
+        def client(self, *args: Any, **kwargs: Any) -> Any:
+            client = super().client(*args, **kwargs)
+            client.meta.events.register("before-call.*.*", recorder._record)
+            return client
+
+    with mock_aws():
+        setup = Recorder()
+        resources = create_resources(
+            setup.client("dynamodb"), setup.client("sqs"), setup.client("sns"), "st-", s3=setup.client("s3")
+        )
+        assert resources.checkpoint_bucket is not None
+        sessions = S3Sessions(resources.checkpoint_bucket, RecordedSession(region_name="us-east-1"))
+        graph = load_graph("examples.strands_agent:build_agent", None, framework="strands", sessions=sessions)
+        config: Any = {"configurable": {"thread_id": "t-strands"}}
+        parked = graph.invoke({"prompt": "refund 4 to c-roles"}, config)
+        [interrupt] = parked["__interrupt__"]
+        assert graph.get_state(config).interrupts
+        done = graph.invoke(Command(resume={interrupt.id: {"action": "approve"}}), config)
+        assert "c-roles" in done["output"]
+        yield recorder.actions
+
+
+def test_the_runner_role_grants_what_a_strands_session_calls_on_the_bucket(
+    signed_synth: Synth, strands_session_calls: set[str]
+) -> None:
+    stack = signed_synth.stack
+    assert stack.checkpoints.bucket is not None
+    bucket = arn_of(signed_synth, stack.checkpoints.bucket)
+    on_bucket = granted(signed_synth, stack.runner.role, [bucket, {"Fn::Join": ["", [bucket, "/*"]]}])
+    needed = {iam for call in strands_session_calls for iam in STRANDS_S3_IAM_ACTIONS[call]}
+
+    assert needed <= on_bucket, needed - on_bucket

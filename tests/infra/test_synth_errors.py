@@ -33,6 +33,8 @@ ISSUER = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Abc123"
 BAD: dict[str, dict[str, Any]] = {
     "stack_name": {"stack_name": "9lives"},
     "graph": {"graph": "my_agent.graph"},
+    "framework": {"framework": "crewai"},
+    "agent": {"agent": "my_agent.agent"},
     "auth": {"auth": "saml"},
     "default_ttl": {"default_ttl": "-5"},
     "checkpointer": {"checkpointer": "postgres"},
@@ -153,6 +155,31 @@ def test_a_graph_attribute_not_found_is_one_line_naming_graph(
     assert len(lines) == 1, lines
     assert lines[0].startswith("agent-wait: context graph='examples.refund_agent:no_such_factory': ")
     assert "has no attribute 'no_such_factory'; fix: " in lines[0]
+
+
+def test_an_agent_of_another_framework_than_named_is_one_line_naming_framework(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(DEBUG_VARIABLE, raising=False)
+    context = {"framework": "pydantic_ai", "agent": "examples.refund_agent:build_graph"}
+    lines = _synth_lines(capsys, tmp_path, context)
+    assert lines == [
+        "agent-wait: context framework=pydantic_ai: agent='examples.refund_agent:build_graph' is not a "
+        "pydantic_ai agent; fix: set agent to the pydantic_ai object (module:attribute), or framework to "
+        "the one it is written in (or unset it to detect it)"
+    ]
+
+
+def test_an_agent_module_not_found_is_one_line_naming_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(DEBUG_VARIABLE, raising=False)
+    lines = _synth_lines(capsys, tmp_path, {"framework": "pydantic_ai", "agent": "no_such_agent:agent"})
+    assert lines == [
+        "agent-wait: context agent='no_such_agent:agent': no module named 'no_such_agent' in the project "
+        "(examples/, installed packages); fix: set graph_source to the folder that holds no_such_agent/, "
+        "or correct agent"
+    ]
 
 
 def _agent(folder: Path, body: str) -> Path:

@@ -92,7 +92,9 @@ class StackConfig:
     project:
         The project folder holding ``functions/`` (and ``examples/`` for the default graph).
     graph:
-        ``module:attribute`` of the graph the runner runs (``AGENT_WAIT_GRAPH``).
+        ``module:attribute`` of the graph (or agent) the runner runs (``AGENT_WAIT_GRAPH``).
+    framework:
+        ``langgraph``, ``pydantic_ai`` or ``strands`` (``AGENT_WAIT_FRAMEWORK``); ``None``: detected.
     port:
         The gateway's port on 127.0.0.1; 0 picks a free one.
     moto_port:
@@ -138,6 +140,7 @@ class StackConfig:
 
     project: Path = field(default_factory=Path.cwd)
     graph: str = DEFAULT_GRAPH
+    framework: str | None = None
     port: int = DEFAULT_PORT
     moto_port: int = 0
     hmac_keys: Mapping[str, str] = field(default_factory=dict)
@@ -285,6 +288,7 @@ class LocalStack:
             self._resources.env()
             | {
                 "AGENT_WAIT_GRAPH": self.config.graph,
+                "AGENT_WAIT_FRAMEWORK": self.config.framework,
                 "AGENT_WAIT_REPLY_URL": f"http://127.0.0.1:{port}/questions/{{question_id}}/reply",
                 "POWERTOOLS_SERVICE_NAME": "agent-wait-local",
                 "POWERTOOLS_METRICS_NAMESPACE": "AgentWaitLocal",
@@ -454,7 +458,9 @@ class LocalStack:
         if self._api_handler is None:
             # The api checks run input against the graph's schema, generated here as `cdk synth` does.
             self._schema_dir = Path(tempfile.mkdtemp(prefix="agent-wait-local-"))
-            schema = write_input_schema(self.config.graph, self._schema_dir / INPUT_SCHEMA_FILE)
+            schema = write_input_schema(
+                self.config.graph, self._schema_dir / INPUT_SCHEMA_FILE, framework=self.config.framework
+            )
             self._set_env({"AGENT_WAIT_INPUT_SCHEMA": str(schema)})
             self._api_handler = load_handler(functions / "api" / "handler.py", "agent_wait_local_api_handler")
         if self._runner_handler is None:

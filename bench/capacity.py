@@ -146,11 +146,15 @@ def _recording_stack_class() -> type[LocalStack]:
                     hook_seconds.set(spent),
                 )
                 started = time.perf_counter()
+                started_cpu = time.thread_time()
                 try:
                     return invoke(event, context)
                 finally:
                     # The recorder's own reads (item images) are not the handler's time.
                     elapsed = max(0.0, time.perf_counter() - started - spent.wall)
+                    # CPU time of this thread and of the pool threads working for it (the
+                    # announcer's fan-out): what the handler computed, whatever the machine's load.
+                    cpu = max(0.0, time.thread_time() - started_cpu + spent.worker_cpu - spent.cpu)
                     current_function.reset(tokens[0])
                     current_question.reset(tokens[1])
                     hook_seconds.reset(tokens[2])
@@ -162,6 +166,8 @@ def _recording_stack_class() -> type[LocalStack]:
                         route=self.route_of(event),
                         scheduled=function == "lifecycle",
                         records=len(records) if isinstance(records, list) else 0,
+                        cpu_seconds=cpu,
+                        calls=tuple(spent.calls),
                     )
                     with self._invocations_lock:
                         self.invocations.append(record)

@@ -20,8 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from agent_wait.aws.dynamodb import STATUS_SHARDS as SHARDS
 from bench import costs, stepfunctions
-from bench.prices import PRICES_DATE, QUOTAS, REGION, Quota
-from infra.constants import API_MEMORY_MB, RUNNER_MEMORY_MB
+from bench.prices import (
+    LAMBDA_ONE_VCPU_MB,
+    LATENCIES,
+    PRICES_DATE,
+    QUOTAS,
+    REGION,
+    Quota,
+    cpu_scale,
+    latency_ms,
+)
+from infra.constants import API_MEMORY_MB, DISPATCHER_MEMORY_MB, RUNNER_MEMORY_MB
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,12 +41,12 @@ SECTION_START = "<!-- capacity: written by `make capacity`; `make bench` keeps i
 SECTION_END = "<!-- /capacity -->"
 FLAG_SHARE = 0.5
 # Memory per function as the stack deploys it (infra/functions.py, infra/timers.py, infra/dispatcher.py
-# and infra/webhooks.py: the lifecycle, dispatcher and webhooks functions are sized like the api).
+# and infra/webhooks.py: the lifecycle and webhooks functions are sized like the api).
 MEMORY_MB = {
     "api": API_MEMORY_MB,
     "runner": RUNNER_MEMORY_MB,
     "lifecycle": API_MEMORY_MB,
-    "dispatcher": API_MEMORY_MB,
+    "dispatcher": DISPATCHER_MEMORY_MB,
     "webhooks": API_MEMORY_MB,
 }
 # Firehose bills each record ingested rounded up to the next 5 KB.
@@ -58,6 +67,17 @@ class Invocation:
     route: str | None = None  # api: "METHOD /path/{template}"
     scheduled: bool = False  # lifecycle: fired by a schedule
     records: int = 0  # dispatcher: the stream records of its batch
+    # CPU seconds the handler spent (None: not measured, the wall time stands for the duration)
+    cpu_seconds: float | None = None
+    calls: tuple[str, ...] = ()  # "service.Action" of each AWS call it made, in order
+
+    def modelled_seconds(self, memory_mb: int) -> float:
+        """The duration Lambda would bill in-region: the CPU at ``memory_mb``'s share of a vCPU, plus
+        each call made one after another at its modelled latency (:mod:`bench.prices`)."""
+        if self.cpu_seconds is None:
+            return self.seconds
+        waiting = sum(latency_ms(call) for call in self.calls) / 1000
+        return self.cpu_seconds * cpu_scale(memory_mb) + waiting
 
 
 @dataclass
@@ -366,7 +386,7 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     parts = list(partitions(calls).values())
     busy: dict[str, float] = defaultdict(float)
     for invocation in sample.invocations:
-        busy[invocation.function] += invocation.seconds
+        busy[invocation.function] += _modelled(invocation)
     rows = [
         *_dynamodb_rows(parts, sample.per_thread_ids, per_second),
         *_messaging_rows(calls, sample.queues, per_second),
@@ -409,12 +429,7 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
             "each, billed as 5 KB each by Firehose; one PutRecordBatch per record (the consumer writes "
             "per ledger change)"
         )
-    counts = Counter(i.function for i in sample.invocations)
-    notes.append(
-        "mean invocation, this machine (wall time less the recorder's own reads, with the machine's "
-        f"load average at {sample.load:.1f} on {os.cpu_count()} CPUs: shared, so slower than alone): "
-        + ", ".join(f"{f} {busy[f] / n_calls * 1000:.0f} ms" for f, n_calls in sorted(counts.items()))
-    )
+    notes += _duration_notes(sample, busy)
     notes.append(
         "the event source mapping's receives and deletes are counted one batch per message as the "
         "local poller made them; Lambda's pollers batch up to 10 messages under load, so fewer"
@@ -459,9 +474,56 @@ def _stage_throttle() -> tuple[float, str]:
     return float(rate), f"stage throttle per method (API_THROTTLE_RATE {rate} rps)"
 
 
+def _memory(function: str) -> int:
+    return MEMORY_MB.get(function, API_MEMORY_MB)
+
+
+def _modelled(invocation: Invocation) -> float:
+    return invocation.modelled_seconds(_memory(invocation.function))
+
+
 def _billed_gb_seconds(invocation: Invocation) -> float:
-    memory = MEMORY_MB.get(invocation.function, API_MEMORY_MB)
-    return math.ceil(invocation.seconds * 1000) / 1000 * memory / 1024
+    """GB-s as Lambda bills them (each invocation rounded up to the millisecond), at the modelled duration."""
+    return math.ceil(_modelled(invocation) * 1000) / 1000 * _memory(invocation.function) / 1024
+
+
+def _duration_notes(sample: Sample, busy: dict[str, float]) -> list[str]:
+    """How each function's billed duration is modelled, beside the wall time measured on this machine."""
+    by_function: dict[str, list[Invocation]] = defaultdict(list)
+    for invocation in sample.invocations:
+        by_function[invocation.function].append(invocation)
+    parts = []
+    for function, invocations in sorted(by_function.items()):
+        n = len(invocations)
+        memory = _memory(function)
+        wall = sum(i.seconds for i in invocations) / n * 1000
+        measured = [i for i in invocations if i.cpu_seconds is not None]
+        if not measured:
+            parts.append(
+                f"{function} ({memory} MB) {busy[function] / n * 1000:.0f} ms (wall time, no CPU measured)"
+            )
+            continue
+        cpu = sum(i.cpu_seconds or 0.0 for i in measured) / len(measured) * 1000
+        calls = sum(len(i.calls) for i in measured) / len(measured)
+        waiting = sum(sum(latency_ms(c) for c in i.calls) for i in measured) / len(measured)
+        parts.append(
+            f"{function} ({memory} MB) {busy[function] / n * 1000:.0f} ms = CPU {cpu:.0f} ms × "
+            f"{cpu_scale(memory):.2f} + {calls:.1f} calls {waiting:.0f} ms (measured wall time {wall:.0f} ms)"
+        )
+    figures = "; ".join(
+        f"{name} {latency.ms:g} ms ({latency.basis}{', ' + latency.source if latency.source else ''})"
+        for name, latency in LATENCIES.items()
+    )
+    return [
+        "Lambda durations, modelled (GB-s and concurrency use these): the CPU each invocation spent, "
+        "measured per thread in-process (its fan-out's worker threads included, the recorder's own "
+        f"reads left out), times the function's share of a vCPU ({LAMBDA_ONE_VCPU_MB} MB is one vCPU; "
+        "one CPU-second here taken as one vCPU-second there), plus every AWS call it made, one after "
+        "another (parallel ones too: an upper bound), at a per-call in-region latency. Mean per "
+        "invocation: " + "; ".join(parts) + f". The wall time is this machine's against moto, with "
+        f"its load average at {sample.load:.1f} on {os.cpu_count()} CPUs (shared, so slower than alone)",
+        f"per-call latencies of the model: {figures}",
+    ]
 
 
 def _per_question(sample: Sample, calls: list[Call]) -> costs.PerQuestion:
@@ -541,8 +603,9 @@ def render(report: Report) -> list[str]:
         "(start, park, the human reads and answers, resume); every AWS call the handlers and the inbox's "
         f"event source mapping made was counted, then divided by the sample and multiplied by {rate:g} "
         "questions a second. Request units are computed from the stored item sizes by DynamoDB's rules; "
-        "Lambda durations are this machine's (in-process, against moto), so GB-s and concurrency are "
-        f"indicative. Quotas are the default ones; prices are {REGION} list prices read {PRICES_DATE} "
+        "Lambda durations are modelled from each invocation's CPU time and its AWS calls at a stated "
+        "in-region latency (the notes say how, beside the wall time measured here). Quotas are the "
+        f"default ones; prices are {REGION} list prices read {PRICES_DATE} "
         "(`bench/prices.py`). Flag: above 50% of the limit.",
         "",
         f"### At {rate:g} questions a second",

@@ -89,7 +89,7 @@ class Dispatcher(Construct):
                 "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
                 "AGENT_WAIT_STATS_TABLE": ledger.stats.table_name,
             },
-            memory_mb=constants.API_MEMORY_MB,
+            memory_mb=constants.DISPATCHER_MEMORY_MB,
             timeout_seconds=DISPATCHER_TIMEOUT_SECONDS,
             service=config.stack_name,
             description="agent-wait dispatcher: enqueues starts and resumes, publishes resolution events",

@@ -178,6 +178,34 @@ def _recording_stack_class() -> type[LocalStack]:
 
 
 @contextmanager
+def _archive_writes_counted() -> Iterator[list[int]]:
+    """The local archive's writes, as deployed: one PutRecordBatch per 500 records or 4 MiB of a write.
+
+    Yields the list of records per PutRecordBatch the archive would have made; each call also goes
+    into the invoking function's calls (the duration model waits on it).
+    """
+    from wait_service import archive
+
+    original = archive.JsonLinesSink.write
+    batches: list[int] = []
+
+    def write(sink: Any, records: Any) -> None:
+        calls = archive.firehose_batches([archive.to_line(record).encode() for record in records])
+        spent = hook_seconds.get()
+        for batch in calls:
+            batches.append(len(batch))
+            if spent is not None:
+                spent.calls.append("firehose.PutRecordBatch")
+        original(sink, records)
+
+    archive.JsonLinesSink.write = write  # type: ignore[method-assign,assignment]
+    try:
+        yield batches
+    finally:
+        archive.JsonLinesSink.write = original  # type: ignore[method-assign]
+
+
+@contextmanager
 def _stdout_counted(copy: Any = None) -> Iterator[CountingStream]:
     real_out = sys.stdout
     stream = CountingStream(real_out, copy)
@@ -257,7 +285,7 @@ def run_sample(
     )
     started = time.perf_counter()
     copy = handler_log.open("w") if handler_log else None
-    with recorder.installed(), _stdout_counted(copy) as stream:
+    with recorder.installed(), _stdout_counted(copy) as stream, _archive_writes_counted() as puts:
         stack: Any = stack_class(config, write=write)
         with stack:
             rerouted = _reroute_loggers(stream)
@@ -267,6 +295,7 @@ def run_sample(
                 recorder.clear()
                 stack.invocations.clear()
                 stream.bytes.clear()
+                puts.clear()
                 api = ApiClient(stack.api_url, principal="capacity")
                 threads = [f"cap-{i:05d}-{uuid.uuid4().hex[:6]}" for i in range(questions)]
                 timed = set(threads[: round(questions * timed_share)])
@@ -313,6 +342,7 @@ def run_sample(
         ttl_seconds=TTL_SECONDS,
         reminders=len(REMINDERS),
         archive_records=archive,
+        archive_puts=list(puts),
     )
 
 

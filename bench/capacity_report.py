@@ -97,9 +97,11 @@ class Sample:
     load: float = 0.0  # the machine's 1-minute load average at the end of the run
     ttl_seconds: int = 0  # the timed runs' ttl
     reminders: int = 0  # and their reminders
-    # Bytes of each audit archive record the dispatcher wrote: deployed, one Firehose record each,
-    # put with one PutRecordBatch call per ledger change (wait_service.archive.ArchiveConsumer).
+    # Bytes of each audit archive record the dispatcher wrote: deployed, one Firehose record each.
     archive_records: list[int] = field(default_factory=list)
+    # Records of each PutRecordBatch the archive made (deployed: one per dispatcher batch with
+    # decided questions in it, per 500 records or 4 MiB; wait_service.archive.ArchiveConsumer).
+    archive_puts: list[int] = field(default_factory=list)
 
 
 def platform_log_bytes(function: str, memory_mb: int) -> int:
@@ -283,13 +285,13 @@ def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_se
     return rows
 
 
-def _firehose_rows(record_sizes: list[int], per_second: float) -> list[Row]:
-    """The archive's delivery stream: the consumer puts each record with its own PutRecordBatch."""
+def _firehose_rows(record_sizes: list[int], puts: list[int], per_second: float) -> list[Row]:
+    """The archive's delivery stream: one PutRecordBatch per dispatcher batch, its records and bytes."""
     if not record_sizes:
         return []
     count = len(record_sizes)
     return [
-        _row("Firehose archive PutRecordBatch", count * per_second, "requests/s", "firehose_requests"),
+        _row("Firehose archive PutRecordBatch", len(puts) * per_second, "requests/s", "firehose_requests"),
         _row("Firehose archive records", count * per_second, "records/s", "firehose_records"),
         _row("Firehose archive bytes", sum(record_sizes) * per_second / MIB, "MiB/s", "firehose_mib"),
     ]
@@ -390,7 +392,7 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     rows = [
         *_dynamodb_rows(parts, sample.per_thread_ids, per_second),
         *_messaging_rows(calls, sample.queues, per_second),
-        *_firehose_rows(sample.archive_records, per_second),
+        *_firehose_rows(sample.archive_records, sample.archive_puts, per_second),
         *_api_rows(sample.invocations, per_second),
         *_scheduler_rows(calls, sample.invocations, per_second, answer_after),
         *_lambda_rows(busy, per_second),
@@ -426,8 +428,10 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         sizes = sample.archive_records
         notes.append(
             f"audit archive: {len(sizes) / n:.1f} records per question, {min(sizes)}–{max(sizes)} B "
-            "each, billed as 5 KB each by Firehose; one PutRecordBatch per record (the consumer writes "
-            "per ledger change)"
+            "each, billed as 5 KB each by Firehose; put in "
+            f"{len(sample.archive_puts) / n:.2f} PutRecordBatch calls per question "
+            f"({len(sizes) / max(1, len(sample.archive_puts)):.1f} records each: one call per dispatcher "
+            "batch holding a decided question's change, so fewer and fuller as the batches fill under load)"
         )
     notes += _duration_notes(sample, busy)
     notes.append(

@@ -10,6 +10,7 @@ as Markdown; :func:`write_section` puts them in ``bench/results.md`` and leaves 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -105,13 +106,35 @@ class Sample:
 
 
 def platform_log_bytes(function: str, memory_mb: int) -> int:
-    """Bytes of the START, END and REPORT lines Lambda writes for each invocation."""
+    """Bytes of the lines Lambda itself writes for each invocation.
+
+    The functions log in Lambda's JSON format (``LoggingFormat: JSON``, infra/functions.py): each
+    invocation's system lines are ``platform.start`` and ``platform.report`` JSON records.
+    """
     request = str(uuid.uuid4())
+    at = "2026-12-01T10:00:00.000Z"
     lines = (
-        f"START RequestId: {request} Version: $LATEST\n",
-        f"END RequestId: {request}\n",
-        f"REPORT RequestId: {request}\tDuration: 123.45 ms\tBilled Duration: 124 ms\t"
-        f"Memory Size: {memory_mb} MB\tMax Memory Used: 150 MB\t\n",
+        json.dumps(
+            {"time": at, "type": "platform.start", "record": {"requestId": request, "version": "$LATEST"}}
+        )
+        + "\n",
+        json.dumps(
+            {
+                "time": at,
+                "type": "platform.report",
+                "record": {
+                    "requestId": request,
+                    "metrics": {
+                        "durationMs": 123.45,
+                        "billedDurationMs": 124,
+                        "memorySizeMB": memory_mb,
+                        "maxMemoryUsedMB": 150,
+                    },
+                    "status": "success",
+                },
+            }
+        )
+        + "\n",
     )
     return sum(len(line.encode()) for line in lines)
 

@@ -457,6 +457,13 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
             "batch holding a decided question's change, so fewer and fuller as the batches fill under load)"
         )
     notes += _duration_notes(sample, busy)
+    platform = sum(platform_log_bytes(i.function, _memory(i.function)) for i in sample.invocations)
+    notes.append(
+        f"logs per question: {sum(sample.log_bytes.values()) / n:,.0f} B written by the handlers ("
+        + ", ".join(f"{f} {b / n:,.0f} B" for f, b in sorted(sample.log_bytes.items()))
+        + f"), {platform / n:,.0f} B of Lambda's own platform.start and platform.report lines "
+        f"({platform / max(1, len(sample.invocations)):.0f} B an invocation)"
+    )
     notes.append(
         "the event source mapping's receives and deletes are counted one batch per message as the "
         "local poller made them; Lambda's pollers batch up to 10 messages under load, so fewer"

@@ -553,7 +553,9 @@ def _duration_notes(sample: Sample, busy: dict[str, float]) -> list[str]:
         "measured per thread in-process (its fan-out's worker threads included, the recorder's own "
         f"reads left out), times the function's share of a vCPU ({LAMBDA_ONE_VCPU_MB} MB is one vCPU; "
         "one CPU-second here taken as one vCPU-second there), plus every AWS call it made, one after "
-        "another (parallel ones too: an upper bound), at a per-call in-region latency. Mean per "
+        "another (parallel ones too: an upper bound), at a per-call in-region latency; cold starts "
+        "(their init, billed too) are not in it: the sample's invocations are warm, as a steady rate "
+        "keeps them. Mean per "
         "invocation: " + "; ".join(parts) + f". The wall time is this machine's against moto, with "
         f"its load average at {sample.load:.1f} on {os.cpu_count()} CPUs (shared, so slower than alone)",
         f"per-call latencies of the model: {figures}",

@@ -4,14 +4,15 @@
    :class:`~bench.recorder.CallRecorder` installed: every AWS call the handlers make is counted
    through botocore's ``before-call``/``after-call`` events, with DynamoDB's request units per
    partition key (table and index) from the stored item sizes, and every handler invocation is
-   timed and its log output counted.
+   timed (wall time and CPU time, with the AWS calls it made) and its log output counted.
 2. Drives a sample of questions through it (``--questions``, default 100), in waves: start a run
    (``POST /threads/{id}/runs``), the run parks on its question, the human reads it
    (``GET /questions/{id}``) and answers (``POST /questions/{id}/reply``), the run resumes and
    ends; the sample is counted once the dispatcher has handled the run's last changes on the
    ledger's stream (its ``wait.resumed`` and ``thread.done`` events). Every run asks with a ttl of
    an hour and two reminders (``--timed-share`` mixes in runs without timers). The audit archive's
-   records (a file locally, Firehose deployed) are sized from the file.
+   records (a file locally, Firehose deployed) are sized from the file, and each write of it is
+   counted as the PutRecordBatch calls Firehose would take.
 3. Divides the counts by the sample and multiplies by ``--rate`` (:mod:`bench.capacity_report`):
    the hottest partition's WRU/s and RRU/s, calls per second per queue and action, per api route
    and per AWS action, schedules created, deleted and live, Lambda concurrency; each beside its AWS
@@ -21,8 +22,9 @@
    ``bench/stepfunctions_flow.asl.json`` (:mod:`bench.stepfunctions`).
 
 Writes its own section of ``bench/results.md`` (the rest of the file is ``make bench``'s). Counts
-are exact for the sample; durations are this machine's, in-process against moto, so the Lambda
-GB-s and concurrency are indicative. The exit status is 0 whatever the figures say.
+are exact for the sample; Lambda durations are modelled from each invocation's CPU time and its
+calls at stated in-region latencies (:func:`bench.prices.latency_ms`), not this machine's wall
+time against moto, which the notes show beside them. The exit status is 0 whatever the figures say.
 
     make capacity RATE=1000        # or: python -m bench.capacity --rate 1000 [--questions 100]
 """

@@ -4,14 +4,15 @@
    :class:`~bench.recorder.CallRecorder` installed: every AWS call the handlers make is counted
    through botocore's ``before-call``/``after-call`` events, with DynamoDB's request units per
    partition key (table and index) from the stored item sizes, and every handler invocation is
-   timed and its log output counted.
+   timed (wall time and CPU time, with the AWS calls it made) and its log output counted.
 2. Drives a sample of questions through it (``--questions``, default 100), in waves: start a run
    (``POST /threads/{id}/runs``), the run parks on its question, the human reads it
    (``GET /questions/{id}``) and answers (``POST /questions/{id}/reply``), the run resumes and
    ends; the sample is counted once the dispatcher has handled the run's last changes on the
    ledger's stream (its ``wait.resumed`` and ``thread.done`` events). Every run asks with a ttl of
    an hour and two reminders (``--timed-share`` mixes in runs without timers). The audit archive's
-   records (a file locally, Firehose deployed) are sized from the file.
+   records (a file locally, Firehose deployed) are sized from the file, and each write of it is
+   counted as the PutRecordBatch calls Firehose would take.
 3. Divides the counts by the sample and multiplies by ``--rate`` (:mod:`bench.capacity_report`):
    the hottest partition's WRU/s and RRU/s, calls per second per queue and action, per api route
    and per AWS action, schedules created, deleted and live, Lambda concurrency; each beside its AWS
@@ -21,8 +22,9 @@
    ``bench/stepfunctions_flow.asl.json`` (:mod:`bench.stepfunctions`).
 
 Writes its own section of ``bench/results.md`` (the rest of the file is ``make bench``'s). Counts
-are exact for the sample; durations are this machine's, in-process against moto, so the Lambda
-GB-s and concurrency are indicative. The exit status is 0 whatever the figures say.
+are exact for the sample; Lambda durations are modelled from each invocation's CPU time and its
+calls at stated in-region latencies (:func:`bench.prices.latency_ms`), not this machine's wall
+time against moto, which the notes show beside them. The exit status is 0 whatever the figures say.
 
     make capacity RATE=1000        # or: python -m bench.capacity --rate 1000 [--questions 100]
 """
@@ -146,11 +148,15 @@ def _recording_stack_class() -> type[LocalStack]:
                     hook_seconds.set(spent),
                 )
                 started = time.perf_counter()
+                started_cpu = time.thread_time()
                 try:
                     return invoke(event, context)
                 finally:
                     # The recorder's own reads (item images) are not the handler's time.
                     elapsed = max(0.0, time.perf_counter() - started - spent.wall)
+                    # CPU time of this thread and of the pool threads working for it (the
+                    # announcer's fan-out): what the handler computed, whatever the machine's load.
+                    cpu = max(0.0, time.thread_time() - started_cpu + spent.worker_cpu - spent.cpu)
                     current_function.reset(tokens[0])
                     current_question.reset(tokens[1])
                     hook_seconds.reset(tokens[2])
@@ -162,6 +168,8 @@ def _recording_stack_class() -> type[LocalStack]:
                         route=self.route_of(event),
                         scheduled=function == "lifecycle",
                         records=len(records) if isinstance(records, list) else 0,
+                        cpu_seconds=cpu,
+                        calls=tuple(spent.calls),
                     )
                     with self._invocations_lock:
                         self.invocations.append(record)
@@ -169,6 +177,34 @@ def _recording_stack_class() -> type[LocalStack]:
             return run
 
     return RecordingStack
+
+
+@contextmanager
+def _archive_writes_counted() -> Iterator[list[int]]:
+    """The local archive's writes, as deployed: one PutRecordBatch per 500 records or 4 MiB of a write.
+
+    Yields the list of records per PutRecordBatch the archive would have made; each call also goes
+    into the invoking function's calls (the duration model waits on it).
+    """
+    from wait_service import archive
+
+    original = archive.JsonLinesSink.write
+    batches: list[int] = []
+
+    def write(sink: Any, records: Any) -> None:
+        calls = archive.firehose_batches([archive.to_line(record).encode() for record in records])
+        spent = hook_seconds.get()
+        for batch in calls:
+            batches.append(len(batch))
+            if spent is not None:
+                spent.calls.append("firehose.PutRecordBatch")
+        original(sink, records)
+
+    archive.JsonLinesSink.write = write  # type: ignore[method-assign,assignment]
+    try:
+        yield batches
+    finally:
+        archive.JsonLinesSink.write = original  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -251,7 +287,7 @@ def run_sample(
     )
     started = time.perf_counter()
     copy = handler_log.open("w") if handler_log else None
-    with recorder.installed(), _stdout_counted(copy) as stream:
+    with recorder.installed(), _stdout_counted(copy) as stream, _archive_writes_counted() as puts:
         stack: Any = stack_class(config, write=write)
         with stack:
             rerouted = _reroute_loggers(stream)
@@ -261,6 +297,7 @@ def run_sample(
                 recorder.clear()
                 stack.invocations.clear()
                 stream.bytes.clear()
+                puts.clear()
                 api = ApiClient(stack.api_url, principal="capacity")
                 threads = [f"cap-{i:05d}-{uuid.uuid4().hex[:6]}" for i in range(questions)]
                 timed = set(threads[: round(questions * timed_share)])
@@ -307,6 +344,7 @@ def run_sample(
         ttl_seconds=TTL_SECONDS,
         reminders=len(REMINDERS),
         archive_records=archive,
+        archive_puts=list(puts),
     )
 
 

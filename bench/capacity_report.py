@@ -10,6 +10,7 @@ as Markdown; :func:`write_section` puts them in ``bench/results.md`` and leaves 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -19,8 +20,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench import costs, stepfunctions
-from bench.prices import PRICES_DATE, QUOTAS, REGION, Quota
-from infra.constants import API_MEMORY_MB, RUNNER_MEMORY_MB
+from bench.prices import (
+    LAMBDA_ONE_VCPU_MB,
+    LATENCIES,
+    PRICES_DATE,
+    QUOTAS,
+    REGION,
+    Quota,
+    cpu_scale,
+    latency_ms,
+)
+from infra.constants import API_MEMORY_MB, DISPATCHER_MEMORY_MB, RUNNER_MEMORY_MB
 from wait_service.ledger.shards import shards_for_rate
 
 if TYPE_CHECKING:
@@ -32,12 +42,12 @@ SECTION_START = "<!-- capacity: written by `make capacity`; `make bench` keeps i
 SECTION_END = "<!-- /capacity -->"
 FLAG_SHARE = 0.5
 # Memory per function as the stack deploys it (infra/functions.py, infra/timers.py, infra/dispatcher.py
-# and infra/webhooks.py: the lifecycle, dispatcher and webhooks functions are sized like the api).
+# and infra/webhooks.py: the lifecycle and webhooks functions are sized like the api).
 MEMORY_MB = {
     "api": API_MEMORY_MB,
     "runner": RUNNER_MEMORY_MB,
     "lifecycle": API_MEMORY_MB,
-    "dispatcher": API_MEMORY_MB,
+    "dispatcher": DISPATCHER_MEMORY_MB,
     "webhooks": API_MEMORY_MB,
 }
 # Firehose bills each record ingested rounded up to the next 5 KB.
@@ -58,6 +68,17 @@ class Invocation:
     route: str | None = None  # api: "METHOD /path/{template}"
     scheduled: bool = False  # lifecycle: fired by a schedule
     records: int = 0  # dispatcher: the stream records of its batch
+    # CPU seconds the handler spent (None: not measured, the wall time stands for the duration)
+    cpu_seconds: float | None = None
+    calls: tuple[str, ...] = ()  # "service.Action" of each AWS call it made, in order
+
+    def modelled_seconds(self, memory_mb: int) -> float:
+        """The duration Lambda would bill in-region: the CPU at ``memory_mb``'s share of a vCPU, plus
+        each call made one after another at its modelled latency (:mod:`bench.prices`)."""
+        if self.cpu_seconds is None:
+            return self.seconds
+        waiting = sum(latency_ms(call) for call in self.calls) / 1000
+        return self.cpu_seconds * cpu_scale(memory_mb) + waiting
 
 
 @dataclass
@@ -77,19 +98,43 @@ class Sample:
     load: float = 0.0  # the machine's 1-minute load average at the end of the run
     ttl_seconds: int = 0  # the timed runs' ttl
     reminders: int = 0  # and their reminders
-    # Bytes of each audit archive record the dispatcher wrote: deployed, one Firehose record each,
-    # put with one PutRecordBatch call per ledger change (wait_service.archive.ArchiveConsumer).
+    # Bytes of each audit archive record the dispatcher wrote: deployed, one Firehose record each.
     archive_records: list[int] = field(default_factory=list)
+    # Records of each PutRecordBatch the archive made (deployed: one per dispatcher batch with
+    # decided questions in it, per 500 records or 4 MiB; wait_service.archive.ArchiveConsumer).
+    archive_puts: list[int] = field(default_factory=list)
 
 
 def platform_log_bytes(function: str, memory_mb: int) -> int:
-    """Bytes of the START, END and REPORT lines Lambda writes for each invocation."""
+    """Bytes of the lines Lambda itself writes for each invocation.
+
+    The functions log in Lambda's JSON format (``LoggingFormat: JSON``, infra/functions.py): each
+    invocation's system lines are ``platform.start`` and ``platform.report`` JSON records.
+    """
     request = str(uuid.uuid4())
+    at = "2026-12-01T10:00:00.000Z"
     lines = (
-        f"START RequestId: {request} Version: $LATEST\n",
-        f"END RequestId: {request}\n",
-        f"REPORT RequestId: {request}\tDuration: 123.45 ms\tBilled Duration: 124 ms\t"
-        f"Memory Size: {memory_mb} MB\tMax Memory Used: 150 MB\t\n",
+        json.dumps(
+            {"time": at, "type": "platform.start", "record": {"requestId": request, "version": "$LATEST"}}
+        )
+        + "\n",
+        json.dumps(
+            {
+                "time": at,
+                "type": "platform.report",
+                "record": {
+                    "requestId": request,
+                    "metrics": {
+                        "durationMs": 123.45,
+                        "billedDurationMs": 124,
+                        "memorySizeMB": memory_mb,
+                        "maxMemoryUsedMB": 150,
+                    },
+                    "status": "success",
+                },
+            }
+        )
+        + "\n",
     )
     return sum(len(line.encode()) for line in lines)
 
@@ -267,13 +312,13 @@ def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_se
     return rows
 
 
-def _firehose_rows(record_sizes: list[int], per_second: float) -> list[Row]:
-    """The archive's delivery stream: the consumer puts each record with its own PutRecordBatch."""
+def _firehose_rows(record_sizes: list[int], puts: list[int], per_second: float) -> list[Row]:
+    """The archive's delivery stream: one PutRecordBatch per dispatcher batch, its records and bytes."""
     if not record_sizes:
         return []
     count = len(record_sizes)
     return [
-        _row("Firehose archive PutRecordBatch", count * per_second, "requests/s", "firehose_requests"),
+        _row("Firehose archive PutRecordBatch", len(puts) * per_second, "requests/s", "firehose_requests"),
         _row("Firehose archive records", count * per_second, "records/s", "firehose_records"),
         _row("Firehose archive bytes", sum(record_sizes) * per_second / MIB, "MiB/s", "firehose_mib"),
     ]
@@ -370,11 +415,11 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     parts = list(partitions(calls).values())
     busy: dict[str, float] = defaultdict(float)
     for invocation in sample.invocations:
-        busy[invocation.function] += invocation.seconds
+        busy[invocation.function] += _modelled(invocation)
     rows = [
         *_dynamodb_rows(parts, sample.per_thread_ids, per_second, rate),
         *_messaging_rows(calls, sample.queues, per_second),
-        *_firehose_rows(sample.archive_records, per_second),
+        *_firehose_rows(sample.archive_records, sample.archive_puts, per_second),
         *_api_rows(sample.invocations, per_second),
         *_scheduler_rows(calls, sample.invocations, per_second, answer_after),
         *_lambda_rows(busy, per_second),
@@ -410,14 +455,18 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         sizes = sample.archive_records
         notes.append(
             f"audit archive: {len(sizes) / n:.1f} records per question, {min(sizes)}–{max(sizes)} B "
-            "each, billed as 5 KB each by Firehose; one PutRecordBatch per record (the consumer writes "
-            "per ledger change)"
+            "each, billed as 5 KB each by Firehose; put in "
+            f"{len(sample.archive_puts) / n:.2f} PutRecordBatch calls per question "
+            f"({len(sizes) / max(1, len(sample.archive_puts)):.1f} records each: one call per dispatcher "
+            "batch holding a decided question's change, so fewer and fuller as the batches fill under load)"
         )
-    counts = Counter(i.function for i in sample.invocations)
+    notes += _duration_notes(sample, busy)
+    platform = sum(platform_log_bytes(i.function, _memory(i.function)) for i in sample.invocations)
     notes.append(
-        "mean invocation, this machine (wall time less the recorder's own reads, with the machine's "
-        f"load average at {sample.load:.1f} on {os.cpu_count()} CPUs: shared, so slower than alone): "
-        + ", ".join(f"{f} {busy[f] / n_calls * 1000:.0f} ms" for f, n_calls in sorted(counts.items()))
+        f"logs per question: {sum(sample.log_bytes.values()) / n:,.0f} B written by the handlers ("
+        + ", ".join(f"{f} {b / n:,.0f} B" for f, b in sorted(sample.log_bytes.items()))
+        + f"), {platform / n:,.0f} B of Lambda's own platform.start and platform.report lines "
+        f"({platform / max(1, len(sample.invocations)):.0f} B an invocation)"
     )
     notes.append(
         "the event source mapping's receives and deletes are counted one batch per message as the "
@@ -463,9 +512,58 @@ def _stage_throttle() -> tuple[float, str]:
     return float(rate), f"stage throttle per method (API_THROTTLE_RATE {rate} rps)"
 
 
+def _memory(function: str) -> int:
+    return MEMORY_MB.get(function, API_MEMORY_MB)
+
+
+def _modelled(invocation: Invocation) -> float:
+    return invocation.modelled_seconds(_memory(invocation.function))
+
+
 def _billed_gb_seconds(invocation: Invocation) -> float:
-    memory = MEMORY_MB.get(invocation.function, API_MEMORY_MB)
-    return math.ceil(invocation.seconds * 1000) / 1000 * memory / 1024
+    """GB-s as Lambda bills them (each invocation rounded up to the millisecond), at the modelled duration."""
+    return math.ceil(_modelled(invocation) * 1000) / 1000 * _memory(invocation.function) / 1024
+
+
+def _duration_notes(sample: Sample, busy: dict[str, float]) -> list[str]:
+    """How each function's billed duration is modelled, beside the wall time measured on this machine."""
+    by_function: dict[str, list[Invocation]] = defaultdict(list)
+    for invocation in sample.invocations:
+        by_function[invocation.function].append(invocation)
+    parts = []
+    for function, invocations in sorted(by_function.items()):
+        n = len(invocations)
+        memory = _memory(function)
+        wall = sum(i.seconds for i in invocations) / n * 1000
+        measured = [i for i in invocations if i.cpu_seconds is not None]
+        if not measured:
+            parts.append(
+                f"{function} ({memory} MB) {busy[function] / n * 1000:.0f} ms (wall time, no CPU measured)"
+            )
+            continue
+        cpu = sum(i.cpu_seconds or 0.0 for i in measured) / len(measured) * 1000
+        calls = sum(len(i.calls) for i in measured) / len(measured)
+        waiting = sum(sum(latency_ms(c) for c in i.calls) for i in measured) / len(measured)
+        parts.append(
+            f"{function} ({memory} MB) {busy[function] / n * 1000:.0f} ms = CPU {cpu:.0f} ms × "
+            f"{cpu_scale(memory):.2f} + {calls:.1f} calls {waiting:.0f} ms (measured wall time {wall:.0f} ms)"
+        )
+    figures = "; ".join(
+        f"{name} {latency.ms:g} ms ({latency.basis}{', ' + latency.source if latency.source else ''})"
+        for name, latency in LATENCIES.items()
+    )
+    return [
+        "Lambda durations, modelled (GB-s and concurrency use these): the CPU each invocation spent, "
+        "measured per thread in-process (its fan-out's worker threads included, the recorder's own "
+        f"reads left out), times the function's share of a vCPU ({LAMBDA_ONE_VCPU_MB} MB is one vCPU; "
+        "one CPU-second here taken as one vCPU-second there), plus every AWS call it made, one after "
+        "another (parallel ones too: an upper bound), at a per-call in-region latency; cold starts "
+        "(their init, billed too) are not in it: the sample's invocations are warm, as a steady rate "
+        "keeps them. Mean per "
+        "invocation: " + "; ".join(parts) + f". The wall time is this machine's against moto, with "
+        f"its load average at {sample.load:.1f} on {os.cpu_count()} CPUs (shared, so slower than alone)",
+        f"per-call latencies of the model: {figures}",
+    ]
 
 
 def _per_question(sample: Sample, calls: list[Call]) -> costs.PerQuestion:
@@ -545,8 +643,9 @@ def render(report: Report) -> list[str]:
         "(start, park, the human reads and answers, resume); every AWS call the handlers and the inbox's "
         f"event source mapping made was counted, then divided by the sample and multiplied by {rate:g} "
         "questions a second. Request units are computed from the stored item sizes by DynamoDB's rules; "
-        "Lambda durations are this machine's (in-process, against moto), so GB-s and concurrency are "
-        f"indicative. Quotas are the default ones; prices are {REGION} list prices read {PRICES_DATE} "
+        "Lambda durations are modelled from each invocation's CPU time and its AWS calls at a stated "
+        "in-region latency (the notes say how, beside the wall time measured here). Quotas are the "
+        f"default ones; prices are {REGION} list prices read {PRICES_DATE} "
         "(`bench/prices.py`). Flag: above 50% of the limit.",
         "",
         f"### At {rate:g} questions a second",

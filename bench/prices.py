@@ -117,3 +117,78 @@ QUOTAS: Final[dict[str, Quota]] = {
     "firehose_mib": Quota(5, "Firehose Direct PUT MiB per second per stream (us-east-1)", True, _FIREHOSE_Q),
     "lambda_concurrency": Quota(1000, "Lambda concurrent executions per Region (account)", True, _LAMBDA_Q),
 }
+
+
+# -- the Lambda duration model ------------------------------------------------------------------
+#
+# What Lambda bills is each invocation's duration in-region, not this machine's wall time against
+# moto. The capacity run models it from what does not depend on the machine's load: the CPU the
+# handler spent (measured in-process, per thread), scaled to the function's share of a vCPU, plus
+# each AWS call it made, one after another, at the latency below.
+
+_LAMBDA_MEMORY = "https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory-console.html"
+_DDB_LATENCY = "https://repost.aws/knowledge-center/dynamodb-high-latency"
+_MESSAGING_LATENCY = "https://bitesizedserverless.com/bite/serverless-messaging-latency-compared/"
+# At 1,769 MB a function has the equivalent of one vCPU; below it, CPU in proportion to memory.
+LAMBDA_ONE_VCPU_MB: Final = 1769
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One AWS call's round trip from a Lambda function in the same Region, as the model takes it."""
+
+    ms: float
+    basis: str
+    source: str
+
+
+LATENCIES: Final[dict[str, Latency]] = {
+    # "Most atomic operations, such as GetItem and PutItem, have an average latency in single-digit
+    # milliseconds": the top of that range, for every single-item call and query.
+    "dynamodb": Latency(
+        10, "average GetItem/PutItem latency is single-digit ms: its top, 10 ms", _DDB_LATENCY
+    ),
+    "dynamodb.TransactWriteItems": Latency(
+        20, "a transaction prepares and commits: twice a single write (assumed)", _DDB_LATENCY
+    ),
+    "dynamodb.TransactGetItems": Latency(20, "twice a single read (assumed)", _DDB_LATENCY),
+    # Producer-to-consumer p50 measured in-region (eu-west-1, 2022): the send alone takes less.
+    "sqs": Latency(
+        28,
+        "FIFO queue, send to receive, p50 28.1 ms in-region: an upper bound of the send",
+        _MESSAGING_LATENCY,
+    ),
+    "sns": Latency(
+        73, "standard topic, publish to delivery, p50 73 ms in-region: an upper bound", _MESSAGING_LATENCY
+    ),
+    # No published figure for these; taken as a slow call.
+    "scheduler": Latency(50, "no published figure: assumed 50 ms", ""),
+    "firehose": Latency(50, "no published figure: assumed 50 ms", ""),
+}
+# Any other service's call.
+DEFAULT_LATENCY: Final = Latency(50, "no published figure: assumed 50 ms", "")
+
+
+def latency_ms(call: str) -> float:
+    """The modelled round trip of one call (``"service.Action"``): the action's figure, else the service's.
+
+    Examples
+    --------
+    >>> latency_ms("dynamodb.GetItem"), latency_ms("dynamodb.TransactWriteItems")
+    (10, 20)
+    >>> latency_ms("sqs.SendMessage"), latency_ms("iot.Publish")
+    (28, 50)
+    """
+    service = call.split(".", 1)[0]
+    return (LATENCIES.get(call) or LATENCIES.get(service) or DEFAULT_LATENCY).ms
+
+
+def cpu_scale(memory_mb: int) -> float:
+    """How much longer a CPU-second of work takes at ``memory_mb`` than on one whole vCPU.
+
+    Examples
+    --------
+    >>> cpu_scale(1769), cpu_scale(3008), round(cpu_scale(512), 2)
+    (1.0, 1.0, 3.46)
+    """
+    return max(1.0, LAMBDA_ONE_VCPU_MB / memory_mb)

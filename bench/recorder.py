@@ -52,9 +52,13 @@ current_question: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 @dataclass
 class HookTime:
-    """Time the recorder itself spent in one invocation (its image reads), for the caller to take off."""
+    """One invocation's meter: the recorder's own time in it (its image reads, for the caller to take
+    off), the CPU its fan-out's worker threads spent for it, and the AWS calls it made, in order."""
 
     wall: float = 0.0
+    cpu: float = 0.0  # the recorder's own CPU seconds, on any thread working for the invocation
+    worker_cpu: float = 0.0  # CPU seconds of pool threads running work the invocation submitted
+    calls: list[str] = field(default_factory=list)  # "service.Action" of each call it made
 
 
 hook_seconds: contextvars.ContextVar[HookTime | None] = contextvars.ContextVar("hook_seconds", default=None)
@@ -246,6 +250,17 @@ _AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
 _KEY_EQ = re.compile(r"(#?[A-Za-z0-9_.\-]+)\s*=\s*(:[A-Za-z0-9_]+)")
 
 
+def _metered(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a pool thread's work for an invocation, adding the CPU it spends to the invocation's meter."""
+    started = time.thread_time()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        spent = hook_seconds.get()
+        if spent is not None:
+            spent.worker_cpu += time.thread_time() - started
+
+
 def _payload_chunks(*texts: Any) -> int:
     size = sum(len(str(t).encode()) for t in texts if t is not None)
     return max(1, math.ceil(size / (64 * KIB)))
@@ -296,7 +311,7 @@ class CallRecorder:
         original_submit = ThreadPoolExecutor.submit
 
         def submit(executor: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-            return original_submit(executor, contextvars.copy_context().run, fn, *args, **kwargs)
+            return original_submit(executor, contextvars.copy_context().run, _metered, fn, *args, **kwargs)
 
         botocore.session.Session.create_client = create_client  # type: ignore[method-assign,assignment]
         ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
@@ -357,6 +372,7 @@ class CallRecorder:
     @contextmanager
     def _timed(self) -> Iterator[None]:
         started = time.perf_counter()
+        started_cpu = time.thread_time()
         try:
             yield
         finally:
@@ -364,6 +380,7 @@ class CallRecorder:
             if spent is not None:
                 with self._lock:
                     spent.wall += time.perf_counter() - started
+                    spent.cpu += time.thread_time() - started_cpu
 
     def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
         if getattr(self._local, "suspended", False) or "capacity_params" not in context:
@@ -408,8 +425,11 @@ class CallRecorder:
             elif call.service == "scheduler":
                 self._scheduler(call, params)
         finally:
+            spent = hook_seconds.get()
             with self._lock:
                 self.calls.append(call)
+                if spent is not None:
+                    spent.calls.append(call.name)
 
     # -- SQS and Scheduler ----------------------------------------------------------------------
 

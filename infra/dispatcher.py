@@ -90,7 +90,7 @@ class Dispatcher(Construct):
                 "AGENT_WAIT_STATS_TABLE": ledger.stats.table_name,
                 "AGENT_WAIT_LISTING_SHARDS": str(config.listing_shards),
             },
-            memory_mb=constants.API_MEMORY_MB,
+            memory_mb=constants.DISPATCHER_MEMORY_MB,
             timeout_seconds=DISPATCHER_TIMEOUT_SECONDS,
             service=config.stack_name,
             description="agent-wait dispatcher: enqueues starts and resumes, publishes resolution events",

@@ -42,13 +42,25 @@ def service() -> LedgerStream:
 
 
 def handle(event: dict[str, Any], context: Any, service: LedgerStream) -> PartialItemFailureResponse:
-    """Process one stream batch with ``service``; returns ``{"batchItemFailures": [...]}``."""
-    return process_partial_response(
-        event=event,
-        record_handler=service.process_record,
-        processor=BatchProcessor(event_type=EventType.DynamoDBStreams),
-        context=context,
-    )
+    """Process one stream batch with ``service``; returns ``{"batchItemFailures": [...]}``.
+
+    The batch consumers' work (the archive's records) is written once the batch's records are
+    handled; a record whose batch work failed is reported like a record that failed itself.
+    """
+    try:
+        response = process_partial_response(
+            event=event,
+            record_handler=service.process_record,
+            processor=BatchProcessor(event_type=EventType.DynamoDBStreams),
+            context=context,
+        )
+    finally:
+        unwritten = service.finish_batch()
+    reported = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
+    response["batchItemFailures"] += [
+        {"itemIdentifier": sequence} for sequence in unwritten if sequence not in reported
+    ]
+    return response
 
 
 @logger.inject_lambda_context

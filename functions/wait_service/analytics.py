@@ -23,14 +23,23 @@ to read a window of days with. In the stats table:
   the histogram of their union and p50/p90 are read from it (the bound of the bucket the rank
   falls in, never above the max);
 - the max cannot be added: it is kept exact by a conditional ``SET tta_max_ms = :v`` (only when
-  larger), which is idempotent, so it needs no marker and is simply written again on a retry.
+  larger), which is idempotent, so it needs no marker and is simply written again on a retry. A
+  process remembers the largest max it saw stored in each cell (it only rises) and skips the write
+  of a smaller one.
 
-Exactly once under the stream's redelivery: each fact is counted in a ``TransactWriteItems`` with
-a marker item ``pk = mark#<question_id>``, ``sk = <fact>`` put on ``attribute_not_exists``. A
-record handed over again finds its marker, the transaction is cancelled, nothing is added twice.
-Markers expire (``expires_ttl``) after :data:`MARKER_TTL_DAYS`, well past the stream's 24-hour
-retention, the longest a record can come back. A transaction costs twice the write units of its
-two items.
+Once per batch of the stream (:class:`AnalyticsConsumer` is a batch consumer of
+:class:`~wait_service.ledger_stream.LedgerStream`): the facts of a batch's records are counted
+together, the facts of one cell (day, function, responder, rung) with one ``ADD`` update.
+
+Exactly once under the stream's redelivery: a batch's facts are counted in one
+``TransactWriteItems`` holding each fact's marker item ``pk = mark#<question_id>``,
+``sk = <fact>`` put on ``attribute_not_exists``, and the cells' updates. A batch handed over again,
+whole or in another shape (the mapping retries from a failed record, splits a batch), finds the
+markers of the facts it counted before: the transaction is cancelled naming them, they are
+dropped and the rest counted; nothing is added twice. Markers expire (``expires_ttl``) after
+:data:`MARKER_TTL_DAYS`, well past the stream's 24-hour retention, the longest a record can come
+back. A transaction costs twice the write units of its items: per question, its facts' markers
+(raised, decided) and its share of the cells' updates.
 
 Examples
 --------
@@ -49,7 +58,7 @@ import hashlib
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -83,8 +92,11 @@ if TYPE_CHECKING:
 
 AnswerKind = Literal["approve", "edit", "reject", "respond"]
 ANSWER_KINDS: tuple[AnswerKind, ...] = ("approve", "edit", "reject", "respond")
-# Counter partitions per month: a day's writes (and one cell's) spread over this many keys.
-SHARDS = 8
+# Counter partitions per month: a day's writes (and one cell's) spread over this many keys. At
+# 1,000 questions a second a cell takes about 5 WRU a question (its updates and their max), so 16
+# keeps each key near 300 WRU/s, under a partition's 1,000. A window's read is one Query per month
+# and shard; cells written when there were fewer shards are read all the same.
+SHARDS = 16
 # Markers outlive the stream's 24-hour retention: a redelivered record always finds its own.
 MARKER_TTL_DAYS = 7
 # Upper bounds (ms, inclusive) of the time-to-answer buckets: 1 s * sqrt(2)**i, to 2**20 s.
@@ -328,73 +340,116 @@ class StatsStore:
         self.table_name = table_name
         self.client = client
         self.clock = clock
+        # Per cell, a max time to answer this process saw stored (it only rises): a smaller one
+        # needs no write.
+        self._maxima: dict[CellKey, int] = {}
 
     def count(self, fact: Fact) -> bool:
         """Add ``fact`` to its cell once; ``False`` when its marker shows it was counted already."""
-        key = cell_key(fact)
+        return bool(self.count_all([fact]))
+
+    def count_all(self, facts: Sequence[Fact]) -> list[Fact]:
+        """Add each of ``facts`` to its cell once; the facts counted now (the others were already).
+
+        The facts of one cell (day, function, responder, rung) are added with one update; that update
+        and every fact's marker are one ``TransactWriteItems`` (at most :data:`TRANSACTION_ITEMS`
+        items), so a fact is counted with its marker or not at all. A cancelled transaction names
+        the markers that existed: those facts are dropped and the rest counted again.
+        """
+        unique = list({(f.question_id, f.event): f for f in facts}.values())
+        counted: list[Fact] = []
+        for chunk in _chunks(unique):
+            counted += self._count_chunk(chunk)
+        # Idempotent, so written for every fact handed over, counted now or before (a crash may
+        # have come between the count and its max); skipped when the cell's max is known larger.
+        for cell, ms in _maxima(unique).items():
+            self._raise_max(cell, ms)
+        return counted
+
+    def _count_chunk(self, facts: list[Fact]) -> list[Fact]:
+        expires = int((self.clock() + timedelta(days=MARKER_TTL_DAYS)).timestamp())
+        while facts:
+            markers: list[Any] = [
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": {
+                            "pk": {"S": f"mark#{fact.question_id}"},
+                            "sk": {"S": fact.event},
+                            "expires_ttl": {"N": str(expires)},
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+                for fact in facts
+            ]
+            updates: list[Any] = [self._cell_update(cell, group) for cell, group in _by_cell(facts).items()]
+            try:
+                self.client.transact_write_items(TransactItems=[*markers, *updates])
+            except ClientError as exc:
+                existed = _markers_existed(exc, len(facts))
+                if not existed:
+                    raise
+                for index in existed:
+                    logger.info(
+                        "fact counted already",
+                        extra={"question_id": facts[index].question_id, "fact": facts[index].event},
+                    )
+                facts = [fact for index, fact in enumerate(facts) if index not in existed]
+                continue
+            return facts
+        return []
+
+    def _cell_update(self, cell: CellKey, facts: list[Fact]) -> dict[str, Any]:
+        first = facts[0]
+        counters: Counter[str] = Counter()
+        for fact in facts:
+            counters.update(fact.counters)
         names = {"#day": "day", "#fn": "function", "#rs": "responder", "#rung": "rung"}
         values: dict[str, Any] = {
-            ":day": {"S": fact.day},
-            ":fn": {"S": fact.function},
-            ":rs": {"S": fact.responder},
-            ":rung": {"N": str(fact.rung)},
+            ":day": {"S": first.day},
+            ":fn": {"S": first.function},
+            ":rs": {"S": first.responder},
+            ":rung": {"N": str(first.rung)},
         }
         adds: list[str] = []
-        for index, (name, amount) in enumerate(sorted(fact.counters.items())):
+        for index, (name, amount) in enumerate(sorted(counters.items())):
             names[f"#c{index}"] = name
             values[f":c{index}"] = {"N": str(amount)}
             adds.append(f"#c{index} :c{index}")
-        expires = int((self.clock() + timedelta(days=MARKER_TTL_DAYS)).timestamp())
-        counted = True
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": {
-                                "pk": {"S": f"mark#{fact.question_id}"},
-                                "sk": {"S": fact.event},
-                                "expires_ttl": {"N": str(expires)},
-                            },
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": key,
-                            "UpdateExpression": "SET #day = :day, #fn = :fn, #rs = :rs, #rung = :rung ADD "
-                            + ", ".join(adds),
-                            "ExpressionAttributeNames": names,
-                            "ExpressionAttributeValues": values,
-                        }
-                    },
-                ]
-            )
-        except ClientError as exc:
-            if not _marker_existed(exc):
-                raise
-            counted = False
-        if fact.time_to_answer_ms is not None:
-            # Idempotent, so also written again on a retry (the crash may have come between the two).
-            self._raise_max(key, fact.time_to_answer_ms)
-        return counted
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": _key(cell),
+                "UpdateExpression": "SET #day = :day, #fn = :fn, #rs = :rs, #rung = :rung ADD "
+                + ", ".join(adds),
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
 
-    def _raise_max(self, key: Mapping[str, Any], ms: int) -> None:
+    def _raise_max(self, cell: CellKey, ms: int) -> None:
+        if self._maxima.get(cell, -1) >= ms:
+            return  # the stored max is at least what this process last saw there: already larger
         try:
             self.client.update_item(
                 TableName=self.table_name,
-                Key=dict(key),
+                Key=_key(cell),
                 UpdateExpression="SET tta_max_ms = :v",
                 ConditionExpression=(
                     "attribute_exists(pk) AND (attribute_not_exists(tta_max_ms) OR tta_max_ms < :v)"
                 ),
                 ExpressionAttributeValues={":v": {"N": str(ms)}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
+            stored = (exc.response.get("Item") or {}).get("tta_max_ms", {}).get("N")  # type: ignore[attr-defined]
+            if stored is not None:
+                self._maxima[cell] = max(self._maxima.get(cell, -1), int(stored))
+            return
+        self._maxima[cell] = ms
 
     def cells(self, since: date, until: date) -> Iterator[dict[str, Any]]:
         """Every counters item of the days ``since`` to ``until`` (inclusive), as plain values."""
@@ -427,11 +482,68 @@ class StatsStore:
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def _marker_existed(exc: ClientError) -> bool:
+# DynamoDB takes at most this many items in one TransactWriteItems.
+TRANSACTION_ITEMS = 100
+
+
+CellKey = tuple[str, str]  # (pk, sk) of a counters item
+
+
+def _key(cell: CellKey) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": cell[0]}, "sk": {"S": cell[1]}}
+
+
+def _by_cell(facts: Iterable[Fact]) -> dict[CellKey, list[Fact]]:
+    """Facts grouped by the counters item they add to: the cell of their group's first fact.
+
+    The shard of a group is its first fact's (the reader adds every shard of a cell up, so any
+    shard is right); the facts of one day, function, responder and rung share one update.
+    """
+    groups: dict[tuple[str, str, str, int], list[Fact]] = defaultdict(list)
+    for fact in facts:
+        groups[(fact.day, fact.function, fact.responder, fact.rung)].append(fact)
+    cells: dict[CellKey, list[Fact]] = {}
+    for group in groups.values():
+        key = cell_key(group[0])
+        cells[(key["pk"]["S"], key["sk"]["S"])] = group
+    return cells
+
+
+def _chunks(facts: list[Fact]) -> Iterator[list[Fact]]:
+    """Facts in runs whose markers and cell updates fit one transaction."""
+    chunk: list[Fact] = []
+    for fact in facts:
+        if chunk and len(chunk) + 1 + len(_by_cell([*chunk, fact])) > TRANSACTION_ITEMS:
+            yield chunk
+            chunk = []
+        chunk.append(fact)
+    if chunk:
+        yield chunk
+
+
+def _maxima(facts: Iterable[Fact]) -> dict[CellKey, int]:
+    """The largest time to answer of each cell the facts add to."""
+    found: dict[CellKey, int] = {}
+    for key, group in _by_cell(facts).items():
+        times = [f.time_to_answer_ms for f in group if f.time_to_answer_ms is not None]
+        if times:
+            found[key] = max(times)
+    return found
+
+
+def _markers_existed(exc: ClientError, markers: int) -> set[int]:
+    """The markers (by position) whose condition failed: their facts were counted already.
+
+    Empty when the transaction failed for any other reason (throttled, in conflict): retried whole.
+    """
     if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return False
+        return set()
     reasons = exc.response.get("CancellationReasons") or []
-    return bool(reasons) and reasons[0].get("Code") == "ConditionalCheckFailed"
+    codes = [str(reason.get("Code") or "None") for reason in reasons]
+    existed = {index for index, code in enumerate(codes[:markers]) if code == "ConditionalCheckFailed"}
+    if any(code not in ("None", "ConditionalCheckFailed") for code in codes):
+        return set()
+    return existed
 
 
 class AnalyticsConsumer:
@@ -449,14 +561,19 @@ class AnalyticsConsumer:
 
     def __init__(self, store: StatsStore) -> None:
         self.store = store
+        self._facts: list[Fact] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self._facts)
 
     def handle(self, change: LedgerChange) -> None:
-        for fact in facts_of(change):
-            if not self.store.count(fact):
-                logger.info(
-                    "fact counted already", extra={"question_id": fact.question_id, "fact": fact.event}
-                )
-                continue
+        """Gather the change's facts; :meth:`flush` counts a batch's facts together."""
+        self._facts += facts_of(change)
+
+    def flush(self) -> None:
+        facts, self._facts = self._facts, []
+        for fact in self.store.count_all(facts) if facts else []:
             if fact.event == "decided":
                 _emit(fact)
 

@@ -78,8 +78,9 @@ ARCHIVE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 # Columns holding JSON text (their value's shape is the question's).
 JSON_COLUMNS = frozenset({"question", "policy", "answer", "lifecycle", "audit"})
-# Firehose takes at most 500 records (4 MiB) per PutRecordBatch.
+# Firehose takes at most 500 records and 4 MiB per PutRecordBatch.
 FIREHOSE_BATCH = 500
+FIREHOSE_BATCH_BYTES = 4 * 1024 * 1024
 
 
 class Change(Protocol):
@@ -189,6 +190,27 @@ def to_line(record: Mapping[str, Any]) -> str:
     return json.dumps({k: v for k, v in record.items() if k != PARTITION_KEY}, ensure_ascii=False) + "\n"
 
 
+def firehose_batches(lines: Sequence[bytes]) -> list[list[bytes]]:
+    """``lines`` in the fewest PutRecordBatch calls, in order: at most 500 records and 4 MiB each.
+
+    Examples
+    --------
+    >>> [len(b) for b in firehose_batches([b"x"] * 1001)]
+    [500, 500, 1]
+    >>> [len(b) for b in firehose_batches([b"x" * 3_000_000] * 3)]
+    [1, 1, 1]
+    """
+    batches: list[list[bytes]] = []
+    size = 0
+    for line in lines:
+        if not batches or len(batches[-1]) == FIREHOSE_BATCH or size + len(line) > FIREHOSE_BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(line)
+        size += len(line)
+    return batches
+
+
 class Sink(Protocol):
     """Where archive records go; ``write`` raises when they were not all taken (the change is retried)."""
 
@@ -243,11 +265,9 @@ class FirehoseSink:
         self.client = client
 
     def write(self, records: Sequence[Mapping[str, Any]]) -> None:
-        for start in range(0, len(records), FIREHOSE_BATCH):
-            batch = records[start : start + FIREHOSE_BATCH]
+        for batch in firehose_batches([to_line(record).encode() for record in records]):
             response = self.client.put_record_batch(
-                DeliveryStreamName=self.stream_name,
-                Records=[{"Data": to_line(record).encode()} for record in batch],
+                DeliveryStreamName=self.stream_name, Records=[{"Data": data} for data in batch]
             )
             failed = int(response.get("FailedPutCount", 0))
             if failed:
@@ -261,12 +281,18 @@ class FirehoseSink:
 
 
 class ArchiveConsumer:
-    """The ledger stream's consumer that archives decided questions into ``sink``.
+    """The ledger stream's consumer that archives decided questions into ``sink``, once per batch.
+
+    ``handle`` gathers a change's record; ``flush`` (the stream calls it once the batch's records
+    are handled) writes them all with one ``write``: deployed, one PutRecordBatch per batch of the
+    ledger's stream (per 500 records or 4 MiB), not one per change. A failed write is raised, and
+    every record of the batch from the earliest gathered one is handed over again.
 
     Examples
     --------
     >>> consumer = ArchiveConsumer(JsonLinesSink(Path("/tmp/archive")))  # doctest: +SKIP
     >>> consumer.handle(change)  # doctest: +SKIP
+    >>> consumer.flush()  # doctest: +SKIP
     """
 
     name = "archive"
@@ -274,9 +300,17 @@ class ArchiveConsumer:
     def __init__(self, sink: Sink, *, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.sink = sink
         self.now = now
+        self._gathered: list[dict[str, Any]] = []
 
     def handle(self, change: Change) -> None:
-        records = archive_records([change], now=self.now)
+        self._gathered += archive_records([change], now=self.now)
+
+    @property
+    def pending(self) -> int:
+        return len(self._gathered)
+
+    def flush(self) -> None:
+        records, self._gathered = self._gathered, []
         if records:
             self.sink.write(records)
 

@@ -18,7 +18,8 @@ The consumers today:
   revoked, resumed or failing to resume, a run ending -> its event on the topic and the outbox.
 
 - :class:`wait_service.archive.ArchiveConsumer`: each change of a decided question -> one record
-  of the audit archive (Firehose deployed, JSON Lines locally), when an archive is configured.
+  of the audit archive (Firehose deployed, JSON Lines locally), when an archive is configured;
+  a :class:`BatchConsumer`: a batch's records are put together, one call per batch.
 
 More work that follows a change (resolution events, counters) is one more consumer in the list
 given to :class:`LedgerStream`, never a second reader of the stream.
@@ -164,8 +165,32 @@ class Consumer(Protocol):
     def handle(self, change: LedgerChange) -> None: ...
 
 
+class BatchConsumer(Consumer, Protocol):
+    """A consumer whose work is written once per batch: ``handle`` gathers it, ``flush`` writes it.
+
+    ``flush`` raises when the batch's work was not all written; every record the consumer gathered
+    from is then retried (``handle`` and ``flush`` are idempotent like any consumer's), and the work
+    gathered is dropped either way, so a batch never leaks into the next.
+    """
+
+    @property
+    def pending(self) -> int:
+        """How much work is gathered and not yet written (grows when ``handle`` gathers some)."""
+        ...
+
+    def flush(self) -> None: ...
+
+
+def _sequence_key(sequence_number: str) -> tuple[int, str]:
+    """Orders a shard's sequence numbers (decimal strings of varying length) as numbers."""
+    return len(sequence_number), sequence_number
+
+
 class LedgerStream:
     """Hands each record of the ledger's stream to every consumer, in order.
+
+    A :class:`BatchConsumer`'s work is written once per batch (:meth:`finish_batch`), not once
+    per record: the audit archive puts a batch's records with one call.
 
     Parameters
     ----------
@@ -177,16 +202,39 @@ class LedgerStream:
     --------
     >>> stream = LedgerStream([OutboxDispatcher(ledger, inbox)])  # doctest: +SKIP
     >>> stream.process_record(record)  # doctest: +SKIP
+    >>> failed = stream.finish_batch()  # doctest: +SKIP
     """
 
     def __init__(self, consumers: Sequence[Consumer]) -> None:
         self.consumers = list(consumers)
+        # Per batch consumer: the sequence numbers of the records it gathered work from.
+        self._gathered: dict[int, list[str]] = {}
 
     def process_record(self, record: DynamoDBRecord) -> None:
-        """The batch processor's record handler."""
-        self.process(record.raw_event)
+        """The batch processor's record handler: a batch consumer's work waits for :meth:`finish_batch`."""
+        self._handle(record.raw_event)
 
     def process(self, record: Mapping[str, Any]) -> None:
+        """One record as a batch of its own: every consumer's work is written before this returns.
+
+        Raises what a consumer or a batch consumer's ``flush`` raised.
+        """
+        try:
+            self._handle(record)
+        finally:
+            errors = self._flush()
+        if errors:
+            raise errors[0][1]
+
+    def finish_batch(self) -> list[str]:
+        """Write every batch consumer's gathered work; the sequence numbers to retry from, if any failed.
+
+        For each batch consumer whose ``flush`` raised, the earliest record it gathered work from is
+        returned: the mapping retries the batch from there (its later records with it).
+        """
+        return [sequence for sequence, _ in self._flush()]
+
+    def _handle(self, record: Mapping[str, Any]) -> None:
         try:
             change = LedgerChange.from_record(record)
         except ValueError as exc:
@@ -195,7 +243,31 @@ class LedgerStream:
             logger.warning("ledger stream record skipped", extra={"error": str(exc)})
             return
         for consumer in self.consumers:
+            before = getattr(consumer, "pending", 0)
             consumer.handle(change)
+            if getattr(consumer, "pending", 0) > before:
+                self._gathered.setdefault(id(consumer), []).append(change.sequence_number)
+
+    def _flush(self) -> list[tuple[str, Exception]]:
+        gathered, self._gathered = self._gathered, {}
+        errors: list[tuple[str, Exception]] = []
+        for consumer in self.consumers:
+            flush = getattr(consumer, "flush", None)
+            if flush is None:
+                continue
+            try:
+                flush()
+            except Exception as exc:
+                sequences = gathered.get(id(consumer))
+                if not sequences:
+                    raise
+                first = min(sequences, key=_sequence_key)
+                logger.exception(
+                    "ledger stream batch not written",
+                    extra={"consumer": consumer.name, "records": len(sequences), "retry_from": first},
+                )
+                errors.append((first, exc))
+        return errors
 
 
 class OutboxDispatcher:

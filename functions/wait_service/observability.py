@@ -18,6 +18,7 @@ import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -131,7 +132,33 @@ class LazyTracer:
             tracer.put_metadata(key=key, value=value, namespace=namespace)
 
 
-logger = Logger()
+# Keys Powertools' Lambda context puts on every line that are the same for every line of a log
+# group (one function's): its name is the group's, its ARN and memory size are the function's
+# configuration, and Lambda's REPORT line gives the memory at each invocation's end. Each line keeps
+# its level, location, message, time, service, cold start, request and correlation ids and extras.
+SAME_ON_EVERY_LINE = ("function_arn", "function_memory_size", "function_name")
+
+
+class LeanFormatter(LambdaPowertoolsFormatter):
+    """Powertools' JSON lines without the keys every line of a function's log group shares.
+
+    Examples
+    --------
+    >>> import json, logging
+    >>> formatter = LeanFormatter()
+    >>> formatter.append_keys(function_name="agent-wait-api", function_request_id="r-1")
+    >>> line = json.loads(formatter.format(logging.makeLogRecord({"msg": "hi", "levelname": "INFO"})))
+    >>> "function_name" in line, line["function_request_id"], line["message"]
+    (False, 'r-1', 'hi')
+    """
+
+    def serialize(self, log: Any) -> str:
+        for key in SAME_ON_EVERY_LINE:
+            log.pop(key, None)
+        return super().serialize(log)
+
+
+logger = Logger(logger_formatter=LeanFormatter())
 tracer = LazyTracer()
 metrics = Metrics()
 

@@ -61,13 +61,14 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
             # the topic (the question's move to resumed and the thread's to done are one transaction)
             ("dispatcher", "outbox.fifo", "sqs.SendMessage"): 3,
             ("dispatcher", "wait-created", "sns.Publish"): 3,
-            # analytics: the question raised and the question answered, each counted once with its
-            #   once-only marker (a TransactWriteItems each), and the time to answer's max (a
-            #   conditional UpdateItem, kept only when larger)
+            # analytics, once per stream batch: the question raised and the question answered come
+            #   in two batches (the answer is written after the question is read), each counted once
+            #   with its once-only marker in the batch's one TransactWriteItems; the time to answer's
+            #   max (a conditional UpdateItem, kept only when larger: the first in its cell)
             ("dispatcher", "stats", "dynamodb.TransactWriteItems"): 2,
             ("dispatcher", "stats", "dynamodb.UpdateItem"): 1,
             # (its audit archive records, answered and resumed, are a file locally: no AWS call;
-            # deployed one Firehose PutRecordBatch each, counted from the file: the next test)
+            # deployed one Firehose PutRecordBatch per stream batch holding one: the next test)
             # -- the inbox's event source mapping: the start, then the resume message --
             # inbox ReceiveMessage + DeleteMessageBatch: handed to the runner, then deleted
             ("local stack", "inbox.fifo", "sqs.ReceiveMessage"): 1 + 1,
@@ -112,8 +113,10 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
 def test_the_archive_records_are_counted_for_firehose(one_question: capacity_report.Sample) -> None:
     # The question's first decided state (answered) and its move to resumed each change what a
     # decided question holds: two records; the dispatcher's resume_enqueued_at mark adds none.
-    # Each is under 5 KB, so Firehose bills each as 5 KB.
+    # They leave in two stream batches (the resume is written after the answer's batch sent it):
+    # one PutRecordBatch each, one record each. Each is under 5 KB, so Firehose bills each as 5 KB.
     assert len(one_question.archive_records) == 2
+    assert one_question.archive_puts == [1, 1]
     assert all(0 < size <= capacity_report.FIREHOSE_RECORD_ROUNDING for size in one_question.archive_records)
     per_q = capacity_report.analyse(one_question, 1000, answer_after=None).per_question
     assert per_q.firehose_billed_bytes == 2 * capacity_report.FIREHOSE_RECORD_ROUNDING
@@ -160,3 +163,11 @@ def test_one_question_is_timed_and_attributed(one_question: capacity_report.Samp
     # The handlers logged, and the logs were counted, not printed.
     assert one_question.log_bytes["runner"] > 0
     assert one_question.log_bytes["dispatcher"] > 0
+    # Each invocation's CPU time was measured, and its calls listed for the duration model: the
+    # start's api request made one call (the ledger's TransactWriteItems), its archive puts are
+    # the dispatcher's.
+    assert all(i.cpu_seconds is not None and i.cpu_seconds > 0 for i in one_question.invocations)
+    [start] = [i for i in one_question.invocations if i.route == "POST /threads/{thread_id}/runs"]
+    assert start.calls == ("dynamodb.TransactWriteItems",)
+    dispatcher_calls = [c for i in one_question.invocations if i.function == "dispatcher" for c in i.calls]
+    assert dispatcher_calls.count("firehose.PutRecordBatch") == 2

@@ -317,6 +317,20 @@ def test_inbox_feeds_the_runner_with_partial_batch_failures(default_synth: Synth
     default_synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 2)
 
 
+def test_each_function_is_sized_for_what_it_does(default_synth: Synth) -> None:
+    # The dispatcher mostly waits on AWS calls: the smallest size with headroom. The api answers
+    # people (its cold start is CPU-bound imports), the runner runs the graph: larger.
+    stack = default_synth.stack
+    functions = default_synth.resources("AWS::Lambda::Function")
+
+    def memory(function: IConstruct) -> int:
+        return int(functions[logical_id(default_synth, function)]["Properties"]["MemorySize"])
+
+    assert memory(stack.dispatcher.function) == constants.DISPATCHER_MEMORY_MB == 256
+    assert memory(stack.api_function.function) == constants.API_MEMORY_MB == 512
+    assert memory(stack.runner.function) == constants.RUNNER_MEMORY_MB == 1024
+
+
 def test_the_ledger_stream_feeds_the_dispatcher_with_bounded_retries_and_a_dlq(default_synth: Synth) -> None:
     stack = default_synth.stack
     default_synth.template.has_resource_properties(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -358,3 +359,31 @@ def test_live_schedules_are_creations_a_second_times_how_long_each_lives() -> No
     assert live(None) == 10 * (3600 + 600)
     # Answered after five minutes: both timers are deleted then.
     assert live(300) == 10 * (300 + 300)
+
+
+def test_lambda_durations_are_modelled_from_cpu_time_and_calls_not_the_wall_time() -> None:
+    # 20 ms of CPU at 512 MB (a 512/1769 share of a vCPU) and three calls in a row: a GetItem
+    # (10 ms), a transaction (20 ms) and an SQS send (28 ms); the 900 ms wall time on a loaded
+    # machine is shown beside it, not billed.
+    invocation = capacity_report.Invocation(
+        "api",
+        0.9,
+        "t0",
+        cpu_seconds=0.020,
+        calls=("dynamodb.GetItem", "dynamodb.TransactWriteItems", "sqs.SendMessage"),
+    )
+
+    modelled = invocation.modelled_seconds(512)
+
+    assert modelled == pytest.approx(0.020 * 1769 / 512 + 0.058)
+    assert invocation.modelled_seconds(2048) == pytest.approx(0.020 + 0.058)  # a whole vCPU and more
+    sample = _sample([], 1)
+    sample.invocations = [invocation]
+    report = capacity_report.analyse(sample, rate=100, answer_after=None)
+    rows = {row.figure: row for row in report.rows}
+    assert rows["Lambda api concurrency"].at_rate == pytest.approx(modelled * 100)
+    # Billed per started millisecond, at the api's 512 MB
+    assert report.per_question.lambda_gb_seconds["api"] == pytest.approx(
+        math.ceil(modelled * 1000) / 1000 * 512 / 1024
+    )
+    assert any("measured wall time 900 ms" in note for note in report.notes)

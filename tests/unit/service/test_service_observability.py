@@ -99,3 +99,35 @@ def test_importing_the_observability_module_does_not_import_the_xray_sdk() -> No
     code = "import sys, wait_service.observability; sys.exit('aws_xray_sdk' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_log_line_drops_what_every_line_of_its_log_group_shares_and_keeps_the_rest() -> None:
+    # The log group is the function's: its name, ARN and memory size on every line are bytes
+    # CloudWatch bills for nothing; the request id, cold start, level, location and extras stay.
+    import io
+    import json
+
+    from aws_lambda_powertools import Logger
+    from service_events import LambdaContext
+
+    from wait_service.observability import LeanFormatter
+
+    stream = io.StringIO()
+    logger = Logger(service="lean-test", logger_formatter=LeanFormatter(), stream=stream)
+
+    @logger.inject_lambda_context
+    def handler(event: Any, context: Any) -> None:
+        logger.info("resume enqueued", extra={"question_id": "q-1"})
+
+    handler({}, LambdaContext())
+
+    line = json.loads(stream.getvalue().splitlines()[-1])
+    assert not {"function_name", "function_arn", "function_memory_size"} & set(line)
+    assert line["function_request_id"] == LambdaContext.aws_request_id
+    assert (line["level"], line["message"], line["question_id"], line["service"]) == (
+        "INFO",
+        "resume enqueued",
+        "q-1",
+        "lean-test",
+    )
+    assert "cold_start" in line and "location" in line and "timestamp" in line

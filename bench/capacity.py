@@ -186,7 +186,7 @@ def _archive_writes_counted() -> Iterator[list[int]]:
     Yields the list of records per PutRecordBatch the archive would have made; each call also goes
     into the invoking function's calls (the duration model waits on it).
     """
-    from wait_service import archive
+    from wait_service.stream import archive
 
     original = archive.JsonLinesSink.write
     batches: list[int] = []
@@ -350,8 +350,8 @@ def run_sample(
 
 def _archive_record_sizes(folder: Path | None) -> list[int]:
     """Bytes of each audit archive record the dispatcher wrote (locally a JSON line; deployed the
-    ``Data`` of one Firehose record: the same line, ``wait_service.archive.to_line``)."""
-    from wait_service.archive import ARCHIVE_PREFIX, LOCAL_FILE
+    ``Data`` of one Firehose record: the same line, ``wait_service.stream.archive.to_line``)."""
+    from wait_service.stream.archive import ARCHIVE_PREFIX, LOCAL_FILE
 
     if folder is None:
         return []

@@ -101,7 +101,7 @@ class Sample:
     # Bytes of each audit archive record the dispatcher wrote: deployed, one Firehose record each.
     archive_records: list[int] = field(default_factory=list)
     # Records of each PutRecordBatch the archive made (deployed: one per dispatcher batch with
-    # decided questions in it, per 500 records or 4 MiB; wait_service.archive.ArchiveConsumer).
+    # decided questions in it, per 500 records or 4 MiB; wait_service.stream.archive.ArchiveConsumer).
     archive_puts: list[int] = field(default_factory=list)
 
 

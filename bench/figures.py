@@ -584,7 +584,7 @@ def framework_throughput(rounds: int, batch: int = 300) -> Figure:
     Python object and no wrappers, so what is left is the framework and, on our side, our code."""
     from agent_wait.aws import DynamoDbAnnounce
     from bench.baseline.bare_api import build_app, routes
-    from wait_service.api import build_api
+    from wait_service.http.api import build_api
     from wait_service.observability import metrics
     from wait_service.settings import Settings
 

@@ -45,10 +45,10 @@ class Scenario:
     """The runner and a plain LangGraph peer over one boto3 session's clients and the same tables."""
 
     def __init__(self, session: Any, runner_env: dict[str, str]) -> None:
-        from wait_service.checkpointer import make_checkpointer, runner_clients
-        from wait_service.graph import load_graph
         from wait_service.resources import create_resources
-        from wait_service.runner import build_runner
+        from wait_service.runs.checkpointer import make_checkpointer, runner_clients
+        from wait_service.runs.graph import load_graph
+        from wait_service.runs.runner import build_runner
         from wait_service.settings import Settings
 
         resources = create_resources(
@@ -85,7 +85,7 @@ class Scenario:
         self.runner.ledger.queue_thread(thread_id, f"r-{thread_id}")
 
     def park(self, thread_id: str) -> str:
-        from wait_service.inbox import StartMessage
+        from wait_service.runs.inbox import StartMessage
 
         outcome = self.runner.run(
             StartMessage(thread_id=thread_id, input=REFUND_INPUT, run_id=f"r-{thread_id}")
@@ -97,7 +97,7 @@ class Scenario:
         self.runner.ledger.record_answer(question_id, APPROVE, answered_by="bench")
 
     def resume(self, thread_id: str, question_id: str) -> None:
-        from wait_service.inbox import ResumeMessage
+        from wait_service.runs.inbox import ResumeMessage
 
         self.runner.run(ResumeMessage(thread_id=thread_id, question_id=question_id, answer=APPROVE))
 

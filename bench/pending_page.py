@@ -9,7 +9,7 @@ request per item: 100,000 items in seconds): question items exactly as the ledge
 (``resumed``) and ``--open-share`` of them still open (8 in 10 ``delivered``, 1 ``raised``, 1
 ``escalated``), ``created_at`` spread over a week. The table has no stream: the bench reads only.
 
-Then the api (``wait_service.api.build_api``, the handler's own wiring) answers
+Then the api (``wait_service.http.api.build_api``, the handler's own wiring) answers
 ``GET /questions?status=pending`` (first page, the default limit) against each table, and the old
 design's page is read as its code read it (``old_page``: one Query per open status, one after
 another, each up to the page's limit of whole items, merged newest first). For each:
@@ -127,7 +127,7 @@ SHARED_ATTRIBUTES = frozenset({"kind", "policy", "source", "status", "status_sha
 
 def old_page(client: Any, table: str, limit: int = DEFAULT_LIMIT) -> list[dict[str, Any]]:
     """The old design's first ``status=pending`` page: one Query per open status, one after another."""
-    from wait_service.statuses import OPEN
+    from wait_service.ledger.statuses import OPEN
 
     read: list[dict[str, Any]] = []
     for status in OPEN:
@@ -247,7 +247,7 @@ def measure(
 
     from agent_wait_cli.local.runtime import context_factory
     from bench.recorder import CallRecorder, current_function
-    from wait_service.api import build_api
+    from wait_service.http.api import build_api
     from wait_service.resources import create_table
     from wait_service.settings import Settings
 

@@ -14,8 +14,8 @@ from constructs import Construct
 
 from infra import constants
 from infra.nag import acknowledge
+from wait_service.channels.signing import SIGNED_PREFIX, SIGNED_ROUTES
 from wait_service.constants import SLACK_INTERACTIONS_PATH
-from wait_service.signing import SIGNED_PREFIX, SIGNED_ROUTES
 
 if TYPE_CHECKING:
     from aws_cdk import aws_lambda as lambda_

@@ -1,7 +1,7 @@
 """The audit archive: Amazon Data Firehose into an S3 bucket, and the Glue table Athena reads it with.
 
 The ledger stream's reader puts one record per change of a decided question
-(``wait_service.archive``); Firehose buffers them and writes gzipped JSON Lines under
+(``wait_service.stream.archive``); Firehose buffers them and writes gzipped JSON Lines under
 ``audit/date=YYYY-MM-DD/``. The Glue table projects the ``date`` partition, so a new day needs no
 crawler and no ``MSCK REPAIR``. Objects expire after ``audit_retention_days`` (context; 400 by
 default); ``audit_object_lock`` (context ``governance`` or ``compliance``) also locks each object
@@ -21,8 +21,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.nag import acknowledge
-from wait_service.archive import ARCHIVE_COLUMNS, ARCHIVE_PREFIX, PARTITION_KEY
-from wait_service.archive_reports import TABLE, database_name
+from wait_service.stream.archive import ARCHIVE_COLUMNS, ARCHIVE_PREFIX, PARTITION_KEY
+from wait_service.stream.archive_reports import TABLE, database_name
 
 if TYPE_CHECKING:
     from infra.functions import ServiceFunction
@@ -47,7 +47,8 @@ PROJECTION_START = "2026-01-01"
 def glue_database_name(stack_name: str) -> str:
     """A Glue database name for the stack (lower case letters, digits and ``_``).
 
-    The CLI's ``audit query`` derives the same name (:func:`wait_service.archive_reports.database_name`).
+    The CLI's ``audit query`` derives the same name
+    (:func:`wait_service.stream.archive_reports.database_name`).
 
     Examples
     --------

@@ -4,7 +4,7 @@ The Glue table the queries read is the archive's (:mod:`infra.archive`). The wor
 ``<stack>-audit`` enforces its configuration: results go encrypted (the stack's key when
 ``kms_key_arn`` is set) to a bucket of their own that forgets them after
 :data:`RESULTS_EXPIRY_DAYS`, and a query stops after scanning :data:`SCAN_LIMIT_BYTES`. Every
-report of :mod:`wait_service.archive_reports` is saved there as a named query, the same SQL
+report of :mod:`wait_service.stream.archive_reports` is saved there as a named query, the same SQL
 ``agent-wait audit query --report NAME`` runs (locally with DuckDB, deployed through Athena).
 :meth:`AuditQueries.grant_query` gives the operator policy exactly what a query needs.
 """
@@ -20,8 +20,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.nag import acknowledge
-from wait_service.archive import ARCHIVE_PREFIX
-from wait_service.archive_reports import REPORTS, TABLE, workgroup_name
+from wait_service.stream.archive import ARCHIVE_PREFIX
+from wait_service.stream.archive_reports import REPORTS, TABLE, workgroup_name
 
 if TYPE_CHECKING:
     from infra.archive import AuditArchive

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 AuthMode = Literal["iam", "jwt"]
 Checkpointer = Literal["aws", "dynamodb"]
-# The agent frameworks the runner hosts (wait_service.graph.FRAMEWORKS).
+# The agent frameworks the runner hosts (wait_service.runs.graph.FRAMEWORKS).
 FRAMEWORKS: tuple[str, ...] = ("langgraph", "pydantic_ai", "strands")
 
 _SNS_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)?$")

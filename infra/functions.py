@@ -23,8 +23,8 @@ from infra.nag import acknowledge
 from infra.requirements import build_layer, file_digest
 from infra.runner_config import ConfigError, acknowledged_findings, secret_grant
 from wait_service.answer_limits import MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
-from wait_service.input_schema import INPUT_SCHEMA_FILE, write_input_schema
 from wait_service.resources import API_TIMEOUT_SECONDS, RUNNER_BATCH_SIZE
+from wait_service.runs.input_schema import INPUT_SCHEMA_FILE, write_input_schema
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -79,7 +79,7 @@ def agent_framework(config: StackConfig) -> str:
         return config.framework
     if config.graph_source is not None or config.graph_requirements is not None:
         return "langgraph"
-    from wait_service.graph import detect_framework
+    from wait_service.runs.graph import detect_framework
 
     module, _, attribute = config.graph.partition(":")
     try:
@@ -201,7 +201,7 @@ _WRITE_SCHEMA = f"""
 import json, sys, traceback
 from pathlib import Path
 try:
-    from wait_service.input_schema import write_input_schema
+    from wait_service.runs.input_schema import write_input_schema
     write_input_schema(sys.argv[1], Path(sys.argv[2]), framework=sys.argv[3] or None)
 except Exception as exc:
     traceback.print_exc()
@@ -288,7 +288,7 @@ LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Updat
 # the question; it reads nothing but the stream records it is handed.
 LEDGER_DISPATCHER_ACTIONS = ("dynamodb:UpdateItem",)
 # The analytics counters: each fact is a transaction of a marker put and a counters update, then a
-# conditional update of the max (wait_service.analytics); the api queries them for GET /stats.
+# conditional update of the max (wait_service.stream.analytics); the api queries them for GET /stats.
 STATS_DISPATCHER_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
 STATS_API_ACTIONS = ("dynamodb:Query",)
 # What langgraph-checkpoint-aws DynamoDBSaver calls (get_item, put_item, query, batch_get_item,
@@ -304,7 +304,7 @@ CHECKPOINT_AWS_ACTIONS = (
 # the saver reads the bucket's lifecycle to find its TTL rule there (and so never writes one).
 CHECKPOINT_BUCKET_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:PutObjectTagging")
 CHECKPOINT_BUCKET_LIFECYCLE_ACTIONS = ("s3:GetLifecycleConfiguration",)
-# A Strands agent's sessions (wait_service.hosted_strands): Strands' S3Storage lists a session's
+# A Strands agent's sessions (wait_service.runs.hosted_strands): Strands' S3Storage lists a session's
 # snapshots, and reading a thread's first (missing) snapshot is a 404 only with ListBucket (403 else).
 STRANDS_SESSION_BUCKET_ACTIONS = ("s3:ListBucket",)
 # langgraph-checkpoint-dynamodb: get_item, put_item and query on its tables, batch_write_item for writes.
@@ -442,7 +442,7 @@ class ApiFunction(ServiceFunction):
         layers: Layers,
         ledger: Ledger,
     ) -> None:
-        # The graph's input schema, generated now and shipped in the asset (wait_service.input_schema).
+        # The graph's input schema, generated now and shipped in the asset (wait_service.runs.input_schema).
         schema_dir = graph_input_dir(
             config.graph,
             source=config.graph_source,

@@ -23,7 +23,7 @@ class Ledger(Construct):
         super().__init__(scope, construct_id)
         # The ledger is the record of who approved what: it outlives a `cdk destroy`.
         self.table: dynamodb.Table = table_from_spec(self, LEDGER, removal_policy=cdk.RemovalPolicy.RETAIN)
-        # The approval analytics' counters (wait_service.analytics): the dispatcher adds to them from
+        # The approval analytics' counters (wait_service.stream.analytics): the dispatcher adds to them from
         # the ledger's stream, the api reads them (GET /stats). Kept like the ledger they count.
         self.stats: dynamodb.Table = table_from_spec(self, STATS, removal_policy=cdk.RemovalPolicy.RETAIN)
 

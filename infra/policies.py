@@ -1,4 +1,5 @@
-"""The policy store: per-function policy overrides, one item per version (``wait_service.policy_store``).
+"""The policy store: per-function policy overrides, one item per version
+(``wait_service.answers.policy_store``).
 
 The runner reads it (``dynamodb:Query``) when it raises a question; operators write it with
 ``agent-wait policies set`` (the operator policy grants the write). Retained on ``cdk destroy``:

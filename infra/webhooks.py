@@ -4,7 +4,7 @@ One standard queue per webhook, subscribed to the topic with raw message deliver
 policy on the ``type`` message attribute; one delivery function consuming them all (it finds the
 webhook by the record's queue); one standard DLQ shared by the queues, alarmed like the others.
 The retries are the queue's: the function sets a failed message's visibility to the backoff delay
-(``wait_service.webhooks``).
+(``wait_service.channels.webhooks``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from infra import constants
 from infra.functions import SECRET_READ_ACTIONS, ServiceFunction
 from infra.nag import acknowledge
 from infra.runner_config import secret_grant
+from wait_service.channels.webhooks import WEBHOOK_DLQ_VARIABLE, WEBHOOKS_VARIABLE
 from wait_service.resources import WEBHOOK_BATCH_SIZE, WEBHOOK_QUEUES, WEBHOOK_TIMEOUT_SECONDS
-from wait_service.webhooks import WEBHOOK_DLQ_VARIABLE, WEBHOOKS_VARIABLE
 
 if TYPE_CHECKING:
     from infra.config import StackConfig, WebhookConfig

@@ -97,8 +97,8 @@ def dispatch(resources: LocalResources, aws_client: Any) -> Any:
     of records read. What a recorded start or decision needs is on the inbox afterwards.
     """
     from agent_wait_cli.local.streams import StreamReader
-    from wait_service.dispatcher import build_ledger_stream
     from wait_service.settings import Settings
+    from wait_service.stream.dispatcher import build_ledger_stream
 
     readers: dict[int, StreamReader] = {}
 

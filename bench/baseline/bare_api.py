@@ -1,6 +1,6 @@
 """The bare baseline of the api: a validated Powertools resolver with the api's routes and models.
 
-Same routes, methods, parameter annotations and pydantic models as ``wait_service.api``, and the same
+Same routes, methods, parameter annotations and pydantic models as ``wait_service.http.api``, and the same
 two boto3 clients, but none of our code: no ledger, services, error mapping or observability. Its
 reply route makes the same AWS calls as ours (get the question, record the answer: the resume follows
 from the ledger's stream, outside the request), so the benchmark's ratios show what our code adds on

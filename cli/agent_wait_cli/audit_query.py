@@ -2,7 +2,7 @@
 
 Both engines expose the archive as the table ``audit`` (and ``<database>.audit``, the stack's Glue
 database), with the Glue table's columns and its ``date`` partition, so one statement runs on
-either: :mod:`wait_service.archive_reports` holds the saved reports, and DuckDB gets macros for the
+either: :mod:`wait_service.stream.archive_reports` holds the saved reports, and DuckDB gets macros for the
 Trino functions it names differently.
 
 - Locally (the default) DuckDB reads ``<folder>/audit/date=*/audit.jsonl``, the files the local
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_wait_cli import render
 from agent_wait_cli.client import ApiConnectionError, CliError, UsageError
-from wait_service.archive import ARCHIVE_COLUMNS, ARCHIVE_PREFIX, LOCAL_FILE, PARTITION_KEY
-from wait_service.archive_reports import DUCKDB_MACROS, REPORTS, TABLE, database_name, workgroup_name
+from wait_service.stream.archive import ARCHIVE_COLUMNS, ARCHIVE_PREFIX, LOCAL_FILE, PARTITION_KEY
+from wait_service.stream.archive_reports import DUCKDB_MACROS, REPORTS, TABLE, database_name, workgroup_name
 
 if TYPE_CHECKING:
     import argparse

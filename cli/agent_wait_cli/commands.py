@@ -465,7 +465,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
 
 def _audit_parser(sub: Any, env: Mapping[str, str]) -> None:
     """``audit query`` and ``audit reports``: SQL over the audit archive (DuckDB locally, Athena deployed)."""
-    from wait_service.archive_reports import REPORTS
+    from wait_service.stream.archive_reports import REPORTS
 
     shared = OneLineParser(add_help=False)
     shared.add_argument(

@@ -24,7 +24,7 @@ from agent_wait_cli.client import (
     aws_errors,
     local_stack_clients,
 )
-from wait_service.policy_store import (
+from wait_service.answers.policy_store import (
     PolicyConflictError,
     PolicyInvalidError,
     PolicyStore,
@@ -96,7 +96,7 @@ def run_policies(
                 return _diff(store, args, write)
             return _set(store, args, write, who, now or (lambda: datetime.now(UTC)))
         except (PolicyInvalidError, PolicyConflictError) as exc:
-            from wait_service.errors_http import error_body, status_for
+            from wait_service.http.errors_http import error_body, status_for
 
             body = error_body(exc)
             if isinstance(exc, PolicyConflictError):

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from wait_service.api import WaitApi, build_api
+from wait_service.http.api import WaitApi, build_api
 from wait_service.observability import logger, metrics, tracer
+from wait_service.runs.snapstart import register_hooks
 from wait_service.settings import FunctionService, Settings
-from wait_service.snapstart import register_hooks
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -1,7 +1,7 @@
 """The dispatcher Lambda: the ledger's DynamoDB stream in, partial batch failures out.
 
 Lambda's event source mapping hands it batches of the ledger's changes, in order per item. Each
-record goes through :class:`wait_service.ledger_stream.LedgerStream` (the outbox dispatcher and
+record goes through :class:`wait_service.stream.ledger_stream.LedgerStream` (the outbox dispatcher and
 any other consumer of the stream). A record that fails is reported in ``batchItemFailures`` by its
 sequence number; the mapping retries from there (splitting the batch on error, a bounded number of
 times), then sends the record's metadata to the stream's DLQ. Settings are read once per cold start;
@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 # Before anything imports pydantic (see the runner's handler).
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
-from wait_service.dispatcher import build_ledger_stream
 from wait_service.observability import logger, metrics, tracer
 from wait_service.settings import FunctionService, Settings
+from wait_service.stream.dispatcher import build_ledger_stream
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from wait_service.ledger_stream import LedgerStream
+    from wait_service.stream.ledger_stream import LedgerStream
 
 
 def build_service() -> LedgerStream:

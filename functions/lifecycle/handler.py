@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from wait_service.lifecycle import LifecycleService, build_lifecycle
+from wait_service.lifecycle.timers import parse_timer_event
+from wait_service.lifecycle.unanswered import LifecycleService, build_lifecycle
 from wait_service.observability import logger, metrics, tracer
 from wait_service.settings import FunctionService, Settings
-from wait_service.timers import parse_timer_event
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

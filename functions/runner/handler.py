@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from wait_service.deferred_imports import defer_unless_tracing
+from wait_service.runs.deferred_imports import defer_unless_tracing
 
 # Before anything imports LangGraph: with LangSmith tracing off, the LangSmith SDK and the LangGraph
 # Platform SDK, which LangGraph imports but does not use then, run their code only at first use.
@@ -26,12 +26,12 @@ from aws_lambda_powertools.utilities.batch import (  # noqa: E402
     process_partial_response,
 )
 
-from wait_service.checkpointer import runner_clients  # noqa: E402
 from wait_service.observability import logger, metrics, tracer  # noqa: E402
-from wait_service.runner import RunnerService, build_runner  # noqa: E402
-from wait_service.secrets import export_secrets  # noqa: E402
+from wait_service.runs.checkpointer import runner_clients  # noqa: E402
+from wait_service.runs.runner import RunnerService, build_runner  # noqa: E402
+from wait_service.runs.secrets import export_secrets  # noqa: E402
+from wait_service.runs.snapstart import register_hooks  # noqa: E402
 from wait_service.settings import FunctionService, Settings  # noqa: E402
-from wait_service.snapstart import register_hooks  # noqa: E402
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse

@@ -73,7 +73,7 @@ _THREAD_ID = re.compile(THREAD_ID_PATTERN)
 # A JSON value whose numbers may be Decimals (pydantic's JsonValue refuses them): request bodies
 # as :func:`loads` reads them and people's data as the ledger reads it back. In JSON it is written
 # with every digit, by the api's serializer (:func:`agent_wait.exact_json.dumps`). The OpenAPI
-# document shows it as pydantic's JsonValue (``wait_service.openapi_doc`` swaps this marker schema).
+# document shows it as pydantic's JsonValue (``wait_service.http.openapi_doc`` swaps this marker schema).
 EXACT_JSON_SCHEMA_KEY = "x-exact-json"
 ExactJson = Annotated[
     Any,

@@ -35,7 +35,7 @@ EVENTS_PUBLISHED: Final = "EventsPublished"
 POLICY_STORE_UNREADABLE: Final = "PolicyStoreUnreadable"
 # Policy overrides not applied to a question because they do not fit the code's policy.
 POLICY_OVERRIDES_REFUSED: Final = "PolicyOverridesRefused"
-# Decisions the dispatcher counted into the stats table (wait_service.analytics), by what they did,
+# Decisions the dispatcher counted into the stats table (wait_service.stream.analytics), by what they did,
 # once per question; and the time from raised to a person's answer, read from the ledger's stream.
 DECISIONS_APPROVED: Final = "DecisionsApproved"
 DECISIONS_EDITED: Final = "DecisionsEdited"

@@ -305,14 +305,14 @@ LEDGER = TableSpec(
     ),
     ttl_attribute="expires_ttl",
     # The ledger's stream drives everything that follows a recorded decision or start: the
-    # dispatcher (``wait_service.ledger_stream``) reads both images of every change.
+    # dispatcher (``wait_service.stream.ledger_stream``) reads both images of every change.
     stream_view_type="NEW_AND_OLD_IMAGES",
 )
-# The policy store (wait_service.policy_store): per function, one item per version of its policy
+# The policy store (wait_service.answers.policy_store): per function, one item per version of its policy
 # override, the sort key zero-padded so the latest sorts last. Never expires: it is the history of
 # who changed which policy when.
 POLICIES = TableSpec(logical_id="Policies", partition_key="function_name", sort_key="version")
-# The approval analytics' counters and their once-only markers (wait_service.analytics says why a
+# The approval analytics' counters and their once-only markers (wait_service.stream.analytics says why a
 # table of their own, and how its keys spread the writes).
 STATS = TableSpec(logical_id="Stats", partition_key="pk", sort_key="sk", ttl_attribute="expires_ttl")
 # The single-table layout langgraph-checkpoint-aws's DynamoDBSaver reads and writes.
@@ -321,7 +321,7 @@ CHECKPOINTS = TableSpec(logical_id="Checkpoints", partition_key="PK", sort_key="
 # writes them (the tables its README, shipped as the package's metadata, describes; the package has
 # no helper that creates them). Checkpoints: one partition per thread, sorted by checkpoint id (the
 # latest is the last). Writes: one partition per checkpoint (`thread:::checkpoint:::namespace`), one
-# item per `task:::index`. The package writes no TTL attribute: wait_service.checkpointer stamps
+# item per `task:::index`. The package writes no TTL attribute: wait_service.runs.checkpointer stamps
 # `ttl` on every item it puts, so these items expire with the ledger too.
 CHECKPOINTS_DYNAMODB = TableSpec(
     logical_id="CheckpointsLegacy",

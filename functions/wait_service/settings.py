@@ -99,12 +99,12 @@ class Settings(BaseModel):
     # The audit archive: a Firehose delivery stream (deployed) or a folder (the local stack).
     archive_stream: str | None = None
     archive_dir: str | None = None
-    # The approval analytics' counters (wait_service.analytics): the dispatcher adds, the api reads.
+    # The approval analytics' counters (wait_service.stream.analytics): the dispatcher adds, the api reads.
     stats_table: str | None = None
     topic_arn: str | None = None
     outbox_url: str | None = None
     graph: str = DEFAULT_GRAPH
-    # The graph's framework (wait_service.graph.FRAMEWORKS); unset: detected from the object.
+    # The graph's framework (wait_service.runs.graph.FRAMEWORKS); unset: detected from the object.
     framework: Literal["langgraph", "pydantic_ai", "strands"] | None = None
     checkpointer: Literal["aws", "dynamodb"] = "aws"
     checkpoint_table: str | None = None
@@ -137,7 +137,7 @@ class Settings(BaseModel):
     slack_api_url: str | None = None
 
     # The runner: environment variable name -> ARN of the secret whose value it gets at init
-    # (wait_service.secrets); names and ARNs only, never values.
+    # (wait_service.runs.secrets); names and ARNs only, never values.
     runner_secrets: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("signing_keys", "runner_secrets", mode="before")
@@ -147,7 +147,7 @@ class Settings(BaseModel):
             return json.loads(value)
         return value
 
-    # Path of the graph's input JSON schema (wait_service.input_schema); unset: any input is taken.
+    # Path of the graph's input JSON schema (wait_service.runs.input_schema); unset: any input is taken.
     input_schema: str | None = None
     # The inbox page's sign-in (auth=jwt): a user pool app client, its hosted UI domain, and the
     # scope the authorizer checks (jwt_audience), if any.

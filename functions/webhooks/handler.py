@@ -1,7 +1,7 @@
 """The webhooks Lambda: delivery-queue batches in, signed POSTs out, partial batch failures back.
 
 A failed delivery to be retried is reported in ``batchItemFailures`` once its visibility is set to
-the backoff delay (``wait_service.webhooks``); the rest (delivered, skipped, dead-lettered) is
+the backoff delay (``wait_service.channels.webhooks``); the rest (delivered, skipped, dead-lettered) is
 deleted. A batch that failed whole is reported, not raised: a receiver being down is no error here.
 """
 
@@ -12,10 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
+from wait_service.channels.webhooks import (
+    WEBHOOK_DLQ_VARIABLE,
+    WEBHOOKS_VARIABLE,
+    WebhookDelivery,
+    parse_webhooks,
+)
 from wait_service.observability import logger, metrics, tracer
-from wait_service.secrets import secret_getter
+from wait_service.runs.secrets import secret_getter
 from wait_service.settings import FunctionService
-from wait_service.webhooks import WEBHOOK_DLQ_VARIABLE, WEBHOOKS_VARIABLE, WebhookDelivery, parse_webhooks
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse

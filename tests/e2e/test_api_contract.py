@@ -18,8 +18,8 @@ from e2e_support import http
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import ignored_auth
 
-from wait_service.api import WaitApi
-from wait_service.input_schema import generate_input_schema
+from wait_service.http.api import WaitApi
+from wait_service.runs.input_schema import generate_input_schema
 from wait_service.settings import DEFAULT_GRAPH
 
 if TYPE_CHECKING:

@@ -228,7 +228,7 @@ def test_an_unknown_id_and_an_unknown_dlq_are_one_line_errors(stack: LocalStack)
 
 
 def test_the_local_archive_holds_each_decided_question_as_the_api_shows_it(stack: LocalStack) -> None:
-    from wait_service.archive import JsonLinesSink
+    from wait_service.stream.archive import JsonLinesSink
 
     # Given a question answered with edited arguments, and its thread done
     thread_id = f"t-archive-{uuid.uuid4().hex[:6]}"

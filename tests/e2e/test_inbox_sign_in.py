@@ -21,7 +21,7 @@ import pytest
 from browser_support import launch, require_chromium, text_of, until
 from selenium.webdriver.common.by import By
 
-from wait_service.inbox_page import HTML, InboxSignIn, page_config, page_headers, page_html
+from wait_service.http.inbox_page import HTML, InboxSignIn, page_config, page_headers, page_html
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

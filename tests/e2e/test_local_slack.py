@@ -14,7 +14,7 @@ from e2e_support import eventually, http, start_local
 from fake_slack import FakeSlack
 
 from agent_wait.slack import APPROVE_ACTION, REJECT_ACTION
-from wait_service.slack import slack_signature
+from wait_service.channels.slack import slack_signature
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -19,8 +19,8 @@ from infra.audit_query import (
     SAVED_QUERY_ACTIONS,
 )
 from tests.infra.conftest import KMS_KEY_ARN
-from wait_service.archive import PARTITION_KEY, archive_record, to_line
-from wait_service.archive_reports import REPORTS, TABLE
+from wait_service.stream.archive import PARTITION_KEY, archive_record, to_line
+from wait_service.stream.archive_reports import REPORTS, TABLE
 
 if TYPE_CHECKING:
     from tests.infra.conftest import Synth

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from infra import constants
 from infra.functions import graph_input_dir
-from wait_service.input_schema import INPUT_SCHEMA_FILE
+from wait_service.runs.input_schema import INPUT_SCHEMA_FILE
 
 if TYPE_CHECKING:
     from pathlib import Path

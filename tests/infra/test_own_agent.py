@@ -129,7 +129,7 @@ def _runner_asset(report: AssemblyReport) -> Path:
 def test_the_user_folder_is_bundled_at_the_root_of_the_runner_asset(own_report: AssemblyReport) -> None:
     asset = _runner_asset(own_report)
     assert (asset / "my_agent" / "graph.py").is_file()
-    assert (asset / "handler.py").is_file() and (asset / "wait_service" / "runner.py").is_file()
+    assert (asset / "handler.py").is_file() and (asset / "wait_service" / "runs" / "runner.py").is_file()
     # The sample is replaced, and the user's caches, virtual environment and VCS data stay home.
     assert not (asset / "examples").exists()
     assert not (asset / ".venv").exists() and not (asset / ".git").exists()

@@ -56,7 +56,7 @@ def test_the_operator_policy_grants_what_agent_wait_policies_calls(
     from moto import mock_aws
 
     from agent_wait_cli.policies_command import run_policies
-    from wait_service.policy_store import PolicyStore
+    from wait_service.answers.policy_store import PolicyStore
     from wait_service.resources import POLICIES, create_table
 
     called: set[str] = set()

@@ -12,7 +12,7 @@ from infra.archive import FIREHOSE_BUCKET_ACTIONS
 from infra.audit_query import AUDIT_QUERY_GRANTS
 from infra.config import AUDIT_RETENTION_DAYS, ConfigError, StackConfig
 from tests.infra.conftest import BUCKET_CONTEXT
-from wait_service.archive import ARCHIVE_COLUMNS
+from wait_service.stream.archive import ARCHIVE_COLUMNS
 
 if TYPE_CHECKING:
     from tests.infra.conftest import Synth

@@ -20,13 +20,13 @@ from agent_wait.errors import ThreadBusyError
 from agent_wait_cli.local.streams import StreamReader
 from infra.dispatcher import STREAM_READ_ACTIONS
 from infra.functions import INBOX_CONSUME_ACTIONS
-from wait_service.api import build_api
-from wait_service.dispatcher import build_ledger_stream
-from wait_service.inbox import parse_message
-from wait_service.policy_store import PolicyStore
+from wait_service.answers.policy_store import PolicyStore
+from wait_service.http.api import build_api
 from wait_service.resources import create_resources
-from wait_service.runner import build_runner
+from wait_service.runs.inbox import parse_message
+from wait_service.runs.runner import build_runner
 from wait_service.settings import Settings
+from wait_service.stream.dispatcher import build_ledger_stream
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -308,7 +308,7 @@ def checkpoint_calls() -> Iterator[set[str]]:
     from langgraph.types import Command
 
     from examples import ask_agent
-    from wait_service.checkpointer import make_checkpointer
+    from wait_service.runs.checkpointer import make_checkpointer
 
     recorder = Recorder()
 
@@ -357,7 +357,7 @@ def dynamodb_checkpoint_calls() -> Iterator[set[str]]:
     from langgraph.types import Command
 
     from examples import ask_agent
-    from wait_service.checkpointer import make_checkpointer
+    from wait_service.runs.checkpointer import make_checkpointer
 
     recorder = Recorder()
     real_client = boto3.client
@@ -413,10 +413,10 @@ def webhook_calls() -> Iterator[set[str]]:
     from agent_wait.aws import SnsAnnounce
     from agent_wait.testing import sample_envelope
     from agent_wait_cli.local.runtime import load_handler
+    from wait_service.channels.webhooks import Webhook, WebhookDelivery
     from wait_service.resources import create_webhook_queues
-    from wait_service.secrets import secret_getter
-    from wait_service.sqs_events import consume_batch
-    from wait_service.webhooks import Webhook, WebhookDelivery
+    from wait_service.runs.secrets import secret_getter
+    from wait_service.runs.sqs_events import consume_batch
 
     handle = load_handler(
         Path(__file__).resolve().parents[2] / "functions" / "webhooks" / "handler.py",
@@ -495,8 +495,8 @@ def strands_session_calls() -> Iterator[set[str]]:
     """The S3 calls a hosted Strands agent's session makes while a thread parks and resumes."""
     from langgraph.types import Command
 
-    from wait_service.graph import load_graph
-    from wait_service.hosted_strands import S3Sessions
+    from wait_service.runs.graph import load_graph
+    from wait_service.runs.hosted_strands import S3Sessions
 
     recorder = Recorder()
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from tests.infra.conftest import SIGNED_CONTEXT
 from tests.infra.test_template import _methods, logical_id, role_actions
-from wait_service.signing import SIGNED_PREFIX, SIGNED_ROUTES
+from wait_service.channels.signing import SIGNED_PREFIX, SIGNED_ROUTES
 
 if TYPE_CHECKING:
     from tests.infra.conftest import Synth

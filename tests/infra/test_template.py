@@ -13,6 +13,7 @@ from infra.api import INBOX_ROUTES, ROUTES
 from tests.checkpoint_dynamodb_schema import package_key_schemas
 from wait_service import metric_names
 from wait_service.answer_limits import MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
+from wait_service.channels.signing import SIGNED_PREFIX, SIGNED_ROUTES
 from wait_service.resources import (
     CHECKPOINT_BUCKET,
     CHECKPOINT_WRITES_DYNAMODB,
@@ -29,7 +30,6 @@ from wait_service.resources import (
     TableSpec,
 )
 from wait_service.settings import DEFAULT_GRAPH
-from wait_service.signing import SIGNED_PREFIX, SIGNED_ROUTES
 
 if TYPE_CHECKING:
     from constructs import IConstruct

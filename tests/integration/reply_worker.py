@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from multiprocessing.synchronize import Barrier
 
 # Imported once by the forkserver, not by every instance.
-PRELOAD = ["boto3", "botocore.session", "wait_service.api", "wait_service.observability"]
+PRELOAD = ["boto3", "botocore.session", "wait_service.http.api", "wait_service.observability"]
 
 
 class Context:

@@ -20,7 +20,10 @@ from agent_wait import Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.receipts import Receipt
 from agent_wait_cli.local.streams import StreamReader
-from wait_service.archive import (
+from wait_service.answers.audit import audit_of
+from wait_service.ledger import Ledger
+from wait_service.settings import Settings
+from wait_service.stream.archive import (
     ARCHIVE_COLUMNS,
     ArchiveConsumer,
     ArchiveError,
@@ -28,11 +31,8 @@ from wait_service.archive import (
     JsonLinesSink,
     archive_record,
 )
-from wait_service.audit import audit_of
-from wait_service.dispatcher import build_ledger_stream
-from wait_service.ledger import Ledger
-from wait_service.ledger_stream import LedgerStream
-from wait_service.settings import Settings
+from wait_service.stream.dispatcher import build_ledger_stream
+from wait_service.stream.ledger_stream import LedgerStream
 
 if TYPE_CHECKING:
     from collections.abc import Callable

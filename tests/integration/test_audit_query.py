@@ -28,12 +28,12 @@ from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.policy import OnExpiry
 from agent_wait.receipts import Receipt
 from agent_wait_cli import main
-from wait_service.archive import ArchiveConsumer, JsonLinesSink
-from wait_service.archive_reports import REPORTS
-from wait_service.audit import audit_of
+from wait_service.answers.audit import audit_of
 from wait_service.ledger import Ledger
 from wait_service.ledger.questions import EXPIRY_ACTOR
-from wait_service.ledger_stream import LedgerStream
+from wait_service.stream.archive import ArchiveConsumer, JsonLinesSink
+from wait_service.stream.archive_reports import REPORTS
+from wait_service.stream.ledger_stream import LedgerStream
 
 if TYPE_CHECKING:
     from wait_service.ledger import QuestionRecord

@@ -18,11 +18,11 @@ import pytest
 from agent_wait import CompositeAnnounce, Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
 from agent_wait.errors import AgentWaitError, QuestionDecidedError, ResponderNotAllowedError
-from wait_service.authority import AuthorityService
+from wait_service.answers.authority import AuthorityService
+from wait_service.answers.replies import ReplyService
 from wait_service.ledger import Ledger
-from wait_service.lifecycle import LifecycleService
-from wait_service.replies import ReplyService
-from wait_service.timers import TimerEvent, Timers, schedule_name
+from wait_service.lifecycle.timers import TimerEvent, Timers, schedule_name
+from wait_service.lifecycle.unanswered import LifecycleService
 
 if TYPE_CHECKING:
     from collections.abc import Callable

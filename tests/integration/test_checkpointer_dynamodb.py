@@ -17,8 +17,8 @@ from test_receive_path import REFUND, Stack, drain, park, reply_event, stack, st
 
 from tests.checkpoint_dynamodb_schema import keys_the_saver_reads, package_key_schemas
 from wait_service.answer_limits import DYNAMODB_ITEM_BYTES, MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
-from wait_service.checkpoint_dynamodb import ExpiringDynamoDBSaver
 from wait_service.resources import TTL_DAYS, create_resources
+from wait_service.runs.checkpoint_dynamodb import ExpiringDynamoDBSaver
 
 if TYPE_CHECKING:
     from wait_service.resources import LocalResources

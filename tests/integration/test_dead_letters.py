@@ -225,8 +225,8 @@ def failed_stream_batch(resources: LocalResources, aws_client: Any) -> dict[str,
     from agent_wait import Question, approval, build_envelope
     from agent_wait.aws import DynamoDbAnnounce
     from agent_wait_cli.local.streams import StreamReader
+    from wait_service.answers.replies import ReplyService
     from wait_service.ledger import Ledger
-    from wait_service.replies import ReplyService
 
     envelope = build_envelope(
         "t-stream", Question(question_id="q-stream", question={"ask": "refund?"}, policy=approval(ttl=3600))
@@ -261,8 +261,8 @@ def stream_dead_letters(resources: LocalResources, aws_client: Any) -> tuple[Dea
     from pathlib import Path
 
     from agent_wait_cli.local.runtime import load_handler
-    from wait_service.dispatcher import build_ledger_stream
     from wait_service.settings import Settings
+    from wait_service.stream.dispatcher import build_ledger_stream
 
     handle = load_handler(
         Path(__file__).parents[2] / "functions" / "dispatcher" / "handler.py",
@@ -361,7 +361,7 @@ def test_a_batch_the_stream_no_longer_has_is_refused_in_one_line_and_kept(
 def test_a_batch_the_dispatcher_fails_again_stays_in_the_dlq(
     resources: LocalResources, aws_client: Any, failing: str
 ) -> None:
-    from wait_service.ledger_stream import LedgerChange, LedgerStream
+    from wait_service.stream.ledger_stream import LedgerChange, LedgerStream
 
     info = failed_stream_batch(resources, aws_client)
     dlqs, dispatcher = stream_dead_letters(resources, aws_client)

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_wait.errors import IdempotencyInProgressError
-from wait_service.idempotent_starts import IdempotentStarts
 from wait_service.ledger import Ledger
 from wait_service.resources import LEDGER
-from wait_service.runs import RunService
+from wait_service.runs.idempotent_starts import IdempotentStarts
+from wait_service.runs.starts import RunService
 
 if TYPE_CHECKING:
     from wait_service.resources import LocalResources

@@ -18,10 +18,10 @@ import pytest
 from agent_wait import CompositeAnnounce, OnExpiry, Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
 from agent_wait.errors import AgentWaitError
+from wait_service.answers.replies import ReplyService
 from wait_service.ledger import Ledger
-from wait_service.lifecycle import LifecycleService
-from wait_service.replies import ReplyService
-from wait_service.timers import TimerEvent
+from wait_service.lifecycle.timers import TimerEvent
+from wait_service.lifecycle.unanswered import LifecycleService
 
 if TYPE_CHECKING:
     from collections.abc import Callable

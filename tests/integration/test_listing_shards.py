@@ -22,8 +22,8 @@ import pytest
 from agent_wait import Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import InvalidRequestError
+from wait_service.http.page_tokens import list_page
 from wait_service.ledger import Ledger, Page, QuestionRecord
-from wait_service.page_tokens import list_page
 from wait_service.resources import LEDGER, create_table
 
 if TYPE_CHECKING:

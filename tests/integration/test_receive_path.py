@@ -2,7 +2,7 @@
 
 The handlers are the deployed ones, loaded by file path and configured only through their
 environment (``AWS_ENDPOINT_URL`` points boto3 at the moto server); the inbox is consumed the way
-Lambda's event source mapping does it, with ``wait_service.sqs_events``.
+Lambda's event source mapping does it, with ``wait_service.runs.sqs_events``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from wait_service.ledger import Ledger
-from wait_service.sqs_events import consume_batch
+from wait_service.runs.sqs_events import consume_batch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -232,7 +232,7 @@ def test_a_second_process_resumes_a_thread_parked_by_the_first(stack: Stack) -> 
     script = (
         "import importlib.util, json, sys\n"
         "import boto3\n"
-        "from wait_service.sqs_events import consume_batch\n"
+        "from wait_service.runs.sqs_events import consume_batch\n"
         f"spec = importlib.util.spec_from_file_location('h', {str(ROOT / 'functions/runner/handler.py')!r})\n"
         "handler = importlib.util.module_from_spec(spec); spec.loader.exec_module(handler)\n"
         "class Context:\n"

@@ -16,8 +16,8 @@ from agent_wait import Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce
 from agent_wait.errors import AgentWaitError
 from agent_wait.events import parse_event
+from wait_service.answers.replies import ReplyService
 from wait_service.ledger import Ledger
-from wait_service.replies import ReplyService
 
 if TYPE_CHECKING:
     from collections.abc import Callable

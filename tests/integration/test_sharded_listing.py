@@ -21,9 +21,9 @@ import pytest
 from agent_wait import Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import InvalidRequestError
+from wait_service.http.page_tokens import list_page
 from wait_service.ledger import Ledger, Page, QuestionRecord
 from wait_service.ledger.shards import STATUS_SHARDS
-from wait_service.page_tokens import list_page
 
 if TYPE_CHECKING:
     from collections.abc import Callable

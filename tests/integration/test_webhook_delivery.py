@@ -1,7 +1,7 @@
 """Deployed webhooks against the moto server: topic -> filtered delivery queue -> signed POSTs.
 
 The delivery function's own handler (``functions/webhooks/handler.py``, its ``handle``) is driven
-batch by batch with :func:`wait_service.sqs_events.consume_batch`, the emulation of Lambda's SQS
+batch by batch with :func:`wait_service.runs.sqs_events.consume_batch`, the emulation of Lambda's SQS
 event source mapping. A failed delivery hides its message for the backoff delay; the test records
 each ``ChangeMessageVisibility`` the function makes and then makes the message visible at once
 (``release_failed``), so no test waits for a real backoff.
@@ -23,11 +23,11 @@ from agent_wait import signing
 from agent_wait.aws import SnsAnnounce
 from agent_wait.testing import sample_envelope
 from agent_wait_cli.local.runtime import load_handler
+from wait_service.channels.webhooks import Webhook, WebhookDelivery
 from wait_service.constants import WEBHOOK_MAX_ATTEMPTS, WEBHOOK_MAX_DELAY_SECONDS
 from wait_service.resources import WEBHOOK_QUEUES, create_webhook_queues
-from wait_service.secrets import secret_getter
-from wait_service.sqs_events import consume_batch
-from wait_service.webhooks import Webhook, WebhookDelivery
+from wait_service.runs.secrets import secret_getter
+from wait_service.runs.sqs_events import consume_batch
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -138,4 +138,67 @@ def test_the_circle_check_finds_a_circle() -> None:
         ["c", "d", "e"],
     ]
     graph = import_graph("wait_service", PACKAGES["wait_service"])
-    assert "wait_service.ledger" in graph["wait_service.runner"]
+    assert "wait_service.ledger" in graph["wait_service.runs.runner"]
+
+
+# The service's subpackages, top to bottom: each may import those below it, never one above
+# (the picture in docs/internals.md). Modules at the top level of ``wait_service`` are the bottom.
+LAYERS = ("http", "stream", "runs", "lifecycle", "channels", "answers", "ledger", "")
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else ""
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports when it runs: every import but those under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(child)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for statement in node.body
+        for child in ast.walk(statement)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return found
+
+
+def upward_imports(folder: Path) -> list[str]:
+    """Every ``module -> module`` import of the service that points up its layers."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        name = module_name("wait_service", folder, path)
+        for target in sorted(runtime_imports(path)):
+            if not target.startswith("wait_service.") or layer_of(target) == layer_of(name):
+                continue
+            if LAYERS.index(layer_of(target)) < LAYERS.index(layer_of(name)):
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def test_the_service_subpackages_import_only_downwards() -> None:
+    assert upward_imports(PACKAGES["wait_service"]) == []
+
+
+def test_the_layer_check_finds_an_upward_import(tmp_path: Path) -> None:
+    # Not vacuous: a ledger module importing the http api is reported; a typing-only one is not.
+    (tmp_path / "ledger").mkdir()
+    (tmp_path / "ledger" / "table.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from wait_service.http.api import WaitApi\n"
+        "if TYPE_CHECKING:\n"
+        "    from wait_service.runs.runner import RunnerService\n"
+    )
+    assert upward_imports(tmp_path) == [
+        "wait_service.ledger.table -> wait_service.http.api",
+        "wait_service.ledger.table -> wait_service.http.api.WaitApi",
+    ]

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
     from agent_wait_cli.local.gateway import Exchange
-    from wait_service.sqs_events import BatchResult
+    from wait_service.runs.sqs_events import BatchResult
 
 ItemReader = Callable[[str], Mapping[str, Any] | None]
 REPLY_PATH = re.compile(r"^/questions/(?P<question_id>[^/]+)/reply/?$")
@@ -163,8 +163,8 @@ class EventLog:
         """After the dispatcher handled a batch of the ledger's stream: one ``event`` line per
         resolution event it published (``wait.answered`` ... ``thread.failed``), read from the same
         transitions the dispatcher reads."""
-        from wait_service.ledger_stream import LedgerChange
-        from wait_service.resolution_events import events_of
+        from wait_service.stream.ledger_stream import LedgerChange
+        from wait_service.stream.resolution_events import events_of
 
         for record in records:
             try:

@@ -21,7 +21,7 @@ The responder principal lands in ``requestContext`` where the api reads it (``do
   signed request) and no ``userArn``. A missing or bad signature gets 401 without reaching the
   handler, and so does a signature used before (401 ``replayed``): each one is remembered in the
   same store, with the same check, as on the deployed ``/signed`` routes
-  (:func:`wait_service.signing.check_first_use`). ``POST /slack/interactions`` is the exception:
+  (:func:`wait_service.channels.signing.check_first_use`). ``POST /slack/interactions`` is the exception:
   Slack cannot sign with our keys, so the api verifies Slack's own signature on it.
 
 A request whose ``Content-Length`` is not a number gets 400 (``field`` ``Content-Length``), and
@@ -48,7 +48,7 @@ from agent_wait import signing
 from agent_wait_cli.local.serving import BackgroundServer
 
 if TYPE_CHECKING:
-    from wait_service.signing import ReplayGuard
+    from wait_service.channels.signing import ReplayGuard
 
 DEFAULT_PRINCIPAL = "local:anonymous"
 PRINCIPAL_HEADER = "X-Wait-Principal"
@@ -407,7 +407,7 @@ class Gateway(BackgroundServer):
         """
         # Imported here, not with this module: wait_service builds its Powertools logger on import,
         # and the stack sets the environment it reads only after the gateway is created.
-        from wait_service.signing import SignatureRejectedError, check_first_use, is_signed_path
+        from wait_service.channels.signing import SignatureRejectedError, check_first_use, is_signed_path
 
         if self.replays is None or is_signed_path(urlsplit(request.target).path):
             return None

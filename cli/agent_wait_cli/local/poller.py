@@ -13,7 +13,7 @@ What Lambda's SQS event source mapping does, and so what this does:
   moves a message whose receive count has reached ``maxReceiveCount`` to the DLQ instead of
   returning it. The poller therefore never moves messages itself; doing so would double-handle.
 
-The mapping itself is :func:`wait_service.sqs_events.consume_batch`, the one emulation shared with
+The mapping itself is :func:`wait_service.runs.sqs_events.consume_batch`, the one emulation shared with
 the tests; this module adds the loop, the watchers that print the stack's event lines, and the
 logging.
 
@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from wait_service.sqs_events import MAX_BATCH, BatchResult, consume_batch
+from wait_service.runs.sqs_events import MAX_BATCH, BatchResult, consume_batch
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -65,7 +65,7 @@ class InboxPoller:
     on_receive:
         Called with each batch before the handler sees it.
     on_batch:
-        Called with each :class:`~wait_service.sqs_events.BatchResult` after its deletes.
+        Called with each :class:`~wait_service.runs.sqs_events.BatchResult` after its deletes.
 
     Examples
     --------

@@ -49,7 +49,6 @@ from agent_wait_cli.local.moto_server import SerializedMotoServer
 from agent_wait_cli.local.poller import InboxPoller
 from agent_wait_cli.local.runtime import context_factory, load_handler
 from agent_wait_cli.local.streams import StreamReader
-from wait_service.input_schema import INPUT_SCHEMA_FILE, write_input_schema
 from wait_service.resources import (
     API_TIMEOUT_SECONDS,
     DISPATCHER,
@@ -63,11 +62,12 @@ from wait_service.resources import (
     create_resources,
     create_webhook_queues,
 )
+from wait_service.runs.input_schema import INPUT_SCHEMA_FILE, write_input_schema
 from wait_service.settings import DEFAULT_GRAPH
 
 if TYPE_CHECKING:
+    from wait_service.channels.signing import ReplayGuard
     from wait_service.resources import LocalResources
-    from wait_service.signing import ReplayGuard
 
 DEFAULT_PORT = 8787
 REGION = "us-east-1"
@@ -384,7 +384,7 @@ class LocalStack:
 
     def _replay_guard(self) -> ReplayGuard:
         """The deployed api's replay store (signatures on the ledger), for the gateway's ``--hmac-key``."""
-        from wait_service.signing import LedgerReplayGuard
+        from wait_service.channels.signing import LedgerReplayGuard
 
         assert self._resources is not None
         return LedgerReplayGuard(self._resources.ledger_table, self.client("dynamodb"))
@@ -416,7 +416,7 @@ class LocalStack:
 
     def _webhooks_env(self) -> dict[str, str | None]:
         """``--webhook``: a delivery queue per receiver on the topic, its secret in Secrets Manager."""
-        from wait_service.webhooks import WEBHOOK_DLQ_VARIABLE, WEBHOOKS_VARIABLE, Webhook
+        from wait_service.channels.webhooks import WEBHOOK_DLQ_VARIABLE, WEBHOOKS_VARIABLE, Webhook
 
         if not self.config.webhooks:
             return {}

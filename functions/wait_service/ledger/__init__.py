@@ -1,7 +1,7 @@
 """The ledger: one DynamoDB table holding questions and threads (docs/internals.md).
 
 Split by what it stores: :mod:`.questions` (question items and their status moves, driven by the
-status table in :mod:`wait_service.statuses`), :mod:`.threads` (thread items) and :mod:`.paging`
+status table in :mod:`wait_service.ledger.statuses`), :mod:`.threads` (thread items) and :mod:`.paging`
 (listing questions, over the write-sharded index of :mod:`.shards`). :class:`Ledger` is all three
 over one table.
 """
@@ -39,8 +39,8 @@ from wait_service.ledger.questions import (
     QuestionStore,
     revoked_answer,
 )
+from wait_service.ledger.statuses import ANSWERED, CLOSED, OPEN
 from wait_service.ledger.threads import RUN_STATUSES, DeferredRun, RunStatus, ThreadRecord, ThreadStore
-from wait_service.statuses import ANSWERED, CLOSED, OPEN
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from agent_wait.errors import InvalidRequestError
 from wait_service.ledger.questions import QuestionRecord
 from wait_service.ledger.shards import OPEN_LISTING, STATUS_SHARDS, listing_of, shards_of
+from wait_service.ledger.statuses import OPEN
 from wait_service.ledger.table import LedgerTable
-from wait_service.statuses import OPEN
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -1,7 +1,7 @@
 """Question items: written first by the library's ``DynamoDbAnnounce``, then moved only from here.
 
 Every move is a conditional write on the current ``status``, with the allowed statuses read from
-:mod:`wait_service.statuses`, so two racing writers can never both win: exactly one of a reply,
+:mod:`wait_service.ledger.statuses`, so two racing writers can never both win: exactly one of a reply,
 an expiry and a revocation decides a question, and only that writer resumes the thread.
 Every move appends a ``{stage, at, actor, detail?}`` entry to the question's ``lifecycle``.
 """
@@ -25,8 +25,8 @@ from wait_service.ledger.attributes import (
     question_key,
 )
 from wait_service.ledger.shards import shard_of
+from wait_service.ledger.statuses import CLOSED, OPEN, allowed_from
 from wait_service.ledger.table import LedgerTable
-from wait_service.statuses import CLOSED, OPEN, allowed_from
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 
 from agent_wait.aws.dynamodb import MAX_STATUS_SHARDS, STATUS_SHARDS, status_shard
-from wait_service.statuses import OPEN
+from wait_service.ledger.statuses import OPEN
 
 __all__ = [
     "MAX_STATUS_SHARDS",

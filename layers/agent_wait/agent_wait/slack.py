@@ -4,7 +4,7 @@
 wants to do (the call and its arguments, or the question), who asked (the function and thread),
 when it expires, and buttons to answer it. The buttons carry the question id and the digest the
 message shows, so a click answers exactly what was shown: the deployment's
-``POST /slack/interactions`` sends that digest as ``If-Match`` (``wait_service.slack``).
+``POST /slack/interactions`` sends that digest as ``If-Match`` (``wait_service.channels.slack``).
 
 Buttons by the policy's kind:
 

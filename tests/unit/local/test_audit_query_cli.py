@@ -28,9 +28,9 @@ from agent_wait_cli import main
 from agent_wait_cli.audit_query import AthenaArchive, QueryError, run_audit
 from agent_wait_cli.client import CliError
 from agent_wait_cli.commands import build_parser
-from wait_service.archive import JsonLinesSink, archive_record
-from wait_service.archive_reports import REPORTS
 from wait_service.ledger import QuestionRecord
+from wait_service.stream.archive import JsonLinesSink, archive_record
+from wait_service.stream.archive_reports import REPORTS
 
 
 def _question(question_id: str, **fields: Any) -> QuestionRecord:

@@ -10,7 +10,7 @@ from typing import Any
 
 from agent_wait_cli.local.events import EventLog, compact, describe_question
 from agent_wait_cli.local.gateway import Exchange, HttpRequest, HttpResponse
-from wait_service.sqs_events import BatchResult
+from wait_service.runs.sqs_events import BatchResult
 
 
 def _message(body: dict[str, Any], receive_count: str = "1") -> Any:

@@ -271,8 +271,8 @@ def ledger_replays() -> Any:
     import boto3
     from moto import mock_aws
 
+    from wait_service.channels.signing import LedgerReplayGuard
     from wait_service.resources import create_resources
-    from wait_service.signing import LedgerReplayGuard
 
     with mock_aws():
         clients = {name: boto3.client(name, region_name="us-east-1") for name in ("dynamodb", "sqs", "sns")}

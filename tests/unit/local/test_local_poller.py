@@ -10,7 +10,7 @@ import pytest
 from agent_wait_cli.local.poller import InboxPoller
 
 if TYPE_CHECKING:
-    from wait_service.sqs_events import BatchResult
+    from wait_service.runs.sqs_events import BatchResult
 
 
 class FakeSqs:

@@ -15,7 +15,7 @@ from botocore.config import Config
 from moto import mock_aws
 from service_events import Aws, FakeClock, LambdaContext, load_handler
 
-from wait_service.api import WaitApi, build_api
+from wait_service.http.api import WaitApi, build_api
 from wait_service.resources import create_resources
 from wait_service.settings import Settings
 

@@ -88,7 +88,7 @@ class Aws:
         """
         if self._reader is None:
             from agent_wait_cli.local.streams import StreamReader
-            from wait_service.dispatcher import build_ledger_stream
+            from wait_service.stream.dispatcher import build_ledger_stream
 
             if self.streams is None:
                 raise RuntimeError("the Aws fixture has no dynamodbstreams client")

@@ -13,16 +13,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from moto import mock_aws
 
-from wait_service.checkpoint_dynamodb import (
+from wait_service.resources import create_resources
+from wait_service.runs.checkpoint_dynamodb import (
     UNPROCESSED_ATTEMPTS,
     ExpiringDynamoDBSaver,
     NamespaceUnsupportedError,
     UnprocessedWritesError,
     refuse_subgraphs,
 )
-from wait_service.checkpointer import make_checkpointer
-from wait_service.resources import create_resources
-from wait_service.runner import is_infrastructure_failure
+from wait_service.runs.checkpointer import make_checkpointer
+from wait_service.runs.runner import is_infrastructure_failure
 from wait_service.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def build_with_subgraph(checkpointer: Any = None) -> Any:
 def test_a_graph_with_a_checkpointed_subgraph_is_refused_when_the_runner_is_built(
     tables: tuple[str, str, Any],
 ) -> None:
-    from wait_service.runner import build_runner
+    from wait_service.runs.runner import build_runner
 
     checkpoints, writes, _ = tables
     settings = Settings(

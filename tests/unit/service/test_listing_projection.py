@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from agent_wait.aws.dynamodb import ledger_put, to_attribute
 from agent_wait.envelope import Question, build_envelope
-from wait_service.api import QuestionView
+from wait_service.http.api import QuestionView
 from wait_service.ledger import Ledger
 from wait_service.resources import LEDGER, LISTED_ATTRIBUTES, create_table
 

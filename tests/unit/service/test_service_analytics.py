@@ -20,7 +20,11 @@ from agent_wait import OnExpiry, Policy
 from agent_wait.aws import SqsAnnounce
 from agent_wait.errors import AgentWaitError
 from agent_wait_cli.local.streams import StreamReader, lambda_record
-from wait_service.analytics import (
+from wait_service.ledger import QuestionRecord, parse_time
+from wait_service.ledger.questions import EXPIRED_ANSWER
+from wait_service.lifecycle.timers import TimerEvent
+from wait_service.lifecycle.unanswered import LifecycleService
+from wait_service.stream.analytics import (
     BUCKET_BOUNDS_MS,
     AnalyticsConsumer,
     StatsService,
@@ -32,16 +36,12 @@ from wait_service.analytics import (
     function_of,
     summarize,
 )
-from wait_service.ledger import QuestionRecord, parse_time
-from wait_service.ledger.questions import EXPIRED_ANSWER
-from wait_service.ledger_stream import LedgerStream
-from wait_service.lifecycle import LifecycleService
-from wait_service.timers import TimerEvent
+from wait_service.stream.ledger_stream import LedgerStream
 
 if TYPE_CHECKING:
     from service_events import Aws, FakeClock
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
 DAY = date(2026, 11, 30)
 FUNCTIONS = ("issue_refund", "delete_user", "send_email")

@@ -5,7 +5,7 @@ credentials: building clients calls no AWS API) and lists what got loaded and bu
 
 - Slack's module: only a deployment with a Slack signing secret serves ``/slack/interactions``;
 - the inbox page: read at the first ``GET /inbox``;
-- the policy store (``wait_service.policy_store``): its errors map to their statuses by name;
+- the policy store (``wait_service.answers.policy_store``): its errors map to their statuses by name;
 - Powertools idempotency: built at the first ``POST /threads/{id}/runs`` with an ``Idempotency-Key``;
 - Powertools Parameters: the signing keys are read at the first signed request;
 - the X-Ray SDK: the tracer is built at the first traced call;
@@ -35,10 +35,10 @@ ENVIRONMENT = {
 }
 
 NEVER_AT_INIT = (
-    "wait_service.slack",
+    "wait_service.channels.slack",
     "agent_wait.slack",
-    "wait_service.inbox_page",
-    "wait_service.policy_store",
+    "wait_service.http.inbox_page",
+    "wait_service.answers.policy_store",
     "aws_lambda_powertools.utilities.idempotency",
     "aws_lambda_powertools.utilities.parameters",
     "aws_xray_sdk",
@@ -75,8 +75,8 @@ def test_the_api_init_loads_no_route_only_module_and_builds_one_client() -> None
 
 
 def test_the_policy_stores_errors_keep_their_statuses_without_the_api_importing_the_store() -> None:
-    from wait_service.errors_http import error_body, status_for
-    from wait_service.policy_store import PolicyConflictError, PolicyInvalidError
+    from wait_service.answers.policy_store import PolicyConflictError, PolicyInvalidError
+    from wait_service.http.errors_http import error_body, status_for
 
     # A subclass of ``InvalidRequestError`` (400), mapped by its own name first.
     assert status_for(PolicyInvalidError("ttl must be positive", field="policy.ttl")) == 422

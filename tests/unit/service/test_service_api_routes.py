@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from service_events import Aws, FakeClock, LambdaContext
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -340,7 +340,8 @@ def test_api_does_not_import_langgraph() -> None:
         f"path = {str(ROOT / 'functions/api/handler.py')!r}\n"
         "spec = importlib.util.spec_from_file_location('api_handler', path)\n"
         "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        "import wait_service.api, wait_service.replies, wait_service.runs, wait_service.ledger\n"
+        "import wait_service.http.api, wait_service.answers.replies, wait_service.runs.starts\n"
+        "import wait_service.ledger\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain_core'))\n"
         "print(','.join(loaded))\n"
     )

@@ -11,17 +11,17 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agent_wait import async_question_id
 from examples.async_agent import build_graph
-from wait_service.async_answers import answer_run_id
-from wait_service.decisions import Decisions
-from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
+from wait_service.answers.decisions import Decisions
 from wait_service.ledger import Ledger
-from wait_service.runner import RunnerService, build_announce
-from wait_service.timers import build_timers
+from wait_service.lifecycle.timers import build_timers
+from wait_service.runs.async_answers import answer_run_id
+from wait_service.runs.inbox import Inbox, ResumeMessage, StartMessage, parse_message
+from wait_service.runs.runner import RunnerService, build_announce
 
 if TYPE_CHECKING:
     from service_events import Aws, FakeClock
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ from service_events import START, api_event, body_of, get_event, reply_event
 
 from agent_wait import Policy, approval, digest_of
 from agent_wait.langgraph import wait
-from wait_service.inbox import parse_message
 from wait_service.ledger import Ledger, iso
-from wait_service.lifecycle import build_lifecycle
-from wait_service.runner import RunnerService, build_announce
-from wait_service.timers import TimerEvent, Timers, schedule_name
+from wait_service.lifecycle.timers import TimerEvent, Timers, schedule_name
+from wait_service.lifecycle.unanswered import build_lifecycle
+from wait_service.runs.inbox import parse_message
+from wait_service.runs.runner import RunnerService, build_announce
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -581,10 +581,10 @@ def test_hand_overs_and_extensions_are_bounded(aws: Aws, call: Call, monkeypatch
     # Each is an entry on the question's item (DynamoDB holds 400 KB): a responder cannot grow it
     # forever. (The bound is 20; 3 here keeps the test short: the service and the write's condition
     # both read it.)
-    import wait_service.authority
+    import wait_service.answers.authority
     import wait_service.ledger.questions
 
-    monkeypatch.setattr(wait_service.authority, "MAX_HANDOVERS", 3)
+    monkeypatch.setattr(wait_service.answers.authority, "MAX_HANDOVERS", 3)
     monkeypatch.setattr(wait_service.ledger.questions, "MAX_HANDOVERS", 3)
     aws.raise_question(policy=approval(responders=[ANN], ttl=600, max_extension=10_000))
     for n in range(3):

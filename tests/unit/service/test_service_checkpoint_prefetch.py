@@ -10,7 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from examples.refund_agent import build_graph
-from wait_service.checkpoint_prefetch import PrefetchingSaver
+from wait_service.runs.checkpoint_prefetch import PrefetchingSaver
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from wait_service.checkpointer import runner_clients
-from wait_service.inbox import StartMessage
-from wait_service.runner import build_runner
+from wait_service.runs.checkpointer import runner_clients
+from wait_service.runs.inbox import StartMessage
+from wait_service.runs.runner import build_runner
 
 if TYPE_CHECKING:
     from service_events import Aws

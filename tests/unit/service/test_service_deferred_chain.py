@@ -16,9 +16,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from agent_wait.langgraph import wait
-from wait_service.inbox import Inbox, StartMessage, parse_message
 from wait_service.ledger import Ledger
-from wait_service.runner import RunnerService, build_announce
+from wait_service.runs.inbox import Inbox, StartMessage, parse_message
+from wait_service.runs.runner import RunnerService, build_announce
 
 if TYPE_CHECKING:
     from service_events import Aws, FakeClock

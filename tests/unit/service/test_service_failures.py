@@ -20,11 +20,11 @@ from botocore.exceptions import ClientError
 from langgraph.checkpoint.memory import InMemorySaver
 
 from examples.refund_agent import build_graph
-from wait_service.inbox import ResumeMessage, StartMessage
 from wait_service.ledger import Ledger
+from wait_service.lifecycle.timers import build_timers
 from wait_service.resources import MAX_RECEIVE_COUNT
-from wait_service.runner import RunnerService, build_announce
-from wait_service.timers import build_timers
+from wait_service.runs.inbox import ResumeMessage, StartMessage
+from wait_service.runs.runner import RunnerService, build_announce
 
 if TYPE_CHECKING:
     from service_events import Aws, FakeClock

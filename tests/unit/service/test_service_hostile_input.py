@@ -22,9 +22,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from service_events import body_of, get_event, header, reply_event, start_event
 
 from agent_wait import Policy
-from wait_service.inbox import ResumeMessage, parse_message
 from wait_service.ledger import Ledger
-from wait_service.runner import RunnerService, build_runner
+from wait_service.runs.inbox import ResumeMessage, parse_message
+from wait_service.runs.runner import RunnerService, build_runner
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -130,7 +130,7 @@ def test_the_graph_resumes_with_the_decimal_the_person_sent(
         checkpointer=InMemorySaver(),
         clock=clock,
     )
-    from wait_service.inbox import StartMessage
+    from wait_service.runs.inbox import StartMessage
 
     outcome = runner.run(StartMessage(thread_id="t-1", input={"customer": "c-17", "amount": 40}))
     [question_id] = outcome.pending

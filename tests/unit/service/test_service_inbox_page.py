@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from service_events import body_of, get_event, header
 
-from wait_service.inbox_page import InboxSignIn, content_security_policy, page_html
+from wait_service.http.inbox_page import InboxSignIn, content_security_policy, page_html
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from service_events import LambdaContext
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from service_events import ROOT, body_of, get_event, load_handler, start_event
 
-from wait_service.api import build_api
-from wait_service.input_schema import (
+from wait_service.http.api import build_api
+from wait_service.runs.input_schema import (
     INPUT_SCHEMA_FILE,
     check_input,
     generate_input_schema,
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from service_events import Aws, FakeClock, LambdaContext
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
 GRAPH = "examples.refund_agent:build_graph"
 
@@ -134,7 +134,7 @@ def test_defs_of_the_graph_schema_become_components(aws: Aws, clock: FakeClock, 
 def test_the_generator_runs_as_a_module_and_rewrites_only_on_change(tmp_path: Path) -> None:
     out = tmp_path / "schema.json"
     subprocess.run(
-        [sys.executable, "-m", "wait_service.input_schema", GRAPH, str(out)],
+        [sys.executable, "-m", "wait_service.runs.input_schema", GRAPH, str(out)],
         check=True,
         cwd=ROOT,
         env={"PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}", "PATH": "/usr/bin:/bin"},

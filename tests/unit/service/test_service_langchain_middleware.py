@@ -14,9 +14,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agent_wait.errors import AnswerInvalidError
 from agent_wait.policy import Policy
 from examples.middleware_agent import REFUNDS
-from wait_service.inbox import ResumeMessage, StartMessage
 from wait_service.ledger import Ledger
-from wait_service.runner import RunnerService, build_runner
+from wait_service.runs.inbox import ResumeMessage, StartMessage
+from wait_service.runs.runner import RunnerService, build_runner
 
 if TYPE_CHECKING:
     from service_events import Aws, FakeClock
@@ -160,8 +160,8 @@ def test_a_revoked_question_is_a_reject_with_the_revocation_reason(
 def test_a_request_that_runs_out_of_time_is_a_reject_saying_so_and_its_batch_resumes(
     aws: Aws, clock: FakeClock
 ) -> None:
-    from wait_service.lifecycle import build_lifecycle
-    from wait_service.timers import TimerEvent
+    from wait_service.lifecycle.timers import TimerEvent
+    from wait_service.lifecycle.unanswered import build_lifecycle
 
     # Given the deployment's default ttl (the middleware sets none) and a batch of two requests
     settings = aws.settings.model_copy(update={"graph": GRAPH, "default_ttl": 60})

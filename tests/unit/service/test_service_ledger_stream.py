@@ -14,14 +14,14 @@ import pytest
 from botocore.exceptions import ClientError
 
 from agent_wait_cli.local.streams import StreamReader, lambda_record
-from wait_service.dispatcher import build_ledger_stream
 from wait_service.ledger import Ledger
-from wait_service.ledger_stream import LedgerChange, LedgerStream, OutboxDispatcher
+from wait_service.stream.dispatcher import build_ledger_stream
+from wait_service.stream.ledger_stream import LedgerChange, LedgerStream, OutboxDispatcher
 
 if TYPE_CHECKING:
     from service_events import Aws, FakeClock
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
 APPROVE = {"action": "approve"}
 
@@ -222,7 +222,7 @@ def test_a_record_that_is_not_a_ledger_change_is_skipped_not_retried(aws: Aws) -
 
 
 def _inbox(aws: Aws) -> Any:
-    from wait_service.inbox import Inbox
+    from wait_service.runs.inbox import Inbox
 
     return Inbox(aws.resources.inbox_url, aws.sqs)
 

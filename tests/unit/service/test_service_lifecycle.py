@@ -16,9 +16,9 @@ from service_events import api_event, body_of, load_handler, reply_event
 
 from agent_wait import OnExpiry, approval
 from wait_service.ledger import Ledger
-from wait_service.lifecycle import LifecycleService, build_lifecycle
+from wait_service.lifecycle.timers import TimerEvent, schedule_name
+from wait_service.lifecycle.unanswered import LifecycleService, build_lifecycle
 from wait_service.observability import metrics
-from wait_service.timers import TimerEvent, schedule_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -393,9 +393,9 @@ def test_the_runner_arms_a_questions_timers_and_disarms_them_once_it_is_decided(
     from langgraph.checkpoint.memory import InMemorySaver
 
     from examples.refund_agent import build_graph
-    from wait_service.inbox import ResumeMessage, StartMessage
-    from wait_service.runner import RunnerService, build_announce
-    from wait_service.timers import build_timers
+    from wait_service.lifecycle.timers import build_timers
+    from wait_service.runs.inbox import ResumeMessage, StartMessage
+    from wait_service.runs.runner import RunnerService, build_announce
 
     ledger = Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
     runner = RunnerService(
@@ -449,7 +449,7 @@ def live(aws: Aws) -> list[tuple[str, str]]:
 def test_a_question_has_one_live_schedule_its_next_timer_re_armed_as_each_fires(
     aws: Aws, lifecycle: LifecycleService, clock: FakeClock
 ) -> None:
-    from wait_service.timers import build_timers
+    from wait_service.lifecycle.timers import build_timers
 
     assert lifecycle.timers is not None
     # Given a question with a ttl of an hour and reminders at 10 and 20 minutes
@@ -474,7 +474,7 @@ def test_a_question_has_one_live_schedule_its_next_timer_re_armed_as_each_fires(
 def test_on_a_ladder_each_rung_arms_the_next_and_there_is_never_more_than_one_schedule(
     aws: Aws, lifecycle: LifecycleService, ledger: Ledger, clock: FakeClock
 ) -> None:
-    from wait_service.timers import build_timers
+    from wait_service.lifecycle.timers import build_timers
 
     # Given a question with a 60 s ttl per rung, two rungs, and reminders at 20 s and 40 s
     envelope = aws.raise_question(
@@ -523,7 +523,7 @@ def test_a_reminder_whose_send_fails_keeps_the_next_timer_armed(
 
 
 def test_a_decided_question_costs_one_schedule_delete(aws: Aws, ledger: Ledger, clock: FakeClock) -> None:
-    from wait_service.timers import build_timers
+    from wait_service.lifecycle.timers import build_timers
 
     # Given a question with a ttl and two reminders, its one timer armed
     envelope = aws.raise_question(policy=approval(ttl=3600, reminders=[600, 1200]), now=clock.now)
@@ -632,7 +632,7 @@ def test_a_timer_whose_time_has_passed_is_set_a_few_seconds_ahead(aws: Aws, cloc
     """A republish re-arms a question's timers; a one-time schedule must lie in the future."""
     from datetime import timedelta
 
-    from wait_service.timers import PAST_DUE_DELAY, Timer, Timers
+    from wait_service.lifecycle.timers import PAST_DUE_DELAY, Timer, Timers
 
     timers = Timers(
         aws.resources.schedule_group or "",

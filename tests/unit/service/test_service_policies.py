@@ -19,12 +19,7 @@ from moto import mock_aws
 
 from agent_wait.envelope import digest_of
 from agent_wait.policy import Policy
-from wait_service.api import QuestionView
-from wait_service.errors_http import status_for
-from wait_service.inbox import StartMessage
-from wait_service.ledger import Ledger
-from wait_service.observability import metrics
-from wait_service.policy_store import (
+from wait_service.answers.policy_store import (
     CACHE_SECONDS,
     FIXED_BY_CODE,
     PolicyConflictError,
@@ -34,8 +29,13 @@ from wait_service.policy_store import (
     check_override,
     overridable_fields,
 )
+from wait_service.http.api import QuestionView
+from wait_service.http.errors_http import status_for
+from wait_service.ledger import Ledger
+from wait_service.observability import metrics
 from wait_service.resources import POLICIES, create_table
-from wait_service.runner import RunnerService, build_policy_overrides, build_runner
+from wait_service.runs.inbox import StartMessage
+from wait_service.runs.runner import RunnerService, build_policy_overrides, build_runner
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -16,13 +16,13 @@ from service_events import body_of, reply_event
 from agent_wait.errors import AnswerInvalidError
 from agent_wait.policy import Policy
 from examples.pydantic_ai_agent import REFUNDS
-from wait_service.agent_state import RUN_ID_KEY, AgentStateStore
-from wait_service.graph import GraphLoadError, load_graph
-from wait_service.inbox import ResumeMessage, StartMessage
 from wait_service.ledger import Ledger
 from wait_service.resources import MAX_RECEIVE_COUNT
-from wait_service.runner import RUN_ID_KEY as RUNNER_RUN_ID_KEY
-from wait_service.runner import RunnerService, build_runner
+from wait_service.runs.agent_state import RUN_ID_KEY, AgentStateStore
+from wait_service.runs.graph import GraphLoadError, load_graph
+from wait_service.runs.inbox import ResumeMessage, StartMessage
+from wait_service.runs.runner import RUN_ID_KEY as RUNNER_RUN_ID_KEY
+from wait_service.runs.runner import RunnerService, build_runner
 
 if TYPE_CHECKING:
     from collections.abc import Callable

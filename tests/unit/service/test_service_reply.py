@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from service_events import Aws, FakeClock
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 

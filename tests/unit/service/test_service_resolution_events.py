@@ -19,17 +19,17 @@ from agent_wait.aws import SnsAnnounce, SqsAnnounce
 from agent_wait.errors import AgentWaitError
 from agent_wait.events import parse_event
 from agent_wait_cli.local.streams import StreamReader
-from wait_service.dispatcher import build_ledger_stream
 from wait_service.ledger.attributes import iso
-from wait_service.ledger_stream import LedgerChange, LedgerStream
-from wait_service.lifecycle import LifecycleService
-from wait_service.resolution_events import ResolutionEvents, events_of
-from wait_service.timers import TimerEvent
+from wait_service.lifecycle.timers import TimerEvent
+from wait_service.lifecycle.unanswered import LifecycleService
+from wait_service.stream.dispatcher import build_ledger_stream
+from wait_service.stream.ledger_stream import LedgerChange, LedgerStream
+from wait_service.stream.resolution_events import ResolutionEvents, events_of
 
 if TYPE_CHECKING:
     from service_events import Aws, FakeClock
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
 APPROVE = {"action": "approve"}
 RECEIPT = {
@@ -288,9 +288,9 @@ def test_a_resume_whose_graph_raises_publishes_its_failure_events_once(aws: Aws,
     from langgraph.checkpoint.memory import InMemorySaver
     from test_service_runner import failing_runner
 
-    from wait_service.inbox import ResumeMessage
     from wait_service.ledger import Ledger
-    from wait_service.runner import build_runner
+    from wait_service.runs.inbox import ResumeMessage
+    from wait_service.runs.runner import build_runner
 
     # Given an answered question whose thread's graph raises when resumed, the message handled twice
     runner = build_runner(
@@ -328,9 +328,9 @@ def test_a_resume_failing_every_attempt_publishes_one_resume_failed_with_its_att
     from langgraph.checkpoint.memory import InMemorySaver
     from test_service_runner import THROTTLED, failing_runner
 
-    from wait_service.inbox import ResumeMessage
     from wait_service.ledger import Ledger
-    from wait_service.runner import build_runner
+    from wait_service.runs.inbox import ResumeMessage
+    from wait_service.runs.runner import build_runner
 
     runner = build_runner(
         aws.settings,

@@ -22,7 +22,7 @@ import pytest
 from service_events import api_event, body_of, load_event
 
 from agent_wait import approval
-from wait_service.responders import admits, iam_identity
+from wait_service.answers.responders import admits, iam_identity
 
 if TYPE_CHECKING:
     from collections.abc import Callable

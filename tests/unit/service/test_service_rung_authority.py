@@ -18,18 +18,18 @@ from service_events import api_event, body_of, get_event, reply_event
 
 from agent_wait import OnExpiry, Policy, approval, digest_of
 from agent_wait.slack import SlackAnnounce
-from wait_service.errors_http import status_for
+from wait_service.answers.policy_store import PolicyInvalidError, PolicyStore, check_override
+from wait_service.http.errors_http import status_for
 from wait_service.ledger import Ledger
-from wait_service.lifecycle import LifecycleService, build_lifecycle
-from wait_service.policy_store import PolicyInvalidError, PolicyStore, check_override
-from wait_service.timers import TimerEvent
+from wait_service.lifecycle.timers import TimerEvent
+from wait_service.lifecycle.unanswered import LifecycleService, build_lifecycle
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from service_events import Aws, FakeClock
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -354,7 +354,7 @@ def test_a_slack_click_follows_the_rung_and_a_refusal_names_it(
     from test_service_slack import NOW, SIGNING_SECRET, FakeSlackClient, click, interaction
 
     from agent_wait.slack import APPROVE_ACTION
-    from wait_service.slack import SlackInteractions
+    from wait_service.channels.slack import SlackInteractions
 
     slack = FakeSlackClient()
     api.slack = SlackInteractions(api.replies, lambda: SIGNING_SECRET, slack, clock=lambda: NOW)  # type: ignore[arg-type]
@@ -453,7 +453,7 @@ def test_the_rungs_fields_are_bound_by_the_digest_and_a_plain_ladder_keeps_its_j
 
 def test_the_documented_ladder_is_a_valid_policy_with_the_authority_it_describes() -> None:
     from tests.doc_sections import fenced_after
-    from wait_service.authority import authority_at
+    from wait_service.answers.authority import authority_at
 
     _, code = fenced_after("<!-- rung-ladder -->")
     scope: dict[str, Any] = {}

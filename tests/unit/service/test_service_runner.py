@@ -16,18 +16,18 @@ from langgraph.types import Interrupt
 from service_events import load_event, load_handler, reply_event, start_event
 
 from agent_wait.errors import AnnounceError
-from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger import Ledger
 from wait_service.observability import metrics
-from wait_service.runner import RunnerService, build_runner, is_infrastructure_failure, output_json
-from wait_service.sqs_events import consume_batch
+from wait_service.runs.inbox import Inbox, ResumeMessage, StartMessage, parse_message
+from wait_service.runs.runner import RunnerService, build_runner, is_infrastructure_failure, output_json
+from wait_service.runs.sqs_events import consume_batch
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from service_events import Aws, FakeClock, LambdaContext
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 

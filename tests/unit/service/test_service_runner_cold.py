@@ -12,7 +12,7 @@ every cold start when it slipped in:
 
 LangSmith is imported by LangGraph itself: ``Pregel`` is a LangChain ``Runnable``, and
 ``langchain_core.runnables.base`` imports its tracers, hence ``langsmith.run_trees``, at module level.
-With tracing off the handler defers the rest (``wait_service.deferred_imports``): ``langsmith.types``,
+With tracing off the handler defers the rest (``wait_service.runs.deferred_imports``): ``langsmith.types``,
 the SDK's generated REST API and most of its weight, and the LangGraph Platform SDK never run;
 ``test_service_runner_deferred.py`` shows tracing still works, on at init or turned on later.
 """
@@ -67,7 +67,7 @@ def test_the_runner_init_builds_its_service_without_modules_it_never_uses() -> N
         f"sys.path[:0] = [{str(ROOT / 'functions' / 'runner')!r}, {str(ROOT)!r}]\n"
         "import handler\n"
         "assert handler._service._service is not None, 'the service was not built at init'\n"
-        "from wait_service.deferred_imports import executed\n"
+        "from wait_service.runs.deferred_imports import executed\n"
         f"loaded = sorted(m for m in sys.modules if m.startswith({NEVER_AT_INIT!r}))\n"
         f"run = sorted(m for m in {NEVER_RUN_AT_INIT!r} if executed(m))\n"
         "print(json.dumps(loaded + run))\n"

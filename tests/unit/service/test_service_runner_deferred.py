@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import pytest
 from test_service_runner_cold import ENVIRONMENT
 
-from wait_service.deferred_imports import DeferredImports, executed, langsmith_tracing
+from wait_service.runs.deferred_imports import DeferredImports, executed, langsmith_tracing
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -37,7 +37,7 @@ RUN = """
 import json, sys
 sys.path[:0] = [{runner!r}, {root!r}]
 import handler
-from wait_service.deferred_imports import DeferredImports, executed
+from wait_service.runs.deferred_imports import DeferredImports, executed
 at_init = {{name: executed(name) for name in ("langsmith.types", "langgraph_sdk")}}
 deferring = any(isinstance(finder, DeferredImports) for finder in sys.meta_path)
 import langsmith

@@ -20,11 +20,11 @@ from service_events import body_of, get_event, header, load_handler, reply_event
 from agent_wait.aws import DynamoDbAnnounce
 from agent_wait.errors import AnnounceError
 from agent_wait_cli.render import question_detail
-from wait_service.inbox import ResumeMessage, StartMessage
 from wait_service.ledger import Ledger
 from wait_service.observability import metrics
-from wait_service.runner import RunnerService, build_runner
-from wait_service.sqs_events import sqs_event
+from wait_service.runs.inbox import ResumeMessage, StartMessage
+from wait_service.runs.runner import RunnerService, build_runner
+from wait_service.runs.sqs_events import sqs_event
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -162,8 +162,8 @@ def test_a_forged_start_whose_input_the_api_refuses_is_not_run(
 
 
 def build_api_with_schema(aws: Aws, runner: RunnerService) -> Any:
-    from wait_service.api import build_api
-    from wait_service.input_schema import generate_input_schema
+    from wait_service.http.api import build_api
+    from wait_service.runs.input_schema import generate_input_schema
 
     api = build_api(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs)
     api.input_schema = generate_input_schema(aws.settings.graph)

@@ -12,7 +12,7 @@ import pytest
 from botocore.stub import Stubber
 from service_events import load_handler
 
-from wait_service.secrets import SecretUnavailableError, export_secrets, secret_getter
+from wait_service.runs.secrets import SecretUnavailableError, export_secrets, secret_getter
 from wait_service.settings import Settings
 
 ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
@@ -65,7 +65,7 @@ def test_no_secrets_means_no_call_and_no_change() -> None:
 def test_no_secrets_leaves_powertools_parameters_unloaded() -> None:
     """Without secrets the runner's init does not load Powertools Parameters (nor its clients)."""
     code = (
-        "import sys; from wait_service.secrets import export_secrets; "
+        "import sys; from wait_service.runs.secrets import export_secrets; "
         "assert export_secrets({}, {}) == []; "
         "sys.exit('aws_lambda_powertools.utilities.parameters' in sys.modules)"
     )

@@ -11,14 +11,14 @@ from service_events import api_event, body_of
 
 from agent_wait import Policy
 from agent_wait.signing import signed_headers
-from wait_service.signing import build_signed_requests, signed_target
+from wait_service.channels.signing import build_signed_requests, signed_target
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from service_events import Aws
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -17,14 +17,14 @@ from test_service_signed import NOW, SECRET, key_arn, reply_path, secretsmanager
 
 from agent_wait.signing import signed_headers
 from examples.middleware_agent import REFUNDS
-from wait_service.inbox import ResumeMessage
+from wait_service.runs.inbox import ResumeMessage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
     from wait_service.ledger import Ledger
-    from wait_service.runner import RunnerService
+    from wait_service.runs.runner import RunnerService
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -11,7 +11,7 @@ from service_events import api_event, body_of
 
 from agent_wait import Policy, decision
 from agent_wait.slack import APPROVE_ACTION, MODAL_ACTION, REJECT_ACTION, SlackAnnounce, button_value
-from wait_service.slack import (
+from wait_service.channels.slack import (
     SlackInteractions,
     answer_from_modal,
     slack_signature,
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from service_events import Aws
 
     from agent_wait import Envelope
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -302,7 +302,7 @@ def test_a_body_without_a_payload_is_a_400(call: Call, slack: FakeSlackClient) -
 
 
 def test_messages_on_the_ledger_are_shared_by_every_runner_and_the_lifecycle(aws: Aws) -> None:
-    from wait_service.slack import LedgerSlackMessages
+    from wait_service.channels.slack import LedgerSlackMessages
 
     posts: list[tuple[str, dict[str, Any]]] = []
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from service_events import Aws
 
     from agent_wait import Envelope
-    from wait_service.api import WaitApi
+    from wait_service.http.api import WaitApi
 
     Call = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -19,7 +19,7 @@ import boto3
 import pytest
 from ulid import ULID
 
-from wait_service.snapstart import after_restore, before_snapshot, register_hooks
+from wait_service.runs.snapstart import after_restore, before_snapshot, register_hooks
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

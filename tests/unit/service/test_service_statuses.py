@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, get_args
 
 import pytest
 
-from wait_service.api import QuestionStatus
+from wait_service.http.api import QuestionStatus
 from wait_service.ledger import PENDING, Ledger
-from wait_service.statuses import ANSWERED, CLOSED, OPEN, RESUMING, STATUSES, allowed_from, mermaid
+from wait_service.ledger.statuses import ANSWERED, CLOSED, OPEN, RESUMING, STATUSES, allowed_from, mermaid
 
 if TYPE_CHECKING:
     from service_events import Aws

@@ -15,12 +15,12 @@ from botocore.exceptions import ClientError
 from service_events import body_of, reply_event
 
 from examples.strands_agent import REFUNDS
-from wait_service.graph import GraphLoadError, load_graph
-from wait_service.hosted_strands import S3Sessions
-from wait_service.inbox import ResumeMessage, StartMessage
 from wait_service.ledger import Ledger
 from wait_service.resources import MAX_RECEIVE_COUNT
-from wait_service.runner import RunnerService, build_runner
+from wait_service.runs.graph import GraphLoadError, load_graph
+from wait_service.runs.hosted_strands import S3Sessions
+from wait_service.runs.inbox import ResumeMessage, StartMessage
+from wait_service.runs.runner import RunnerService, build_runner
 from wait_service.settings import SettingsError
 
 if TYPE_CHECKING:

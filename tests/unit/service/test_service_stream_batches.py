@@ -19,9 +19,9 @@ from botocore.exceptions import ClientError
 from service_events import START, LambdaContext, load_handler
 
 from agent_wait_cli.local.streams import lambda_record
-from wait_service.archive import ArchiveConsumer, FirehoseSink
 from wait_service.ledger import Ledger
-from wait_service.ledger_stream import LedgerStream
+from wait_service.stream.archive import ArchiveConsumer, FirehoseSink
+from wait_service.stream.ledger_stream import LedgerStream
 
 if TYPE_CHECKING:
     from service_events import Aws
@@ -137,7 +137,7 @@ def test_a_record_processed_on_its_own_is_written_before_process_returns(aws: Aw
 
 
 def stats_store(aws: Aws) -> Any:
-    from wait_service.analytics import StatsStore
+    from wait_service.stream.analytics import StatsStore
 
     return StatsStore(aws.settings.require("stats_table"), aws.dynamodb)
 
@@ -145,7 +145,7 @@ def stats_store(aws: Aws) -> Any:
 def totals(aws: Aws) -> dict[str, Any]:
     from datetime import date
 
-    from wait_service.analytics import StatsService
+    from wait_service.stream.analytics import StatsService
 
     return StatsService(stats_store(aws)).stats(since=date(2026, 11, 1), until=date(2026, 12, 31))["totals"]
 
@@ -162,7 +162,7 @@ def transactions(aws: Aws) -> list[list[str]]:
 
 
 def test_a_batch_counts_its_facts_in_one_transaction_one_update_per_cell(aws: Aws) -> None:
-    from wait_service.analytics import AnalyticsConsumer
+    from wait_service.stream.analytics import AnalyticsConsumer
 
     decide(aws, 4)
     seen = transactions(aws)
@@ -177,7 +177,7 @@ def test_a_batch_counts_its_facts_in_one_transaction_one_update_per_cell(aws: Aw
 
 
 def test_a_batch_handed_over_again_in_another_shape_counts_each_fact_once(aws: Aws) -> None:
-    from wait_service.analytics import AnalyticsConsumer
+    from wait_service.stream.analytics import AnalyticsConsumer
 
     decide(aws, 4)
     records = stream_records(aws)
@@ -207,7 +207,7 @@ def test_a_batch_handed_over_again_in_another_shape_counts_each_fact_once(aws: A
 
 
 def test_the_max_is_written_only_when_it_may_be_larger_than_the_stored_one(aws: Aws) -> None:
-    from wait_service.analytics import AnalyticsConsumer, shard_of
+    from wait_service.stream.analytics import AnalyticsConsumer, shard_of
 
     answered_at = [START]
     ledger = Ledger(aws.resources.ledger_table, aws.dynamodb, clock=lambda: answered_at[0])

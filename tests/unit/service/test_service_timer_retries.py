@@ -13,10 +13,10 @@ import pytest
 
 from agent_wait import OnExpiry, approval
 from wait_service.ledger import Ledger
-from wait_service.lifecycle import LifecycleService, build_lifecycle
+from wait_service.lifecycle.timers import TimerEvent, build_timers, schedule_name
+from wait_service.lifecycle.unanswered import LifecycleService, build_lifecycle
 from wait_service.observability import metrics
 from wait_service.resources import TIMERS
-from wait_service.timers import TimerEvent, build_timers, schedule_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

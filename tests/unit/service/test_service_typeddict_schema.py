@@ -15,14 +15,14 @@ import pytest
 from service_events import ROOT
 
 from agent_wait.errors import InputInvalidError
-from wait_service.input_schema import (
+from wait_service.runs.input_schema import (
     INPUT_SCHEMA_FILE,
     check_input,
     generate_input_schema,
     read_input_schema,
     write_input_schema,
 )
-from wait_service.runner import _schema_of
+from wait_service.runs.runner import _schema_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -108,7 +108,7 @@ def test_the_schema_checks_run_input(graphs: Path) -> None:
 
 
 def test_the_runner_builds_it_as_well(graphs: Path) -> None:
-    from wait_service.graph import load_graph
+    from wait_service.runs.graph import load_graph
 
     schema = _schema_of(load_graph("typing_state_graph:build_graph", None))
 
@@ -133,7 +133,13 @@ def test_a_schema_that_cannot_be_built_leaves_input_unchecked_after_one_warning_
 def test_the_generator_module_writes_null_and_exits_zero(graphs: Path) -> None:
     out = graphs / "schema.json"
     done = subprocess.run(
-        [sys.executable, "-m", "wait_service.input_schema", "unbuildable_state_graph:build_graph", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "wait_service.runs.input_schema",
+            "unbuildable_state_graph:build_graph",
+            str(out),
+        ],
         cwd=graphs,
         env={"PYTHONPATH": f"{graphs}:{ROOT}:{ROOT / 'functions'}", "PATH": "/usr/bin:/bin"},
         capture_output=True,

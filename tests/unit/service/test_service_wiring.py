@@ -12,12 +12,12 @@ from service_events import load_event, load_handler
 
 from agent_wait.errors import InvalidRequestError, MissingExtraError
 from examples import refund_agent
-from wait_service.checkpointer import make_checkpointer
-from wait_service.graph import GraphLoadError, load_graph
-from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
 from wait_service.ledger.paging import decode_token, encode_token
+from wait_service.runs.checkpointer import make_checkpointer
+from wait_service.runs.graph import GraphLoadError, load_graph
+from wait_service.runs.inbox import Inbox, ResumeMessage, StartMessage, parse_message
+from wait_service.runs.sqs_events import consume_batch, failed_ids, sqs_event
 from wait_service.settings import Settings, SettingsError
-from wait_service.sqs_events import consume_batch, failed_ids, sqs_event
 
 if TYPE_CHECKING:
     from service_events import Aws, LambdaContext

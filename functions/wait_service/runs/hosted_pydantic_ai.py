@@ -1,6 +1,6 @@
 """A Pydantic AI agent hosted by the runner: its message history kept in the checkpoint table.
 
-The runner drives every agent through one seam, :class:`wait_service.runner.Graph`: ``invoke``
+The runner drives every agent through one seam, :class:`wait_service.runs.runner.Graph`: ``invoke``
 with a start's input or a ``Command(resume={question_id: answer})``, and ``get_state`` for what
 the thread is parked on. :class:`PydanticAIGraph` speaks it for a ``pydantic_ai.Agent``:
 
@@ -18,7 +18,7 @@ the thread is parked on. :class:`PydanticAIGraph` speaks it for a ``pydantic_ai.
   gets the answer as its result. With several calls pending, answers are kept until the last one
   arrives, and then the run goes on with all of them, as Pydantic AI requires.
 
-State, one item per thread in the checkpoint table (:mod:`wait_service.agent_state`): the
+State, one item per thread in the checkpoint table (:mod:`wait_service.runs.agent_state`): the
 history (Pydantic AI's own JSON, zlib-compressed), the pending calls, the answers kept so far, the
 id of the run that parked it and the last output; it expires with the checkpoints. It is written
 after the agent's run and before the runner records the questions, so a crash in between is
@@ -40,7 +40,7 @@ from agent_wait.hosting import ASYNC_ANSWER_KEY
 from agent_wait.interrupt_keys import SOURCE_KEY, WAIT_KEY
 from agent_wait.policy import approval
 from agent_wait.pydantic_ai import PydanticAIFramework
-from wait_service.agent_state import RUN_ID_KEY, AgentStateStore, ThreadState
+from wait_service.runs.agent_state import RUN_ID_KEY, AgentStateStore, ThreadState
 
 __all__ = ["INPUT_SCHEMA", "PydanticAIGraph"]
 
@@ -68,7 +68,7 @@ class Snapshot:
 
 
 class PydanticAIGraph:
-    """A ``pydantic_ai.Agent`` behind the runner's :class:`~wait_service.runner.Graph` seam.
+    """A ``pydantic_ai.Agent`` behind the runner's :class:`~wait_service.runs.runner.Graph` seam.
 
     Parameters
     ----------

@@ -47,8 +47,8 @@ from agent_wait.errors import (
     UnsupportedMediaTypeError,
 )
 from agent_wait.exact_json import dumps
+from wait_service.channels.signing import SignatureRejectedError
 from wait_service.observability import logger
-from wait_service.signing import SignatureRejectedError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -139,10 +139,10 @@ STATUS_BY_ERROR: dict[type[AgentWaitError], int] = {
 
 
 # Errors of modules only some callers load, by module and class name: mapping them must not import
-# their module (``wait_service.policy_store`` pulls in the policy model's machinery).
+# their module (``wait_service.answers.policy_store`` pulls in the policy model's machinery).
 STATUS_BY_ERROR_NAME: dict[tuple[str, str], int] = {
-    ("wait_service.policy_store", "PolicyInvalidError"): 422,
-    ("wait_service.policy_store", "PolicyConflictError"): 409,
+    ("wait_service.answers.policy_store", "PolicyInvalidError"): 422,
+    ("wait_service.answers.policy_store", "PolicyConflictError"): 409,
 }
 
 

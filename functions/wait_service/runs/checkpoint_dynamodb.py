@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from langgraph_checkpoint_dynamodb.saver import DynamoDBSaver
 from langgraph_checkpoint_dynamodb.write import Write
 
-from wait_service.failures import InfrastructureError
 from wait_service.resources import CHECKPOINT_WRITES_DYNAMODB, CHECKPOINTS_DYNAMODB
+from wait_service.runs.failures import InfrastructureError
 from wait_service.settings import SettingsError
 
 if TYPE_CHECKING:

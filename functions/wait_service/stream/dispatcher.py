@@ -1,6 +1,6 @@
 """The dispatcher's service: the ledger stream's one reader with its consumers, wired from settings.
 
-The composition lives here, apart from :mod:`wait_service.ledger_stream` (the change model, the
+The composition lives here, apart from :mod:`wait_service.stream.ledger_stream` (the change model, the
 consumer protocol and the outbox), so that each consumer module imports the stream's model and
 nothing imports back up from it.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent_wait.aws import SnsAnnounce, SqsAnnounce
-from wait_service.analytics import AnalyticsConsumer, StatsStore
-from wait_service.archive import ArchiveConsumer, archive_sink
-from wait_service.inbox import Inbox
 from wait_service.ledger import Ledger
-from wait_service.ledger_stream import Consumer, LedgerStream, OutboxDispatcher
-from wait_service.resolution_events import ResolutionEvents
+from wait_service.runs.inbox import Inbox
+from wait_service.stream.analytics import AnalyticsConsumer, StatsStore
+from wait_service.stream.archive import ArchiveConsumer, archive_sink
+from wait_service.stream.ledger_stream import Consumer, LedgerStream, OutboxDispatcher
+from wait_service.stream.resolution_events import ResolutionEvents
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -62,7 +62,7 @@ def build_ledger_stream(
     )
     if sink is not None:
         consumers.append(ArchiveConsumer(sink))
-    # The approval analytics' counters, each fact counted once (wait_service.analytics).
+    # The approval analytics' counters, each fact counted once (wait_service.stream.analytics).
     if settings.stats_table:
         consumers.append(AnalyticsConsumer(StatsStore(settings.stats_table, ledger._client)))
     return LedgerStream(consumers)

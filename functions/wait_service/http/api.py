@@ -1,16 +1,16 @@
 """The HTTP api: a Powertools REST resolver over the ledger, the reply service and the inbox.
 
 It validates and records: one ledger write per request is the commit, and what must follow it
-(the start or resume message) follows from the ledger's stream (``wait_service.ledger_stream``),
+(the start or resume message) follows from the ledger's stream (``wait_service.stream.ledger_stream``),
 so the api sends no message itself. It never runs a graph and never imports LangGraph, so its
 cold start stays small (``tests/unit/service/test_api_imports.py`` holds it to that).
 
 Routes: ``POST /threads/{thread_id}/runs``, ``GET /threads/{thread_id}``, ``GET /questions``,
 ``GET /questions/{question_id}``, ``POST /questions/{question_id}/reply``,
 ``POST /questions/{question_id}/revoke``, ``POST /questions/{question_id}/delegate``,
-``POST /questions/{question_id}/extend`` (``wait_service.authority``), ``GET /stats``
-(``wait_service.analytics``), ``GET /openapi.json``, and the inbox page (``GET /inbox``,
-``GET /inbox/config``: ``wait_service.inbox_page``).
+``POST /questions/{question_id}/extend`` (``wait_service.answers.authority``), ``GET /stats``
+(``wait_service.stream.analytics``), ``GET /openapi.json``, and the inbox page (``GET /inbox``,
+``GET /inbox/config``: ``wait_service.http.inbox_page``).
 """
 
 from __future__ import annotations
@@ -26,19 +26,21 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, mod
 
 from agent_wait import Policy, exact_json
 from agent_wait.errors import AgentWaitError, AnswerInvalidError, ResponderNotAllowedError
-from wait_service import errors_http, openapi_doc
-from wait_service.analytics import StatsView, parse_window
 from wait_service.answer_limits import (
     DYNAMODB_ITEM_BYTES,
     MAX_ANSWER_BYTES,
     check_answer_size,
     check_reply_fits,
 )
-from wait_service.audit import audit_of
-from wait_service.authority import AuthorityService, current_authority, delegates_of, quorum_summary
+from wait_service.answers.audit import audit_of
+from wait_service.answers.authority import AuthorityService, current_authority, delegates_of, quorum_summary
+from wait_service.answers.replies import ANONYMOUS, ReplyService, etag_for
+from wait_service.channels.signing import SignatureRejectedError, is_signed_path, is_signed_route
 from wait_service.constants import SLACK_INTERACTIONS_PATH
-from wait_service.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
-from wait_service.input_schema import check_input, read_input_schema
+from wait_service.http import errors_http, openapi_doc
+from wait_service.http.openapi_doc import ErrorBody, responses
+from wait_service.http.page_tokens import list_page
+from wait_service.http.request_gate import Gated, body_size, gate, route_shapes
 from wait_service.ledger import Clock, Ledger, QuestionRecord, RunStatus, ThreadRecord, utcnow
 from wait_service.limits import (
     MAX_BODY_BYTES,
@@ -50,12 +52,10 @@ from wait_service.limits import (
     number_problem,
 )
 from wait_service.observability import logger
-from wait_service.openapi_doc import ErrorBody, responses
-from wait_service.page_tokens import list_page
-from wait_service.replies import ANONYMOUS, ReplyService, etag_for
-from wait_service.request_gate import Gated, body_size, gate, route_shapes
-from wait_service.runs import RunService
-from wait_service.signing import SignatureRejectedError, is_signed_path, is_signed_route
+from wait_service.runs.idempotent_starts import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN, IdempotentStarts
+from wait_service.runs.input_schema import check_input, read_input_schema
+from wait_service.runs.starts import RunService
+from wait_service.stream.analytics import StatsView, parse_window
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -63,11 +63,11 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
-    from wait_service.analytics import StatsService
-    from wait_service.inbox_page import InboxSignIn
+    from wait_service.channels.signing import SignedRequests
+    from wait_service.channels.slack import SlackInteractions
+    from wait_service.http.inbox_page import InboxSignIn
     from wait_service.settings import Settings
-    from wait_service.signing import SignedRequests
-    from wait_service.slack import SlackInteractions
+    from wait_service.stream.analytics import StatsService
 
 JSON = "application/json"
 __all__ = ["MAX_BODY_BYTES", "ErrorBody", "WaitApi", "body_size", "build_api"]
@@ -77,7 +77,7 @@ __all__ = ["MAX_BODY_BYTES", "ErrorBody", "WaitApi", "body_size", "build_api"]
 # several threads (the local gateway, tests) is held to the same rule here.
 _ONE_REQUEST_AT_A_TIME = threading.Lock()
 # `pending` lists every question still waiting for an answer (raised, delivered or escalated);
-# the others are the statuses of `wait_service.statuses` (a test holds the two together).
+# the others are the statuses of `wait_service.ledger.statuses` (a test holds the two together).
 # An answer this large or less fits beside any question item the runner can write (the item's other
 # attributes stay far below the rest of DynamoDB's 400 KB), so only a larger one costs a read of
 # its question before the reply service runs.
@@ -394,7 +394,7 @@ class WaitApi:
     starts:
         Idempotent starts (``Idempotency-Key``) over ``runs``.
     input_schema:
-        The graph's input JSON schema (``wait_service.input_schema``); ``None`` takes any input.
+        The graph's input JSON schema (``wait_service.runs.input_schema``); ``None`` takes any input.
     max_answer_bytes:
         The largest answer (compact JSON) the deployment can always store; larger ones get 413
         before anything is recorded (``wait_service.answer_limits``).
@@ -805,14 +805,14 @@ class WaitApi:
 
         @app.get("/inbox", include_in_schema=False, enable_validation=False)
         def inbox() -> Response[str]:
-            from wait_service.inbox_page import HTML, page_headers, page_html
+            from wait_service.http.inbox_page import HTML, page_headers, page_html
 
             headers = page_headers(self.inbox_sign_in)
             return Response(status_code=200, content_type=HTML, body=page_html(), headers=headers)
 
         @app.get("/inbox/config", include_in_schema=False, enable_validation=False)
         def inbox_config() -> Response[dict[str, str]]:
-            from wait_service.inbox_page import page_config
+            from wait_service.http.inbox_page import page_config
 
             local = self.inbox_sign_in is None and is_local(app.current_event.raw_event)
             body = page_config(self.inbox_sign_in, local=local)
@@ -877,7 +877,7 @@ def build_api(
     --------
     >>> api = build_api(Settings.from_env(os.environ))  # doctest: +SKIP
     """
-    from wait_service.signing import build_signed_requests
+    from wait_service.channels.signing import build_signed_requests
 
     if dynamodb is None:
         import boto3
@@ -902,14 +902,14 @@ def build_api(
     slack = None
     if settings.slack_signing_secret:
         # Only a deployment with Slack loads the Slack module.
-        from wait_service.slack import build_slack_interactions
+        from wait_service.channels.slack import build_slack_interactions
 
         slack = build_slack_interactions(settings, replies, secretsmanager=secretsmanager)
     runs = RunService(ledger)
     starts = IdempotentStarts(runs, ledger.table_name, dynamodb=dynamodb)
     inbox_sign_in = None
     if settings.inbox_client_id and settings.inbox_domain:
-        from wait_service.inbox_page import InboxSignIn
+        from wait_service.http.inbox_page import InboxSignIn
 
         inbox_sign_in = InboxSignIn(
             settings.inbox_client_id, settings.inbox_domain, audience=settings.jwt_audience
@@ -931,6 +931,6 @@ def build_api(
 def _stats_service(settings: Settings, dynamodb: DynamoDBClient) -> StatsService | None:
     if not settings.stats_table:
         return None
-    from wait_service.analytics import StatsService, StatsStore
+    from wait_service.stream.analytics import StatsService, StatsStore
 
     return StatsService(StatsStore(settings.stats_table, dynamodb))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent_wait import exact_json
-from wait_service.statuses import DECIDED
+from wait_service.ledger.statuses import DECIDED
 
 if TYPE_CHECKING:
     from wait_service.ledger import QuestionRecord

@@ -11,13 +11,13 @@ be idempotent: each sends under a deduplication id named by the change (a questi
 The consumers today:
 
 - :class:`OutboxDispatcher`: a question moving into a status that resumes its thread (answered,
-  expired, revoked: :data:`wait_service.statuses.RESUMING`) -> the resume message on the inbox;
+  expired, revoked: :data:`wait_service.ledger.statuses.RESUMING`) -> the resume message on the inbox;
   a new run record (``run:<run_id>``, written with the thread item by
   :meth:`~wait_service.ledger.threads.ThreadStore.queue_run`) -> the start message.
-- :class:`~wait_service.resolution_events.ResolutionEvents`: a question answered, expired,
+- :class:`~wait_service.stream.resolution_events.ResolutionEvents`: a question answered, expired,
   revoked, resumed or failing to resume, a run ending -> its event on the topic and the outbox.
 
-- :class:`wait_service.archive.ArchiveConsumer`: each change of a decided question -> one record
+- :class:`wait_service.stream.archive.ArchiveConsumer`: each change of a decided question -> one record
   of the audit archive (Firehose deployed, JSON Lines locally), when an archive is configured;
   a :class:`BatchConsumer`: a batch's records are put together, one call per batch.
 
@@ -46,19 +46,19 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from wait_service.async_answers import answer_run_id, is_async_question
 from wait_service.ledger import QuestionRecord, from_attribute
+from wait_service.ledger.statuses import RESUMING
 from wait_service.metric_names import RESUMES_DISPATCHED, STARTS_DISPATCHED
 from wait_service.observability import logger, metrics
-from wait_service.statuses import RESUMING
+from wait_service.runs.async_answers import answer_run_id, is_async_question
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-    from wait_service.inbox import Inbox
     from wait_service.ledger import Ledger
+    from wait_service.runs.inbox import Inbox
 
 EventName = Literal["INSERT", "MODIFY", "REMOVE"]
 ItemKind = Literal["question", "thread", "run", "other"]

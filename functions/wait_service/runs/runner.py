@@ -3,7 +3,7 @@
 This is the seed's entry point and its one ``if``: a message naming a question resumes the thread
 with ``Command(resume={question_id: answer})``; any other message starts a run with its input.
 The answer to an async-mode question (``@wait(mode="async")``, nothing parked on it) starts a new
-run instead, whose input is ``{"agent_wait_answer": {...}}`` (``wait_service.async_answers``).
+run instead, whose input is ``{"agent_wait_answer": {...}}`` (``wait_service.runs.async_answers``).
 Async questions raised during a run are announced through the same fan-out: the runner lends it
 to ``@wait`` with ``agent_wait.hosting.hosting_async_waits``.
 After the run, ``publish_interrupts`` announces each question through the composite of ledger,
@@ -45,13 +45,9 @@ from agent_wait.hosting import AsyncHost, hosting_async_waits
 from agent_wait.langchain_hitl import ToolRuns, resume_value, sibling_ids
 from agent_wait.langchain_hitl import receipts as tool_receipts
 from agent_wait.receipts import Receipt, collect_receipts, emit_receipt
-from wait_service.async_answers import answer_input, answer_run_id, is_async_question
-from wait_service.checkpoint_prefetch import PrefetchingSaver
 from wait_service.constants import MAX_RECEIVE_COUNT
-from wait_service.failures import is_infrastructure_failure
-from wait_service.inbox import Inbox, ResumeMessage, StartMessage, parse_message
-from wait_service.input_schema import check_input, graph_input_schema
 from wait_service.ledger import Clock, Ledger, QuestionRecord, ThreadRecord, utcnow
+from wait_service.ledger.statuses import OPEN
 from wait_service.limits import MAX_DEPTH, check_numbers, check_thread_id, depth
 from wait_service.metric_names import (
     POISON_MESSAGES,
@@ -64,7 +60,11 @@ from wait_service.metric_names import (
     RUNS_FAILED,
 )
 from wait_service.observability import logger, metrics, tracer
-from wait_service.statuses import OPEN
+from wait_service.runs.async_answers import answer_input, answer_run_id, is_async_question
+from wait_service.runs.checkpoint_prefetch import PrefetchingSaver
+from wait_service.runs.failures import is_infrastructure_failure
+from wait_service.runs.inbox import Inbox, ResumeMessage, StartMessage, parse_message
+from wait_service.runs.input_schema import check_input, graph_input_schema
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -76,8 +76,8 @@ if TYPE_CHECKING:
 
     from agent_wait import Envelope
     from agent_wait.envelope import Question
+    from wait_service.lifecycle.timers import Timers
     from wait_service.settings import Durability, Settings
-    from wait_service.timers import Timers
 
 PublishFn = Callable[..., list["Envelope"]]
 
@@ -100,7 +100,7 @@ class Graph(Protocol):
     """What the runner needs of a compiled graph: the seam every hosted framework speaks.
 
     A LangGraph graph is one as is; an agent of another framework is adapted to it
-    (``wait_service.hosted_pydantic_ai``): ``invoke`` takes a start's input or a
+    (``wait_service.runs.hosted_pydantic_ai``): ``invoke`` takes a start's input or a
     ``Command(resume={question_id: answer})`` and returns ``{"__interrupt__": [Interrupt]}`` when
     the thread parks, and ``get_state`` gives the ``interrupts``, ``values`` and ``metadata`` the
     thread holds.
@@ -264,7 +264,8 @@ class RunnerService:
         The JSON schema every start's input must fit (the one the api checks); by default the
         graph's own (``get_input_jsonschema()``), built at the first start; ``None`` runs any input.
     policies:
-        The policy store's say on each question raised (``wait_service.policy_store.PolicyOverrides``):
+        The policy store's say on each question raised
+        (``wait_service.answers.policy_store.PolicyOverrides``):
         given to ``publish`` and to async-mode ``@wait`` calls; ``None``: the code's policies alone.
 
     Examples
@@ -1157,7 +1158,7 @@ def build_announce(
     ]
     if settings.slack_channel:
         # Slack's modules load only in a deployment that names a channel.
-        from wait_service.slack import build_slack_announce
+        from wait_service.channels.slack import build_slack_announce
 
         slack = build_slack_announce(settings, dynamodb=dynamodb)
         if slack is not None:
@@ -1181,10 +1182,10 @@ def build_runner(
     --------
     >>> runner = build_runner(Settings.from_env(os.environ))  # doctest: +SKIP
     """
-    from wait_service.checkpointer import make_checkpointer
-    from wait_service.graph import load_graph
+    from wait_service.lifecycle.timers import build_timers
+    from wait_service.runs.checkpointer import make_checkpointer
+    from wait_service.runs.graph import load_graph
     from wait_service.settings import SettingsError
-    from wait_service.timers import build_timers
 
     graph = load_graph(
         settings.graph,
@@ -1208,7 +1209,7 @@ def build_runner(
             "LangGraph graph: keep AGENT_WAIT_CHECKPOINTER=aws (its table keeps the agent's state)"
         )
     if settings.checkpointer == "dynamodb":
-        from wait_service.checkpoint_dynamodb import refuse_subgraphs
+        from wait_service.runs.checkpoint_dynamodb import refuse_subgraphs
 
         refuse_subgraphs(graph, settings.graph)
     ledger = Ledger(
@@ -1236,7 +1237,7 @@ def _agent_state_store(settings: Settings, dynamodb: DynamoDBClient | None) -> A
     """Where an agent of another framework than LangGraph keeps its threads (the checkpoint table)."""
     if settings.framework == "langgraph" or not settings.checkpoint_table:
         return None
-    from wait_service.agent_state import AgentStateStore
+    from wait_service.runs.agent_state import AgentStateStore
 
     return AgentStateStore(settings.checkpoint_table, dynamodb, ttl_seconds=settings.checkpoint_ttl_seconds)
 
@@ -1247,7 +1248,7 @@ def _strands_sessions(settings: Settings) -> Callable[[str], Any] | None:
         return None
     import boto3
 
-    from wait_service.hosted_strands import S3Sessions
+    from wait_service.runs.hosted_strands import S3Sessions
 
     return S3Sessions(settings.checkpoint_bucket, boto3.DEFAULT_SESSION)
 
@@ -1258,7 +1259,7 @@ def build_policy_overrides(
     """The policy store's overrides for questions raised, when the settings name a store."""
     if not settings.policy_table:
         return None
-    from wait_service.policy_store import CACHE_SECONDS, PolicyOverrides, PolicyStore
+    from wait_service.answers.policy_store import CACHE_SECONDS, PolicyOverrides, PolicyStore
 
     cache = CACHE_SECONDS if settings.policy_cache_seconds is None else settings.policy_cache_seconds
     return PolicyOverrides(

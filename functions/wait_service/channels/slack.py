@@ -4,9 +4,9 @@ Slack posts a button click (``block_actions``) or a modal's submission (``view_s
 the interactivity URL, form-encoded as ``payload=<json>`` and signed with the app's signing
 secret: ``X-Slack-Signature: v0=<hex HMAC-SHA256(secret, "v0:{timestamp}:{raw body}")>`` and
 ``X-Slack-Request-Timestamp``, which must be within 5 minutes of the clock. A request that does
-not verify gets 401 (the codes of :mod:`wait_service.signing`), before its body is parsed.
+not verify gets 401 (the codes of :mod:`wait_service.channels.signing`), before its body is parsed.
 
-A click is recorded through the same :class:`~wait_service.replies.ReplyService` as
+A click is recorded through the same :class:`~wait_service.answers.replies.ReplyService` as
 ``POST /questions/{id}/reply``: the button carries the question id and the digest its message
 showed, sent as ``If-Match``, so an answer is bound to what the responder saw; the principal is
 ``slack:<team id>:<user id>`` (usable in a policy's ``responders``). The message is then updated
@@ -48,17 +48,17 @@ from agent_wait.slack import (
     allowed_decisions,
     question_blocks,
 )
-from wait_service.authority import quorum_summary
+from wait_service.answers.authority import quorum_summary
+from wait_service.channels.signing import SECRET_CACHE_SECONDS, SignatureRejectedError, raw_body
 from wait_service.limits import DuplicateKeyError, loads, surrogate_problem
 from wait_service.observability import logger
-from wait_service.signing import SECRET_CACHE_SECONDS, SignatureRejectedError, raw_body
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from pydantic import JsonValue
 
+    from wait_service.answers.replies import ReplyService
     from wait_service.ledger import QuestionRecord
-    from wait_service.replies import ReplyService
     from wait_service.settings import Settings
 
 SLACK_SIGNATURE_HEADER = "X-Slack-Signature"

@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_wait import exact_json
-from wait_service.audit import audit_of
+from wait_service.answers.audit import audit_of
 from wait_service.ledger import QuestionRecord
-from wait_service.statuses import DECIDED
+from wait_service.ledger.statuses import DECIDED
 
 if TYPE_CHECKING:
     from mypy_boto3_firehose import FirehoseClient

@@ -1,6 +1,6 @@
 """A Strands agent hosted by the runner: its session kept in the checkpoint bucket.
 
-:class:`StrandsGraph` speaks the runner's :class:`wait_service.runner.Graph` seam for a factory
+:class:`StrandsGraph` speaks the runner's :class:`wait_service.runs.runner.Graph` seam for a factory
 ``build_agent(session_manager=...) -> strands.Agent``: each message builds the thread's agent with
 Strands' own ``SnapshotSessionManager`` over its ``S3Storage`` (``session_id`` = the thread id,
 under ``strands/`` in the checkpoint bucket), which restores its conversation, its state and its
@@ -32,8 +32,8 @@ from langgraph.types import Command, Interrupt
 
 from agent_wait import exact_json
 from agent_wait.strands import StrandsFramework
-from wait_service.agent_state import RUN_ID_KEY
-from wait_service.hosted_pydantic_ai import INPUT_SCHEMA
+from wait_service.runs.agent_state import RUN_ID_KEY
+from wait_service.runs.hosted_pydantic_ai import INPUT_SCHEMA
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -74,7 +74,7 @@ class Snapshot:
 
 
 class StrandsGraph:
-    """A Strands agent factory behind the runner's :class:`~wait_service.runner.Graph` seam.
+    """A Strands agent factory behind the runner's :class:`~wait_service.runs.runner.Graph` seam.
 
     Parameters
     ----------

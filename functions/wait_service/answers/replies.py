@@ -4,7 +4,7 @@ Checks run cheapest and least stateful first — the question exists, the respon
 the reply is bound to the digest the responder saw, the answer fits the policy — and only then
 does the conditional write decide between the first answer (recorded) and a later one
 (idempotent repeat or conflict). That write is the commit: the resume follows from the ledger's
-stream (the dispatcher in :mod:`wait_service.ledger_stream` enqueues it for the change that
+stream (the dispatcher in :mod:`wait_service.stream.ledger_stream` enqueues it for the change that
 decided the question, and only for that one), so a losing reply can never resume the thread with
 its answer, and a winner that dies right after its write still has its resume sent.
 """
@@ -26,7 +26,7 @@ from agent_wait.errors import (
     PreconditionRequiredError,
     QuestionClosedError,
 )
-from wait_service.authority import (
+from wait_service.answers.authority import (
     check_requester,
     has_rung_authority,
     identity_key,
@@ -34,12 +34,12 @@ from wait_service.authority import (
     not_a_responder,
     rungs_of,
 )
-from wait_service.decisions import Decisions
+from wait_service.answers.decisions import Decisions
+from wait_service.answers.responders import admits
 from wait_service.ledger import Ledger, QuestionRecord, normalize_json, parse_time, utcnow
+from wait_service.ledger.statuses import ANSWERED, phase_of
 from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_REVOKED, TIME_TO_ANSWER
 from wait_service.observability import metrics
-from wait_service.responders import admits
-from wait_service.statuses import ANSWERED, phase_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -281,8 +281,8 @@ class ReplyService:
     def _check_responder(self, question: QuestionRecord, policy: Policy, principal: str) -> None:
         # An empty list admits any caller the api authenticated (or `anonymous` on the local
         # stack: the api refuses a request without a principal from anywhere else); an IAM
-        # role entry admits its sessions, never a session name (`wait_service.responders`).
-        # A principal a responder delegated the question to answers it too (`wait_service.authority`).
+        # role entry admits its sessions, never a session name (`wait_service.answers.responders`).
+        # A principal a responder delegated the question to answers it too (`wait_service.answers.authority`).
         # On an escalation ladder whose rungs name responders, the current rung's count.
         if not may_answer(question, policy, principal):
             raise not_a_responder(question, policy, principal, f"{principal} may not answer this question")

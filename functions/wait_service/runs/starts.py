@@ -27,7 +27,7 @@ class RunService:
 
     The ledger write is the whole request: it records the run queued together with its input, and
     the ledger's stream has the dispatcher enqueue the start message
-    (:mod:`wait_service.ledger_stream`). Once the write succeeded the run reaches the runner
+    (:mod:`wait_service.stream.ledger_stream`). Once the write succeeded the run reaches the runner
     whatever happens to this request after it.
 
     Examples
@@ -44,7 +44,7 @@ class RunService:
         """Record the run queued with its input; the start message follows from the ledger's stream.
 
         ``started_by`` (the caller's principal) is kept with the run: every question the run raises
-        records it as ``requested_by`` (separation of duties, :mod:`wait_service.authority`).
+        records it as ``requested_by`` (separation of duties, :mod:`wait_service.answers.authority`).
 
         Raises
         ------

@@ -58,7 +58,8 @@ def _literal(value: str) -> str:
 
 
 # The text the archive writes for the answer an expiry applies when the policy names no default
-# (``wait_service.archive`` writes JSON with sorted keys): any other answer of an expiry is the default.
+# (``wait_service.stream.archive`` writes JSON with sorted keys): any other answer of an expiry is
+# the default.
 _NO_DEFAULT = _literal(json.dumps(EXPIRED_ANSWER, sort_keys=True, ensure_ascii=False))
 
 LATEST = f"""latest AS (

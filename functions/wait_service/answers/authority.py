@@ -15,7 +15,7 @@ Each is one conditional write of the question (the commit): a hand-over or an ex
 answer, an expiry or another extension either lands on the open question as it was read, or loses
 and is refused; nothing else is written. The expiry timer follows from the question itself: the
 schedule set before an extension fires, finds the expiry moved and arms the moved one
-(:mod:`wait_service.lifecycle`), so the question keeps exactly one live timer.
+(:mod:`wait_service.lifecycle.unanswered`), so the question keeps exactly one live timer.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from agent_wait.errors import (
     RequesterCannotApproveError,
     ResponderNotAllowedError,
 )
-from wait_service.decisions import Decisions
+from wait_service.answers.decisions import Decisions
+from wait_service.answers.responders import admits, iam_identity
 from wait_service.ledger import parse_time, utcnow
 from wait_service.ledger.questions import MAX_HANDOVERS
-from wait_service.responders import admits, iam_identity
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -1,7 +1,7 @@
 """Approval analytics: counters kept as decisions happen, read back as figures for a window.
 
 :class:`AnalyticsConsumer` is one more consumer of the ledger's stream
-(:mod:`wait_service.ledger_stream`). From the two images of each question change it reads the
+(:mod:`wait_service.stream.ledger_stream`). From the two images of each question change it reads the
 *facts* to count (:func:`facts_of`): a question raised, decided (answered by kind, expired with or
 without its default, revoked), escalated one rung, or failing to resume. Each fact adds to one
 *cell*: the counters of one day, one function, one responder and one escalation rung.
@@ -28,7 +28,7 @@ to read a window of days with. In the stats table:
   of a smaller one.
 
 Once per batch of the stream (:class:`AnalyticsConsumer` is a batch consumer of
-:class:`~wait_service.ledger_stream.LedgerStream`): the facts of a batch's records are counted
+:class:`~wait_service.stream.ledger_stream.LedgerStream`): the facts of a batch's records are counted
 together, the facts of one cell (day, function, responder, rung) with one ``ADD`` update.
 
 Exactly once under the stream's redelivery: a batch's facts are counted in one
@@ -88,7 +88,7 @@ if TYPE_CHECKING:
 
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from wait_service.ledger_stream import LedgerChange
+    from wait_service.stream.ledger_stream import LedgerChange
 
 AnswerKind = Literal["approve", "edit", "reject", "respond"]
 ANSWER_KINDS: tuple[AnswerKind, ...] = ("approve", "edit", "reject", "respond")

@@ -4,7 +4,7 @@
 payloads over 350 KB when a bucket is configured (the stack and the local stack configure one),
 items and objects expiring with the ledger's TTL. ``dynamodb``: ``langgraph-checkpoint-dynamodb``'s
 saver over its two tables, its items expiring with the ledger's TTL too, no offload and no subgraph
-checkpoints (``wait_service.checkpoint_dynamodb``). Both are imported only when chosen, so the
+checkpoints (``wait_service.runs.checkpoint_dynamodb``). Both are imported only when chosen, so the
 unused backend need not be installed. ``AWS_ENDPOINT_URL`` (the local stack) is honoured by boto3
 itself, so no endpoint is passed here.
 
@@ -63,7 +63,7 @@ def make_checkpointer(
             # (Bedrock sessions, AgentCore, Valkey), which the runner's handler leaves unrun.
             from langgraph_checkpoint_aws.checkpoint.dynamodb import DynamoDBSaver
         except ImportError as exc:
-            raise MissingExtraError("service", module="wait_service.checkpointer") from exc
+            raise MissingExtraError("service", module="wait_service.runs.checkpointer") from exc
         offload = {"bucket_name": settings.checkpoint_bucket} if settings.checkpoint_bucket else None
         # Checkpoints expire with the ledger items that point at them (the bucket's lifecycle
         # rule, wait_service.resources.CHECKPOINT_BUCKET, keeps offloaded objects longer still).
@@ -79,9 +79,9 @@ def make_checkpointer(
         try:
             # The package itself first: the module below may already be imported.
             importlib.import_module("langgraph_checkpoint_dynamodb.saver")
-            from wait_service.checkpoint_dynamodb import ExpiringDynamoDBSaver
+            from wait_service.runs.checkpoint_dynamodb import ExpiringDynamoDBSaver
         except ImportError as exc:
-            raise MissingExtraError("checkpoint-dynamodb", module="wait_service.checkpointer") from exc
+            raise MissingExtraError("checkpoint-dynamodb", module="wait_service.runs.checkpointer") from exc
         # Its items carry the same TTL as the ledger's (the package itself writes none).
         saver: BaseCheckpointSaver[str] = ExpiringDynamoDBSaver(
             checkpoints_table_name=checkpoints,
@@ -102,7 +102,7 @@ class RunnerClients:
     sqs: SQSClient
 
     def as_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``wait_service.runner.build_runner``."""
+        """Keyword arguments for ``wait_service.runs.runner.build_runner``."""
         return {
             "checkpointer": self.checkpointer,
             "dynamodb": self.dynamodb,

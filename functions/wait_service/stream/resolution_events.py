@@ -1,6 +1,6 @@
 """Resolution events: the ledger's stream tells downstream systems how each wait and run ended.
 
-:class:`ResolutionEvents` is a consumer of the ledger's stream (:mod:`wait_service.ledger_stream`):
+:class:`ResolutionEvents` is a consumer of the ledger's stream (:mod:`wait_service.stream.ledger_stream`):
 from the two images of each change it reads one *transition* and publishes its event
 (:mod:`agent_wait.events`) to the topic and the outbox through the announcers that publish
 ``wait.created``. A transition is seen once per change because the ledger's conditional writes
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from agent_wait.aws import SnsAnnounce, SqsAnnounce
     from agent_wait.events import ResolutionEvent
-    from wait_service.ledger_stream import LedgerChange
+    from wait_service.stream.ledger_stream import LedgerChange
 
 
 class ResolutionEvents:

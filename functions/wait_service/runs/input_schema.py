@@ -7,7 +7,7 @@ start stays small). So the schema is generated ahead of time from the graph the 
 - ``cdk synth`` writes it into the api's code asset (``infra/functions.py``);
 - ``agent-wait local`` writes it before it loads the handlers;
 - anything else can call :func:`write_input_schema`, or run
-  ``python -m wait_service.input_schema module:attribute path/to/schema.json``.
+  ``python -m wait_service.runs.input_schema module:attribute path/to/schema.json``.
 
 The api finds it through ``AGENT_WAIT_INPUT_SCHEMA`` (a path); without it, any input is taken.
 
@@ -122,7 +122,7 @@ def generate_input_schema(graph_spec: str, *, framework: str | None = None) -> d
     >>> generate_input_schema("examples.refund_agent:build_graph")["required"]  # doctest: +SKIP
     ['customer', 'amount']
     """
-    from wait_service.graph import load_graph
+    from wait_service.runs.graph import load_graph
 
     schema, why = graph_input_schema(load_graph(graph_spec, None, framework=framework))
     if why is not None:
@@ -141,7 +141,7 @@ def warn_unchecked(graph_spec: str, why: str) -> None:
 def write_input_schema(graph_spec: str, path: Path, *, framework: str | None = None) -> Path:
     """Write the graph's input schema to ``path`` (JSON, stable key order); returns ``path``.
 
-    ``framework`` (``None``: detected) is checked against the object (``wait_service.graph``).
+    ``framework`` (``None``: detected) is checked against the object (``wait_service.runs.graph``).
 
     ``null`` when no schema can be built (:func:`generate_input_schema`): any input is taken.
     """
@@ -220,10 +220,12 @@ def _missing(message: str, required: Any) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m wait_service.input_schema module:attribute out.json``."""
+    """``python -m wait_service.runs.input_schema module:attribute out.json``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        sys.stderr.write("usage: python -m wait_service.input_schema module:attribute path/to/schema.json\n")
+        sys.stderr.write(
+            "usage: python -m wait_service.runs.input_schema module:attribute path/to/schema.json\n"
+        )
         return 2
     write_input_schema(args[0], Path(args[1]))
     return 0

@@ -6,11 +6,11 @@ escalation ladder; reminders go out at their offsets while it is open. Every ste
 write in the ledger, so a timer that fires late, twice, or after an answer changes nothing, and
 exactly one of reply, expiry and revocation decides a question; only that one resumes the thread.
 
-:class:`~wait_service.decisions.Decisions` (its own module: the api shares it, since a reply that
+:class:`~wait_service.answers.decisions.Decisions` (its own module: the api shares it, since a reply that
 finds its question past due applies the expiry itself) decides; :class:`LifecycleService` adds the
 announcers and timers the lifecycle function needs. No decision sends its resume from here: the
 decision's ledger write is the commit, and the ledger's stream has the resume enqueued
-(:mod:`wait_service.ledger_stream`).
+(:mod:`wait_service.stream.ledger_stream`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait import Envelope, exact_json
 from agent_wait.errors import AnnounceError
-from wait_service.decisions import Decisions, Expire, on_expiry_action, route_of
+from wait_service.answers.decisions import Decisions, Expire, on_expiry_action, route_of
 from wait_service.ledger import Clock, Ledger, QuestionRecord, parse_time, utcnow
+from wait_service.ledger.statuses import DECIDED
 from wait_service.metric_names import QUESTIONS_ESCALATED, REMINDERS_SENT
 from wait_service.observability import logger, metrics
-from wait_service.statuses import DECIDED
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from agent_wait import BaseAnnounce
+    from wait_service.lifecycle.timers import TimerEvent, Timers
     from wait_service.settings import Settings
-    from wait_service.timers import TimerEvent, Timers
 
 # What a timer did (for the log and the tests).
 Outcome = Literal["unknown", "expired", "escalated", "reminded", "decided", "closed", "stale"]
@@ -219,7 +219,7 @@ class LifecycleService(Decisions):
         if number < 1 or number > len(question.policy.get("reminders") or []):
             return "stale"
         if self.timers is not None:
-            from wait_service.timers import TimerEvent
+            from wait_service.lifecycle.timers import TimerEvent
 
             # The next timer first: a send that fails below is retried by this timer, and the
             # question keeps a timer whatever happens to this one.
@@ -285,8 +285,8 @@ def build_lifecycle(
     """
     from agent_wait import CompositeAnnounce
     from agent_wait.aws import SnsAnnounce, SqsAnnounce
-    from wait_service.slack import build_slack_announce
-    from wait_service.timers import build_timers
+    from wait_service.channels.slack import build_slack_announce
+    from wait_service.lifecycle.timers import build_timers
 
     ledger = Ledger(
         settings.require("ledger_table"),

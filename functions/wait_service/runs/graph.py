@@ -2,9 +2,9 @@
 
 ``AGENT_WAIT_FRAMEWORK`` names its framework (``langgraph``, ``pydantic_ai``, ``strands``); unset,
 it is detected from the attribute. A Pydantic AI ``Agent`` is hosted by
-:class:`wait_service.hosted_pydantic_ai.PydanticAIGraph`, its state in the checkpoint table; a
+:class:`wait_service.runs.hosted_pydantic_ai.PydanticAIGraph`, its state in the checkpoint table; a
 factory ``build_agent(session_manager=...)`` of a Strands ``Agent`` by
-:class:`wait_service.hosted_strands.StrandsGraph`, its session in the checkpoint bucket.
+:class:`wait_service.runs.hosted_strands.StrandsGraph`, its session in the checkpoint bucket.
 
 For LangGraph, the attribute may be a factory taking ``checkpointer=`` and returning a compiled graph (the
 recommended form: the deployment chooses the checkpointer) or a ``StateGraph`` to compile with the
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-    from wait_service.agent_state import AgentStateStore
+    from wait_service.runs.agent_state import AgentStateStore
 
 VARIABLE = "AGENT_WAIT_GRAPH"
 FRAMEWORK_VARIABLE = "AGENT_WAIT_FRAMEWORK"
@@ -111,7 +111,7 @@ def load_graph(
             f"({FRAMEWORK_VARIABLE}={framework}): name the agent's object, or the framework it is written in"
         )
     if found == "pydantic_ai":
-        from wait_service.hosted_pydantic_ai import PydanticAIGraph
+        from wait_service.runs.hosted_pydantic_ai import PydanticAIGraph
 
         return PydanticAIGraph(target, store)
     if found == "strands":
@@ -120,7 +120,7 @@ def load_graph(
                 f"{VARIABLE}={spec!r} is a strands.Agent: export a factory taking session_manager= "
                 "instead (each thread's agent is built with its own session)"
             )
-        from wait_service.hosted_strands import StrandsGraph
+        from wait_service.runs.hosted_strands import StrandsGraph
 
         return StrandsGraph(target, sessions)
     if isinstance(target, StateGraph):

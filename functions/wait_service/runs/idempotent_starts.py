@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent_wait.errors import IdempotencyConflictError, IdempotencyInProgressError
-from wait_service.runs import RunQueued
+from wait_service.runs.starts import RunQueued
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from wait_service.resources import TableSpec
-    from wait_service.runs import RunService
+    from wait_service.runs.starts import RunService
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 # Printable ASCII without spaces, as in the IETF Idempotency-Key draft's examples.

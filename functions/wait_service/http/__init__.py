@@ -1,0 +1,3 @@
+"""The HTTP api: the resolver and its routes, the checks before it, errors, the OpenAPI document, page
+tokens and the inbox page.
+"""

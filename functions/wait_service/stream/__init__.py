@@ -1,0 +1,3 @@
+"""The ledger's stream and its consumers: the outbox, resolution events, the audit archive and
+analytics.
+"""

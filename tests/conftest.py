@@ -7,11 +7,13 @@ bound to 127.0.0.1 on a free port and serving one request at a time (see
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import botocore.session
 import pytest
 
 if TYPE_CHECKING:
@@ -30,6 +32,11 @@ os.environ["AWS_REGION"] = "us-east-1"
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "AgentWaitTests")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "agent-wait-tests")
+
+# moto's mock_aws gives every test a fresh boto3 session, and each new botocore session parses
+# botocore's endpoint and service-model files again (half a second to a second per test, most of a
+# unit test's setup). One loader per process keeps them parsed; the files never change during a run.
+botocore.session.create_loader = functools.cache(botocore.session.create_loader)
 
 
 TESTS = Path(__file__).parent

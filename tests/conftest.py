@@ -13,7 +13,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import botocore.session
+import botocore
+import botocore.loaders
 import pytest
 
 if TYPE_CHECKING:
@@ -35,8 +36,20 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "agent-wait-tests")
 
 # moto's mock_aws gives every test a fresh boto3 session, and each new botocore session parses
 # botocore's endpoint and service-model files again (half a second to a second per test, most of a
-# unit test's setup). One loader per process keeps them parsed; the files never change during a run.
-botocore.session.create_loader = functools.cache(botocore.session.create_loader)
+# unit test's setup). The files botocore installs are parsed once per process instead; any other
+# path (a test's own copy of a model) is read as before.
+BOTOCORE_DATA = os.path.join(os.path.dirname(botocore.__file__), "data") + os.sep
+_read_json = botocore.loaders.JSONFileLoader._load_file
+_installed_json = functools.cache(lambda full_path, open_method: _read_json(None, full_path, open_method))
+
+
+def _load_json(self: Any, full_path: str, open_method: Any) -> Any:
+    if full_path.startswith(BOTOCORE_DATA):
+        return _installed_json(full_path, open_method)
+    return _read_json(self, full_path, open_method)
+
+
+botocore.loaders.JSONFileLoader._load_file = _load_json  # type: ignore[method-assign]
 
 
 def _transactions_back_up_their_tables_without_the_stream() -> None:

@@ -21,7 +21,6 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from infra.bundling import copy_sources
 from infra.bytecode import compile_tree, find_interpreter, missing_bytecode
 from infra.constants import PYTHON_VERSION, REPO_ROOT
 from infra.requirements import (
@@ -103,6 +102,9 @@ def assemble(
     extra: dict[str, str] | None = None,
 ) -> Layout:
     """Build ``function``'s layout under ``into`` (``extra`` adds repository folders to the task root)."""
+    # infra.bundling loads the CDK, which starts a node process: only when a layout is built.
+    from infra.bundling import copy_sources
+
     python = find_interpreter(PYTHON_VERSION) if target == "lambda" else sys.executable
     root = into / f"{function}-{target}"
     task, opt = root / "task", root / "opt"

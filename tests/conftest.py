@@ -7,11 +7,14 @@ bound to 127.0.0.1 on a free port and serving one request at a time (see
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import botocore
+import botocore.loaders
 import pytest
 
 if TYPE_CHECKING:
@@ -30,6 +33,66 @@ os.environ["AWS_REGION"] = "us-east-1"
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "AgentWaitTests")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "agent-wait-tests")
+
+# moto's mock_aws gives every test a fresh boto3 session, and each new botocore session parses
+# botocore's endpoint and service-model files again (half a second to a second per test, most of a
+# unit test's setup). The files botocore installs are parsed once per process instead; any other
+# path (a test's own copy of a model) is read as before.
+BOTOCORE_DATA = os.path.join(os.path.dirname(botocore.__file__), "data") + os.sep
+_read_json = botocore.loaders.JSONFileLoader._load_file
+_installed_json = functools.cache(lambda full_path, open_method: _read_json(None, full_path, open_method))
+
+
+def _load_json(self: Any, full_path: str, open_method: Any) -> Any:
+    if full_path.startswith(BOTOCORE_DATA):
+        return _installed_json(full_path, open_method)
+    return _read_json(self, full_path, open_method)
+
+
+botocore.loaders.JSONFileLoader._load_file = _load_json  # type: ignore[method-assign]
+
+
+def _transactions_back_up_their_tables_without_the_stream() -> None:
+    """moto backs up each table a transaction names (a deep copy) to put it back if the transaction
+    is cancelled. The copy holds the table's stream too, every record since the table was made, so each
+    transaction costs more than the one before (most of a long test's time). Here the backup leaves
+    the stream out and a cancelled transaction cuts the stream back to where it was: the same table and
+    the same stream afterwards as with moto's own backup."""
+    import copy
+    from types import SimpleNamespace
+
+    import moto.dynamodb.models as models
+    from moto.dynamodb.models.table import Table
+
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if isinstance(value, Table) and value.stream_shard is not None:
+            memo = {**(memo or {}), id(value.stream_shard): value.stream_shard}
+        return copy.deepcopy(value, memo)
+
+    transact = models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        names = {next(iter(item.values())).get("TableName") for item in transact_items}
+        streams = {
+            name: (table, table.stream_shard, len(table.stream_shard.items))
+            for name, table in self.tables.items()
+            if name in names and table.stream_shard is not None
+        }
+        try:
+            transact(self, transact_items)
+        except Exception:
+            for name, (table, shard, length) in streams.items():
+                backup = self.tables.get(name)
+                if backup is not table:  # moto put its backup back: the stream goes back too
+                    del shard.items[length:]
+                    shard.table = backup
+            raise
+
+    models.copy = SimpleNamespace(deepcopy=deepcopy)  # type: ignore[assignment]
+    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+_transactions_back_up_their_tables_without_the_stream()
 
 
 TESTS = Path(__file__).parent

@@ -164,7 +164,7 @@ class FrameworkConformance(ABC):
 
     Examples
     --------
-    See ``tests/unit/core/test_core_framework_langgraph.py``.
+    See ``tests/integration/core/test_core_framework_langgraph.py``.
     """
 
     ARGS: ClassVar[dict[str, Any]] = {"customer": "c-17", "amount": 40}

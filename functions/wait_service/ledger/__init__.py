@@ -4,6 +4,11 @@ Split by what it stores: :mod:`.questions` (question items and their status move
 status table in :mod:`wait_service.ledger.statuses`), :mod:`.threads` (thread items) and :mod:`.paging`
 (listing questions, over the write-sharded index of :mod:`.shards`). :class:`Ledger` is all three
 over one table.
+
+Each store is a few parts by responsibility, over the shared writes of its base module:
+:class:`QuestionStore` is :mod:`.question_decisions`, :mod:`.question_moves` and
+:mod:`.question_authority` over :mod:`.questions`; :class:`ThreadStore` is :mod:`.thread_starts`,
+:mod:`.thread_parking` and :mod:`.thread_ends` over :mod:`.threads`.
 """
 
 from __future__ import annotations
@@ -32,15 +37,15 @@ from wait_service.ledger.paging import (
     decode_token,
     encode_token,
 )
-from wait_service.ledger.questions import (
-    EXPIRED_ANSWER,
-    EXPIRY_ACTOR,
-    QuestionRecord,
-    QuestionStore,
-    revoked_answer,
-)
+from wait_service.ledger.question_authority import QuestionAuthority
+from wait_service.ledger.question_decisions import QuestionDecisions
+from wait_service.ledger.question_moves import QuestionMoves
+from wait_service.ledger.questions import EXPIRED_ANSWER, EXPIRY_ACTOR, QuestionRecord, revoked_answer
 from wait_service.ledger.statuses import ANSWERED, CLOSED, OPEN
-from wait_service.ledger.threads import RUN_STATUSES, DeferredRun, RunStatus, ThreadRecord, ThreadStore
+from wait_service.ledger.thread_ends import RunEnds
+from wait_service.ledger.thread_parking import ThreadParking
+from wait_service.ledger.thread_starts import ThreadStarts
+from wait_service.ledger.threads import RUN_STATUSES, DeferredRun, RunStatus, ThreadRecord
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -74,6 +79,14 @@ __all__ = [
     "thread_key",
     "utcnow",
 ]
+
+
+class QuestionStore(QuestionDecisions, QuestionMoves, QuestionAuthority):
+    """Reads and moves question items; a part of :class:`Ledger`."""
+
+
+class ThreadStore(ThreadStarts, ThreadParking, RunEnds):
+    """Reads and writes thread items; a part of :class:`Ledger`."""
 
 
 class Ledger(QuestionStore, ThreadStore, QuestionPaging):

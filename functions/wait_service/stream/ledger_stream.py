@@ -13,7 +13,7 @@ The consumers today:
 - :class:`OutboxDispatcher`: a question moving into a status that resumes its thread (answered,
   expired, revoked: :data:`wait_service.ledger.statuses.RESUMING`) -> the resume message on the inbox;
   a new run record (``run:<run_id>``, written with the thread item by
-  :meth:`~wait_service.ledger.threads.ThreadStore.queue_run`) -> the start message.
+  :meth:`~wait_service.ledger.ThreadStore.queue_run`) -> the start message.
 - :class:`~wait_service.stream.resolution_events.ResolutionEvents`: a question answered, expired,
   revoked, resumed or failing to resume, a run ending -> its event on the topic and the outbox.
 

@@ -582,10 +582,10 @@ def test_hand_overs_and_extensions_are_bounded(aws: Aws, call: Call, monkeypatch
     # forever. (The bound is 20; 3 here keeps the test short: the service and the write's condition
     # both read it.)
     import wait_service.answers.authority
-    import wait_service.ledger.questions
+    import wait_service.ledger.question_authority
 
     monkeypatch.setattr(wait_service.answers.authority, "MAX_HANDOVERS", 3)
-    monkeypatch.setattr(wait_service.ledger.questions, "MAX_HANDOVERS", 3)
+    monkeypatch.setattr(wait_service.ledger.question_authority, "MAX_HANDOVERS", 3)
     aws.raise_question(policy=approval(responders=[ANN], ttl=600, max_extension=10_000))
     for n in range(3):
         assert call(post("q-1", "delegate", {"to": f"p-{n}", "reason": "r"}))["statusCode"] == 200

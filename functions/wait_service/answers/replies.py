@@ -223,7 +223,7 @@ class ReplyService:
         if policy.approvals_required is not None:
             return self._vote(question, policy, answer, principal=principal, if_match=if_match, reason=reason)
         if not question.is_open:
-            return self._repeat(question, answer)
+            return _repeat(question, answer)
         rung = _rung_condition(question, policy)
         current = self.ledger.record_answer(
             question_id, answer, answered_by=principal, reason=reason, if_match=if_match, rung=rung
@@ -235,7 +235,7 @@ class ReplyService:
             return ReplyOutcome(question_id, "answered", created=True)
         # Lost the conditional write: somebody answered or closed the question meanwhile; the
         # winner's write has its resume enqueued.
-        return self._repeat(current, answer)
+        return _repeat(current, answer)
 
     def revoke(self, question_id: str, reason: str, *, principal: str) -> QuestionRecord:
         """Withdraw an open question; the thread is resumed with a rejection naming ``reason``.
@@ -394,25 +394,26 @@ class ReplyService:
                 name=TIME_TO_ANSWER, unit=MetricUnit.Milliseconds, value=waited.total_seconds() * 1000
             )
 
-    def _repeat(self, question: QuestionRecord, answer: JsonValue) -> ReplyOutcome:
-        """A reply to a decided question: 410 if the system closed it, else 200 or 409.
 
-        200 means the resume is enqueued or certain to be: the decision is in the ledger, and the
-        ledger's stream enqueues the resume of every recorded decision, whatever became of the
-        request that wrote it.
-        """
-        if question.status not in ANSWERED:
-            raise QuestionClosedError(
-                f"question {question.question_id} is {question.status}"
-                + (f" since {question.answered_at}" if question.answered_at else ""),
-                status=question.status,
-                standing_answer=question.answer,
-                question_id=question.question_id,
-            )
-        if not same_answer(question.answer, answer):
-            raise AnswerConflictError(
-                f"question {question.question_id} was already answered: the first answer stands",
-                standing_answer=question.answer,
-                question_id=question.question_id,
-            )
-        return ReplyOutcome(question.question_id, "answered", created=False)
+def _repeat(question: QuestionRecord, answer: JsonValue) -> ReplyOutcome:
+    """A reply to a decided question: 410 if the system closed it, else 200 or 409.
+
+    200 means the resume is enqueued or certain to be: the decision is in the ledger, and the
+    ledger's stream enqueues the resume of every recorded decision, whatever became of the
+    request that wrote it.
+    """
+    if question.status not in ANSWERED:
+        raise QuestionClosedError(
+            f"question {question.question_id} is {question.status}"
+            + (f" since {question.answered_at}" if question.answered_at else ""),
+            status=question.status,
+            standing_answer=question.answer,
+            question_id=question.question_id,
+        )
+    if not same_answer(question.answer, answer):
+        raise AnswerConflictError(
+            f"question {question.question_id} was already answered: the first answer stands",
+            standing_answer=question.answer,
+            question_id=question.question_id,
+        )
+    return ReplyOutcome(question.question_id, "answered", created=False)

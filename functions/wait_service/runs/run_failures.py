@@ -69,7 +69,7 @@ class RunFailures(RunnerState):
         """Queue the oldest run deferred on the thread, now that its current run has ended.
 
         ``thread`` is the item the run's end was written as (no second read). The run is queued
-        as the api queues one (:meth:`~wait_service.ledger.threads.ThreadStore.queue_run`: the
+        as the api queues one (:meth:`~wait_service.ledger.ThreadStore.queue_run`: the
         ledger's stream has its start enqueued) before it is dropped from the thread item: a crash
         in between queues it again on the redelivery rather than losing it.
         """

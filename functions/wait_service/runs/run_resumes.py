@@ -78,7 +78,7 @@ class RunResumes(RunFailures):
         """The question, and whether the thread was parked on it (now marked running), at once.
 
         Two calls made together, one round trip: the read of the question and
-        :meth:`~wait_service.ledger.threads.ThreadStore.resume_if_waiting`. Their order does not
+        :meth:`~wait_service.ledger.ThreadStore.resume_if_waiting`. Their order does not
         matter for recovery: the mark only holds on a thread parked on this question, and every
         failure after it leaves the message to be retried, whose redelivery reads the checkpoint
         instead (the thread is no longer ``interrupted``). A resume refused once the question is

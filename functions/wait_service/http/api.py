@@ -260,13 +260,7 @@ def build_api(
         # One client for the ledger, the signed routes' replay guard and idempotent starts: a
         # client of their own would cost each of them milliseconds of every cold start.
         dynamodb = boto3.client("dynamodb")
-    ledger = Ledger(
-        settings.require("ledger_table"),
-        dynamodb,
-        clock=clock,
-        ttl_days=settings.ledger_ttl_days,
-        listing_shards=settings.listing_shards,
-    )
+    ledger = Ledger.from_settings(settings, dynamodb, clock=clock)
     replies = ReplyService(ledger, clock=clock)
     signed = build_signed_requests(
         settings.signing_keys,

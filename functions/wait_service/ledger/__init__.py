@@ -50,6 +50,10 @@ from wait_service.ledger.threads import RUN_STATUSES, DeferredRun, RunStatus, Th
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+    from wait_service.settings import Settings
+
 __all__ = [
     "ANSWERED",
     "CLOSED",
@@ -99,6 +103,19 @@ class Ledger(QuestionStore, ThreadStore, QuestionPaging):
     >>> ledger = Ledger("agent-wait-ledger")  # doctest: +SKIP
     >>> ledger.record_answer("q-1", {"action": "approve"}, answered_by="ann")  # doctest: +SKIP
     """
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, dynamodb: DynamoDBClient | None = None, *, clock: Clock = utcnow
+    ) -> Ledger:
+        """The ledger every function uses: its table, TTL and listing shards named by ``settings``."""
+        return cls(
+            settings.require("ledger_table"),
+            dynamodb,
+            clock=clock,
+            ttl_days=settings.ledger_ttl_days,
+            listing_shards=settings.listing_shards,
+        )
 
     def resumed_and_ended(
         self,

@@ -288,13 +288,7 @@ def build_lifecycle(
     from wait_service.channels.slack import build_slack_announce
     from wait_service.lifecycle.timers import build_timers
 
-    ledger = Ledger(
-        settings.require("ledger_table"),
-        dynamodb,
-        clock=clock,
-        ttl_days=settings.ledger_ttl_days,
-        listing_shards=settings.listing_shards,
-    )
+    ledger = Ledger.from_settings(settings, dynamodb, clock=clock)
     timers = build_timers(settings, scheduler, clock=clock)
     return LifecycleService(
         ledger,

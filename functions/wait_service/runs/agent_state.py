@@ -18,15 +18,39 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from agent_wait import exact_json
+from agent_wait.hosting import ASYNC_ANSWER_KEY
 
 if TYPE_CHECKING:
+    from langgraph.types import Interrupt
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["RUN_ID_KEY", "AgentStateStore", "ThreadState"]
+__all__ = ["INPUT_SCHEMA", "RUN_ID_KEY", "AgentStateStore", "Snapshot", "ThreadState"]
 
 # Metadata key naming the start message that parked a thread (the runner's ``RUN_ID_KEY``).
 RUN_ID_KEY = "agent_wait_run_id"
 _SK = "thread"
+
+# What a start's input must be, for a hosted agent of any framework: a prompt (or the answer to an
+# async question, as its own run).
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "prompt": {"type": "string", "minLength": 1, "description": "the user's message to the agent"},
+        ASYNC_ANSWER_KEY: {"type": "object", "description": "the answer to an async-mode question"},
+    },
+    "minProperties": 1,
+    "maxProperties": 1,
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What ``get_state`` returns: the shape the runner reads of a LangGraph state snapshot."""
+
+    values: dict[str, Any]
+    interrupts: tuple[Interrupt, ...]
+    metadata: dict[str, Any]
 
 
 @dataclass

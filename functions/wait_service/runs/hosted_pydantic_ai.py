@@ -28,7 +28,6 @@ it does not run the agent again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from langgraph.types import Command, Interrupt
@@ -36,35 +35,14 @@ from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolAp
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from agent_wait import exact_json
-from agent_wait.hosting import ASYNC_ANSWER_KEY
 from agent_wait.interrupt_keys import SOURCE_KEY, WAIT_KEY
 from agent_wait.policy import approval
 from agent_wait.pydantic_ai import PydanticAIFramework
-from wait_service.runs.agent_state import RUN_ID_KEY, AgentStateStore, ThreadState
+from wait_service.runs.agent_state import INPUT_SCHEMA, RUN_ID_KEY, AgentStateStore, Snapshot, ThreadState
 
-__all__ = ["INPUT_SCHEMA", "PydanticAIGraph"]
+__all__ = ["PydanticAIGraph"]
 
-# What a start's input must be: a prompt (or the answer to an async question, as its own run).
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "prompt": {"type": "string", "minLength": 1, "description": "the user's message to the agent"},
-        ASYNC_ANSWER_KEY: {"type": "object", "description": "the answer to an async-mode question"},
-    },
-    "minProperties": 1,
-    "maxProperties": 1,
-    "additionalProperties": False,
-}
 _WAIT, _APPROVAL, _CALL = "wait", "approval", "call"
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What ``get_state`` returns: the shape the runner reads of a LangGraph state snapshot."""
-
-    values: dict[str, Any]
-    interrupts: tuple[Interrupt, ...]
-    metadata: dict[str, Any]
 
 
 class PydanticAIGraph:

@@ -32,8 +32,7 @@ from langgraph.types import Command, Interrupt
 
 from agent_wait import exact_json
 from agent_wait.strands import StrandsFramework
-from wait_service.runs.agent_state import RUN_ID_KEY
-from wait_service.runs.hosted_pydantic_ai import INPUT_SCHEMA
+from wait_service.runs.agent_state import INPUT_SCHEMA, RUN_ID_KEY, Snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,15 +61,6 @@ class S3Sessions:
 
         storage = S3Storage(self.bucket, prefix=SESSION_PREFIX, boto_session=self.session)
         return SnapshotSessionManager(thread_id, storage=storage, save_latest_on="invocation")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What ``get_state`` returns: the shape the runner reads of a LangGraph state snapshot."""
-
-    values: dict[str, Any]
-    interrupts: tuple[Interrupt, ...]
-    metadata: dict[str, Any]
 
 
 class StrandsGraph:

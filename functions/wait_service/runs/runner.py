@@ -400,13 +400,7 @@ def build_runner(
         from wait_service.runs.checkpoint_dynamodb import refuse_subgraphs
 
         refuse_subgraphs(graph, settings.graph)
-    ledger = Ledger(
-        settings.require("ledger_table"),
-        dynamodb,
-        clock=clock,
-        ttl_days=settings.ledger_ttl_days,
-        listing_shards=settings.listing_shards,
-    )
+    ledger = Ledger.from_settings(settings, dynamodb, clock=clock)
     return RunnerService(
         graph,
         build_announce(settings, dynamodb=dynamodb, sns=sns, sqs=sqs),

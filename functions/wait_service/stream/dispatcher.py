@@ -39,12 +39,7 @@ def build_ledger_stream(
     --------
     >>> stream = build_ledger_stream(Settings.from_env(os.environ))  # doctest: +SKIP
     """
-    ledger = Ledger(
-        settings.require("ledger_table"),
-        dynamodb,
-        ttl_days=settings.ledger_ttl_days,
-        listing_shards=settings.listing_shards,
-    )
+    ledger = Ledger.from_settings(settings, dynamodb)
     inbox = Inbox(settings.require("inbox_url"), sqs)
     # The outbox first: a retried record's second send is dropped there by FIFO deduplication.
     events = ResolutionEvents(

@@ -260,3 +260,25 @@ def test_a_strands_agent_needs_a_factory_and_the_bucket(aws: Aws, clock: FakeClo
     )
     with pytest.raises(SettingsError, match="AGENT_WAIT_CHECKPOINT_BUCKET"):
         build_runner(settings, dynamodb=aws.dynamodb, sns=aws.sns, sqs=aws.sqs, clock=clock)
+
+
+def test_a_strands_runner_loads_without_pydantic_ai_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Strands deployment's layer carries ``strands-agents``, not ``pydantic-ai``: hosting a Strands
+    agent never imports Pydantic AI."""
+    import importlib
+    import importlib.abc
+    import sys
+
+    class NoPydanticAI(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+            if name == "pydantic_ai" or name.startswith("pydantic_ai."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    for name in [
+        n for n in sys.modules if n.startswith("pydantic_ai") or "hosted_" in n or n.endswith("agent_state")
+    ]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [NoPydanticAI(), *sys.meta_path])
+    hosted = importlib.import_module("wait_service.runs.hosted_strands")
+    assert hosted.StrandsGraph and "pydantic_ai" not in sys.modules

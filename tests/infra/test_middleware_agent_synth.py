@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from infra.constants import REPO_ROOT
 from infra.report import AssemblyReport, Function
 from tests.infra.conftest import BUCKET_CONTEXT
 
@@ -33,15 +34,18 @@ def _function(report: AssemblyReport, name: str) -> Function:
 
 def test_the_variant_names_the_example_and_its_requirements() -> None:
     assert BUCKET_CONTEXT["graph"] == "examples.middleware_agent:build_graph"
-    requirements = BUCKET_CONTEXT["graph_requirements"]
-    assert requirements == "examples/middleware_agent_requirements.txt"
+    assert BUCKET_CONTEXT["graph_requirements"] == "examples/middleware_agent_requirements.txt"
 
 
 def test_langchain_lands_in_the_runner_graph_layer(bucket_report: AssemblyReport) -> None:
     runner = _function(bucket_report, "Runner")
     (graph,) = [layer for layer in runner.layers if layer.pip_layer == "graph"]
     assert (graph.path / "python" / "langchain" / "agents").is_dir()
-    assert [p.name for p in (graph.path / "python").glob("langchain-*.dist-info")] == ["langchain-1.5.2.dist-info"]
+    # At the version the example's requirements file pins.
+    (pin,) = (REPO_ROOT / BUCKET_CONTEXT["graph_requirements"]).read_text().split()
+    name, version = pin.split("==")
+    dist_infos = [p.name for p in (graph.path / "python").glob(f"{name}-*.dist-info")]
+    assert dist_infos == [f"{name}-{version}.dist-info"]
     assert (graph.path / "python" / "langgraph").is_dir()
     # The requirement is the graph layer's alone: the api's layers do not carry it.
     api = _function(bucket_report, "ApiFunction")

@@ -52,6 +52,9 @@ BUCKET_CONTEXT = {
     "audit_retention_days": "730",
     "audit_object_lock": "governance",
     "snapstart": "true",
+    # And a LangChain v1 agent (create_agent, HumanInTheLoopMiddleware) with its own requirements.
+    "graph": "examples.middleware_agent:build_graph",
+    "graph_requirements": "examples/middleware_agent_requirements.txt",
 }
 
 # Signed requests and Slack: two signing keys, a channel, the bot token and the signing secret;

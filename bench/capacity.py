@@ -52,6 +52,7 @@ from bench.capacity_report import Invocation, Sample, analyse, render, write_sec
 from bench.prices import REGION
 from bench.recorder import CallRecorder, HookTime, current_function, current_question, hook_seconds
 from infra.constants import LOG_LEVEL, REPO_ROOT
+from wait_service.ledger.shards import shards_for_rate
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -241,8 +242,12 @@ def run_sample(
     progress: Callable[[str], None] = print,
     deadline: float = 180.0,
     handler_log: Path | None = None,
+    listing_shards: int = 1,
 ) -> Sample:
-    """Drive ``questions`` questions through the local stack with every call and invocation recorded."""
+    """Drive ``questions`` questions through the local stack with every call and invocation recorded.
+
+    ``listing_shards``: the stack's status listing shards (the count a deployment sets for the rate).
+    """
     import boto3
 
     from agent_wait_cli.client import ApiClient
@@ -283,7 +288,13 @@ def run_sample(
     )
     stack_class = _recording_stack_class()
     config = StackConfig(
-        project=REPO_ROOT, graph=GRAPH, port=0, moto_port=0, prefix="capacity-", log_level=LOG_LEVEL
+        project=REPO_ROOT,
+        graph=GRAPH,
+        port=0,
+        moto_port=0,
+        prefix="capacity-",
+        log_level=LOG_LEVEL,
+        listing_shards=listing_shards,
     )
     started = time.perf_counter()
     copy = handler_log.open("w") if handler_log else None
@@ -453,7 +464,13 @@ def main(argv: list[str] | None = None) -> int:
         f"==> driving {args.questions} questions through the local stack "
         f"(a sample, extrapolated to {args.rate:g}/s)"
     )
-    sample = run_sample(args.questions, timed_share=args.timed_share, handler_log=args.handler_log)
+    # The stack runs with the listing shards a deployment sets for this rate (docs/performance.md).
+    sample = run_sample(
+        args.questions,
+        timed_share=args.timed_share,
+        handler_log=args.handler_log,
+        listing_shards=shards_for_rate(args.rate),
+    )
     print(
         f"==> counted {len(sample.calls)} AWS calls and {len(sample.invocations)} invocations "
         f"in {sample.seconds:.0f} s"

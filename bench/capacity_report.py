@@ -32,6 +32,7 @@ from bench.prices import (
 )
 from infra.constants import API_MEMORY_MB, DISPATCHER_MEMORY_MB, RUNNER_MEMORY_MB
 from wait_service.ledger.shards import shards_for_rate
+from wait_service.resources import DISPATCHER
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -448,8 +449,9 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         notes.append(
             f"the ledger's stream: {sum(batches) / n:.1f} records per question, handed to the dispatcher "
             f"in {len(batches) / n:.1f} invocations per question ({sum(batches) / len(batches):.1f} "
-            "records each, batch size up to 10: the local reader's batching; Lambda's mapping polls "
-            "each shard and batches alike under load, so its invocations are fewer, not more)"
+            f"records each, batch size up to {DISPATCHER.batch_size}: the local reader's batching; "
+            f"Lambda's mapping also gathers a shard's records for up to "
+            f"{DISPATCHER.max_batching_window_seconds} s, so under load its invocations are fewer, not more)"
         )
     if sample.archive_records:
         sizes = sample.archive_records

@@ -44,8 +44,9 @@ STREAM_READ_ACTIONS = (
 class Dispatcher(Construct):
     """The dispatcher function on the ledger's stream, its event source mapping and its DLQ.
 
-    The mapping hands over up to ``DISPATCHER.batch_size`` records at once with no batching
-    window (a decision's resume leaves within a second or so of its write), reports failed records
+    The mapping hands over up to ``DISPATCHER.batch_size`` records at once, gathered for at most
+    ``DISPATCHER.max_batching_window_seconds`` (a decision's resume leaves within a second or two
+    of its write; under load the batches fill first), reports failed records
     (``ReportBatchItemFailures``), splits a failing batch in two on each retry, gives up on a record
     after ``DISPATCHER.max_retry_attempts`` retries or :data:`DISPATCHER_MAX_RECORD_AGE_SECONDS`,
     and then sends the record's metadata to ``ledger-stream-dlq`` (a standard queue: a stream

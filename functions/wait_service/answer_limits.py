@@ -50,8 +50,9 @@ MAX_ANSWER_BYTES_WITHOUT_OFFLOAD: Final = DYNAMODB_ITEM_BYTES // 4
 # What recording an answer adds to the question item besides the answer and reason: the status,
 # `answered_by` / `answered_at`, a lifecycle stage and their attribute names, with room to spare.
 REPLY_OVERHEAD_BYTES: Final = 2048
-# The item also keeps the whole envelope as JSON: the question, policy and source again, with the
-# envelope's own fields (ids, digest, times, reply_with) around them.
+# What the item keeps of the envelope besides its fields (event_id, reply_url, the raised expiry).
+# An item written before items were slimmed keeps the whole envelope as JSON: the question, policy
+# and source again, with these around them.
 ENVELOPE_FIELDS_BYTES: Final = 2048
 
 
@@ -165,10 +166,11 @@ def check_reply_fits(question: QuestionRecord, answer: JsonValue, *, reason: str
         )
         if getattr(question, name) is not None
     }
-    envelope = answer_bytes([question.question, question.policy, question.source]) + ENVELOPE_FIELDS_BYTES
+    envelope = ENVELOPE_FIELDS_BYTES
+    if question.envelope is not None:
+        envelope += len("envelope") + answer_bytes([question.question, question.policy, question.source])
     size = (
         item_bytes(stored | {"dedupe_key": question.question_id, "answer": answer, "reason": reason or ""})
-        + len("envelope")
         + envelope
         + REPLY_OVERHEAD_BYTES
     )

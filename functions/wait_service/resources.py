@@ -17,6 +17,7 @@ from wait_service.answer_limits import MAX_ANSWER_BYTES_WITHOUT_OFFLOAD
 from wait_service.constants import (  # noqa: F401
     API_TIMEOUT_SECONDS,
     DISPATCHER_BATCH_SIZE,
+    DISPATCHER_MAX_BATCHING_WINDOW_SECONDS,
     DISPATCHER_MAX_RECORD_AGE_SECONDS,
     DISPATCHER_MAX_RETRY_ATTEMPTS,
     DISPATCHER_TIMEOUT_SECONDS,
@@ -379,7 +380,7 @@ class StreamConsumerSpec:
     batch_size: int
     max_retry_attempts: int
     bisect_on_error: bool = True
-    # Records are read as they arrive: no batching window.
+    # How long the mapping gathers records into a batch (0: each batch as soon as records arrive).
     max_batching_window_seconds: int = 0
 
 
@@ -389,6 +390,7 @@ DISPATCHER = StreamConsumerSpec(
     dlq_name="ledger-stream-dlq",
     batch_size=DISPATCHER_BATCH_SIZE,
     max_retry_attempts=DISPATCHER_MAX_RETRY_ATTEMPTS,
+    max_batching_window_seconds=DISPATCHER_MAX_BATCHING_WINDOW_SECONDS,
 )
 TIMERS = ScheduleGroupSpec(
     logical_id="Timers", name="timers", dlq_logical_id="ScheduleDlq", dlq_name="timers-dlq"

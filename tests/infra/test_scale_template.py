@@ -14,7 +14,7 @@ from aws_cdk.assertions import Match
 from test_template import logical_id
 
 from infra import constants
-from wait_service.resources import LEDGER, LISTED_ATTRIBUTES
+from wait_service.resources import DISPATCHER, LEDGER, LISTED_ATTRIBUTES
 
 if TYPE_CHECKING:
     from tests.infra.conftest import Synth
@@ -52,6 +52,28 @@ def test_ledger_indexes_project_only_what_a_page_shows(default_synth: Synth) -> 
     assert [k["AttributeName"] for k in indexes["by-status"]["KeySchema"]] == ["status_shard", "created_at"]
     assert [k["AttributeName"] for k in indexes["by-thread"]["KeySchema"]] == ["thread_id", "created_at"]
     assert all(index.partition_key != "status" for index in LEDGER.indexes)
+
+
+def test_the_dispatcher_reads_the_ledger_stream_in_batches_sized_for_1000_questions_a_second(
+    default_synth: Synth,
+) -> None:
+    # At 1,000 questions a second the ledger's stream carries about 10,000 records a second; each
+    # dispatcher invocation costs a Lambda request, its log lines, an archive PutRecordBatch (2,000
+    # a second per delivery stream) and an analytics transaction. Batches of 10 made that over 1,000
+    # invocations a second; up to 100, gathered for at most a second, make it about 100 under load.
+    ledger_id = logical_id(default_synth, default_synth.stack.ledger.table)
+    [mapping] = [
+        resource["Properties"]
+        for resource in default_synth.resources("AWS::Lambda::EventSourceMapping").values()
+        if resource["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [ledger_id, "StreamArn"]}
+    ]
+    assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (100, 1)
+    assert (DISPATCHER.batch_size, DISPATCHER.max_batching_window_seconds) == (100, 1)
+    # A batch of 100 records at a few calls each stays well within the function's timeout.
+    dispatcher = default_synth.resources("AWS::Lambda::Function")[
+        logical_id(default_synth, default_synth.stack.dispatcher.function)
+    ]["Properties"]
+    assert dispatcher["Timeout"] >= 30
 
 
 def test_throughput_settings_default_to_the_documented_values(default_synth: Synth) -> None:

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from agent_wait.aws.dynamodb import to_attribute
 from wait_service.ledger.attributes import iso
-from wait_service.ledger.questions import MAX_HANDOVERS, QuestionItems, QuestionRecord, _in_list, _on_rung
+from wait_service.ledger.questions import (
+    KEEP_RAISED_EXPIRY,
+    MAX_HANDOVERS,
+    QuestionItems,
+    QuestionRecord,
+    _in_list,
+    _on_rung,
+)
 from wait_service.ledger.statuses import OPEN
 
 if TYPE_CHECKING:
@@ -121,7 +128,7 @@ class QuestionAuthority(QuestionItems):
         return self._open_write(
             question_id,
             UpdateExpression=(
-                "SET updated_at = :now, expires_at = :new,"
+                f"SET {KEEP_RAISED_EXPIRY}, updated_at = :now, expires_at = :new,"
                 " lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage),"
                 " extensions = list_append(if_not_exists(extensions, :empty), :entry),"
                 " extended_seconds = if_not_exists(extended_seconds, :zero) + :add"

@@ -50,6 +50,11 @@ MAX_HANDOVERS = 20
 # A question item's attributes holding people's data, read with their numbers exact.
 EXACT_FIELDS = ("question", "answer", "receipt")
 
+# Set first by a write that moves `expires_at`: the expiry the question was raised with stays on
+# the item (its envelope's `expires_at`, which its reminders carry), written once, by the same
+# write, so no crash can leave the expiry moved and the raised one lost.
+KEEP_RAISED_EXPIRY = "raised_expires_at = if_not_exists(raised_expires_at, expires_at)"
+
 
 def revoked_answer(reason: str) -> dict[str, str]:
     """The answer a thread is resumed with when its question is revoked.
@@ -88,8 +93,13 @@ class QuestionRecord:
     # The 1-based numbers of the reminders already sent.
     reminders_sent: tuple[int, ...] = ()
     error: str | None = None
-    # The envelope JSON as first published: the base of its `wait.escalated`/`wait.reminder` events.
+    # The envelope JSON as first published, on items written before the item held only what the
+    # envelope adds to its fields (event_id, reply_url): the base of its follow-up events.
     envelope: str | None = None
+    event_id: str | None = None
+    reply_url: str | None = None
+    # The expiry the question was raised with, kept by the first write that moves `expires_at`.
+    raised_expires_at: str | None = None
     # The If-Match the responder sent with the answer (the tag they bound it to).
     if_match: str | None = None
     # What the resumed call reported: {"ran", "args", "outcome", "error"?, "at"}.
@@ -140,6 +150,9 @@ class QuestionRecord:
             reminders_sent=tuple(sorted(int(n) for n in data.get("reminders_sent") or ())),
             error=data.get("error"),
             envelope=data.get("envelope"),
+            event_id=data.get("event_id"),
+            reply_url=data.get("reply_url"),
+            raised_expires_at=data.get("raised_expires_at"),
             if_match=data.get("if_match"),
             receipt=data.get("receipt"),
             policy_version=None if data.get("policy_version") is None else int(data["policy_version"]),
@@ -316,7 +329,8 @@ class QuestionItems(LedgerTable):
     ) -> dict[str, Any]:
         """The conditional ``UpdateItem`` of :meth:`_move`, as a request not yet sent.
 
-        ``expect`` adds ``name = value`` conditions (string attributes the caller read).
+        ``expect`` adds ``name = value`` conditions (string attributes the caller read);
+        a move that sets ``expires_at`` keeps the raised one (:data:`KEEP_RAISED_EXPIRY`).
         """
         now = self._clock() if now is None else now
         stamp = iso(now)
@@ -336,7 +350,8 @@ class QuestionItems(LedgerTable):
             ":empty": {"L": []},
             ":stage": to_attribute([stage(d) for d in (details if details is not None else [detail])]),
         }
-        sets = [
+        sets = [KEEP_RAISED_EXPIRY] if "expires_at" in (extra or {}) else []
+        sets += [
             "#s = :to",
             "status_shard = :shard",
             "updated_at = :now",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait import Envelope, exact_json
+from agent_wait.aws.dynamodb import LEDGER_ENVELOPE_FIELDS, ledger_envelope
 from agent_wait.errors import AnnounceError
 from wait_service.answers.decisions import Decisions, Expire, on_expiry_action, route_of
 from wait_service.ledger import Clock, Ledger, QuestionRecord, parse_time, utcnow
@@ -249,13 +250,7 @@ class LifecycleService(Decisions):
             logger.warning("could not reply in the question's chat thread", exc_info=True)
 
     def _envelope(self, question: QuestionRecord) -> Envelope:
-        if question.envelope is None:
-            raise AnnounceError(
-                f"question {question.question_id} has no stored envelope",
-                question_id=question.question_id,
-                thread_id=question.thread_id,
-            )
-        return Envelope.model_validate_json(question.envelope)
+        return envelope_of(question)
 
     def _announce(self, envelope: Envelope) -> None:
         # A sink that failed makes the timer fail, so it fires again: the dedupe key makes the
@@ -305,3 +300,22 @@ def build_lifecycle(
         chat=build_slack_announce(settings, dynamodb=dynamodb),
         clock=clock,
     )
+
+
+def envelope_of(question: QuestionRecord) -> Envelope:
+    """The ``wait.created`` envelope ``question`` was announced with: the base of its follow-ups
+    (:func:`agent_wait.aws.dynamodb.ledger_envelope`)."""
+    try:
+        return ledger_envelope(
+            {
+                name: getattr(question, name)
+                for name in LEDGER_ENVELOPE_FIELDS
+                if getattr(question, name) is not None
+            }
+        )
+    except KeyError as exc:
+        raise AnnounceError(
+            f"question {question.question_id} has no stored envelope",
+            question_id=question.question_id,
+            thread_id=question.thread_id,
+        ) from exc

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
 from agent_wait import Envelope, Question, approval, build_envelope, canonical_json
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
-from agent_wait.aws.dynamodb import status_shard
+from agent_wait.aws.dynamodb import ledger_envelope, ledger_put, status_shard
 from agent_wait.errors import QuestionCollisionError
 from agent_wait.testing import AnnounceConformance, sample_envelope
 
@@ -123,7 +124,8 @@ class TestDynamoDbAnnounce(AnnounceConformance):
 
     def delivered(self, announce: BaseAnnounce) -> list[Envelope]:
         items = self.ddb.scan(TableName="ledger")["Items"]
-        envelopes = [Envelope.model_validate_json(item["envelope"]["S"]) for item in items]
+        # The item holds the envelope's fields, not its JSON: the envelope is rebuilt from them.
+        envelopes = [ledger_envelope(plain_values(item)) for item in items]
         return sorted(envelopes, key=lambda e: e.event_id)
 
     def make_broken(self) -> DynamoDbAnnounce:
@@ -179,6 +181,7 @@ def test_ledger_item_matches_internals_and_floats_become_numbers() -> None:
             policy=approval(ttl=60),
             source={"function": "pay", "module": "m"},
         ),
+        reply_url="https://api.example/questions/{question_id}/reply",
     )
     assert DynamoDbAnnounce("ledger", client=boto3.client("dynamodb", region_name="us-east-1")).announce(
         envelope
@@ -198,15 +201,65 @@ def test_ledger_item_matches_internals_and_floats_become_numbers() -> None:
         "created_at": created,
         "updated_at": created,
         "expires_at": envelope.expires_at.isoformat().replace("+00:00", "Z"),  # type: ignore[union-attr]
-        "envelope": envelope.to_json(),
+        # Not the envelope JSON (half the item, billed at every move): what it adds to these fields.
+        "event_id": envelope.event_id,
         "question": {
             "function": "pay",
             "args": {"amount": Decimal("40.5"), "items": [1, Decimal("2.25")], "note": None},
         },
         "policy": json.loads(json.dumps(approval(ttl=60).model_dump(mode="json")), parse_float=Decimal),
         "source": {"function": "pay", "module": "m"},
+        "reply_url": "https://api.example/questions/q-1/reply",
         "lifecycle": [{"stage": "raised", "at": created, "actor": "agent"}],
     }
+    # The envelope its follow-ups re-announce is the one published, field for field and byte for byte.
+    rebuilt = ledger_envelope(item)
+    assert rebuilt == envelope
+    assert rebuilt.to_json() == envelope.to_json()
+
+
+def plain_values(item: dict[str, Any]) -> dict[str, Any]:
+    """A low-level item's attributes as plain values (what the boto3 resource reads)."""
+    deserializer = TypeDeserializer()
+    return {name: deserializer.deserialize(value) for name, value in item.items()}
+
+
+@pytest.mark.parametrize("reply_url", [None, "https://api.example/questions/{question_id}/reply"])
+@pytest.mark.parametrize("ttl", [None, 3600])
+def test_envelope_rebuilt_from_the_item_is_the_published_one(reply_url: str | None, ttl: int | None) -> None:
+    """Every field of the envelope comes back: ids, digest, question (exact numbers), policy,
+    source, policy version, times and reply_with; an expiry moved later leaves the raised one."""
+    envelope = build_envelope(
+        "thread-r",
+        Question(
+            question_id="q-r",
+            question={
+                "function": "pay",
+                "args": {"amount": 0.1, "big": 12345678901234567890, "nested": [{"x": -2.5e-7}]},
+            },
+            policy=approval(ttl=ttl, reminders=[60, 120]),
+            source={"function": "pay", "line": 12},
+            policy_version=3,
+        ),
+        reply_url=reply_url,
+    )
+    item = plain_values(ledger_put("ledger", envelope)["Item"])
+    assert "envelope" not in item
+    assert ledger_envelope(item).to_json() == envelope.to_json()
+    moved = {**item, "expires_at": "2030-01-01T00:00:00Z", "raised_expires_at": item["expires_at"]}
+    if ttl is not None:
+        assert ledger_envelope(moved) == envelope
+
+
+def test_item_written_with_the_envelope_json_still_gives_it() -> None:
+    """Items written before the slimming hold the envelope JSON (deployed stacks): it is read as is."""
+    envelope = sample_envelope("q-old-format", policy=approval(ttl=60))
+    item = plain_values(ledger_put("ledger", envelope)["Item"])
+    old = {name: value for name, value in item.items() if name not in ("event_id", "reply_url")}
+    old["envelope"] = envelope.to_json()
+    assert ledger_envelope(old) == envelope
+    with pytest.raises(KeyError):
+        ledger_envelope({name: value for name, value in item.items() if name != "event_id"})
 
 
 def test_ledger_write_is_a_put_only_when_the_item_is_absent() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -56,8 +57,17 @@ def test_without_offload_the_limit_leaves_room_for_the_answer_twice_in_a_checkpo
 
 def test_an_answer_that_would_overflow_its_question_item_is_refused() -> None:
     with pytest.raises(PayloadTooLargeError) as refused:
-        check_reply_fits(question("q" * (100 * KIB)), "x" * (250 * KIB))
+        check_reply_fits(question("q" * (160 * KIB)), "x" * (250 * KIB))
     assert refused.value.question_id == "q-1"
+
+
+def test_an_item_holding_the_envelope_json_counts_the_question_twice() -> None:
+    # The item holds the question once (no envelope JSON): a 100 KiB question takes a 250 KiB answer
+    check_reply_fits(question("q" * (100 * KIB)), "x" * (250 * KIB))
+    # An item written before, with the envelope JSON, holds it twice: the same answer overflows it
+    older = dataclasses.replace(question("q" * (100 * KIB)), envelope='{"question": "..."}')
+    with pytest.raises(PayloadTooLargeError):
+        check_reply_fits(older, "x" * (250 * KIB))
 
 
 @pytest.mark.parametrize(

@@ -13,15 +13,21 @@ from botocore.exceptions import ClientError
 
 from agent_wait import exact_json
 from agent_wait.announce.base import BaseAnnounce
-from agent_wait.envelope import canonical_json, isoformat_z
+from agent_wait.envelope import Envelope, ReplyWith, canonical_json, dedupe_key_for, isoformat_z
 from agent_wait.errors import QuestionCollisionError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from agent_wait.envelope import Envelope
-
-__all__ = ["MAX_STATUS_SHARDS", "STATUS_SHARDS", "DynamoDbAnnounce", "ledger_put", "status_shard"]
+__all__ = [
+    "LEDGER_ENVELOPE_FIELDS",
+    "MAX_STATUS_SHARDS",
+    "STATUS_SHARDS",
+    "DynamoDbAnnounce",
+    "ledger_envelope",
+    "ledger_put",
+    "status_shard",
+]
 
 _serializer = TypeSerializer()
 
@@ -123,9 +129,12 @@ def ledger_put(
     """The conditional ``PutItem`` request that records ``envelope`` in the ledger.
 
     The item is the question item of docs/internals.md: ``status = "raised"``, ``created_at`` =
-    ``updated_at``, a one-entry ``lifecycle``, the envelope JSON, and ``question`` / ``policy`` /
-    ``source`` for reading without parsing it. The write only happens while no item has the
-    envelope's ``dedupe_key``. ``extra`` adds attributes the host records with the question (e.g.
+    ``updated_at``, a one-entry ``lifecycle``, and the envelope's own fields (``question`` /
+    ``policy`` / ``source``, ``digest``, the times...). Not the envelope JSON: every move of the
+    question rewrites its item, billed per KB, so the item holds only what the envelope adds to
+    those fields (its ``event_id`` and ``reply_with.url`` as ``reply_url``), enough to rebuild it
+    (:func:`ledger_envelope`). The write only happens while no item has the envelope's
+    ``dedupe_key``. ``extra`` adds attributes the host records with the question (e.g.
     who started the run); it never replaces one of these. ``shards`` is the count of shards of the
     status listing (:func:`status_shard`).
 
@@ -151,9 +160,11 @@ def ledger_put(
         "created_at": created_at,
         "updated_at": created_at,
         "expires_at": None if envelope.expires_at is None else isoformat_z(envelope.expires_at),
-        "envelope": envelope.to_json(),
+        "event_id": envelope.event_id,
         "lifecycle": [{"stage": "raised", "at": created_at, "actor": "agent"}],
     }
+    if envelope.reply_with.url is not None:
+        item["reply_url"] = envelope.reply_with.url
     if envelope.policy_version is not None:
         # The policy store's version the question was raised under (its digest covers it).
         item["policy_version"] = envelope.policy_version
@@ -165,6 +176,76 @@ def ledger_put(
         # A refused write returns the item that stands, so a collision costs no second read.
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
+
+
+# The question item's attributes :func:`ledger_envelope` rebuilds the envelope from.
+LEDGER_ENVELOPE_FIELDS = (
+    "envelope",
+    "event_id",
+    "question_id",
+    "thread_id",
+    "created_at",
+    "expires_at",
+    "raised_expires_at",
+    "digest",
+    "question",
+    "policy",
+    "source",
+    "reply_url",
+    "policy_version",
+)
+
+
+def ledger_envelope(values: Mapping[str, Any]) -> Envelope:
+    """The envelope a question item was written from (:func:`ledger_put`), rebuilt from its fields.
+
+    ``values`` holds the item's :data:`LEDGER_ENVELOPE_FIELDS` as plain values (numbers as ``int``,
+    ``float`` or ``Decimal``; an absent or null attribute left out). ``expires_at`` is the expiry
+    the question was raised with: ``raised_expires_at`` once a write moved it. An item written with
+    the envelope JSON in it (``envelope``, before items were slimmed) gives that JSON back.
+    ``KeyError`` when the item holds neither.
+
+    Examples
+    --------
+    >>> from agent_wait.envelope import Question, build_envelope
+    >>> env = build_envelope("t1", Question(question_id="q1", question={"n": 2.5}), reply_url="https://x/{question_id}")
+    >>> item = ledger_put("ledger", env)["Item"]
+    >>> from boto3.dynamodb.types import TypeDeserializer
+    >>> values = {name: TypeDeserializer().deserialize(value) for name, value in item.items()}
+    >>> ledger_envelope(values) == env
+    True
+    """
+    if values.get("envelope") is not None:
+        return Envelope.model_validate_json(values["envelope"])
+    expires_at = values.get("raised_expires_at") or values.get("expires_at")
+    digest = str(values["digest"])
+    version = values.get("policy_version")
+    return Envelope(
+        event_id=values["event_id"],
+        dedupe_key=dedupe_key_for(str(values["question_id"])),
+        question_id=values["question_id"],
+        thread_id=values["thread_id"],
+        created_at=values["created_at"],
+        expires_at=expires_at,
+        digest=digest,
+        # DynamoDB gives numbers back as Decimal; the envelope held JSON's floats and integers.
+        question=_json_numbers(values.get("question")),
+        policy=_json_numbers(values["policy"]),
+        source=_json_numbers(values.get("source")),
+        reply_with=ReplyWith(url=values.get("reply_url"), if_match=f'"{digest}"'),
+        policy_version=None if version is None else int(version),
+    )
+
+
+def _json_numbers(value: Any) -> Any:
+    """``value`` with each ``Decimal`` the ``int`` or ``float`` JSON would have read it as."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() and "." not in str(value) else float(value)
+    if isinstance(value, dict):
+        return {key: _json_numbers(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_numbers(item) for item in value]
+    return value
 
 
 class DynamoDbAnnounce(BaseAnnounce):

@@ -1,0 +1,164 @@
+"""A question item holds no envelope JSON; its reminders and escalations re-announce the same envelope.
+
+Every move of a question rewrites its whole item, billed per KB: the item keeps the envelope's
+fields once (question, policy, digest, times...) and only what the envelope adds to them
+(``event_id``, ``reply_url``). The follow-up events are built from the envelope rebuilt from the
+item, so they must carry exactly what they carried when the item held the envelope JSON; and items
+written in that older form (deployed stacks) must keep working.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from agent_wait import Envelope, OnExpiry, approval
+from agent_wait.errors import AnnounceError
+from wait_service.ledger import Ledger
+from wait_service.lifecycle.timers import TimerEvent
+from wait_service.lifecycle.unanswered import LifecycleService, build_lifecycle, envelope_of
+
+if TYPE_CHECKING:
+    from service_events import Aws, FakeClock
+
+POLICY = approval(
+    ttl=60,
+    reminders=[20, 40],
+    on_expiry=OnExpiry(action="escalate", to=["managers"], answer={"action": "reject"}),
+)
+
+
+@pytest.fixture
+def lifecycle(aws: Aws, clock: FakeClock) -> LifecycleService:
+    return build_lifecycle(
+        aws.settings, dynamodb=aws.dynamodb, sns=aws.sns, sqs=aws.sqs, scheduler=aws.scheduler, clock=clock
+    )
+
+
+@pytest.fixture
+def ledger(aws: Aws, clock: FakeClock) -> Ledger:
+    return Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
+
+
+def fire(lifecycle: LifecycleService, timer: str, n: int) -> str:
+    return lifecycle.handle(TimerEvent.model_validate({"question_id": "q-1", "timer": timer, "n": n}))
+
+
+def expected(follow_up: Envelope) -> dict[str, Any]:
+    """An event's fields, its fresh ``event_id`` left out (each follow-up gets a new one)."""
+    return follow_up.model_dump(mode="json", exclude={"event_id"})
+
+
+def announced(aws: Aws) -> list[dict[str, Any]]:
+    return [expected(Envelope.model_validate(event)) for event in aws.outbox()]
+
+
+def test_the_item_holds_no_envelope_and_gives_back_the_published_one(
+    aws: Aws, ledger: Ledger, clock: FakeClock
+) -> None:
+    envelope = aws.raise_question(
+        policy=POLICY, question={"function": "pay", "args": {"amount": 40.5}}, now=clock.now
+    )
+
+    item = aws.dynamodb.get_item(
+        TableName=aws.resources.ledger_table, Key={"dedupe_key": {"S": envelope.dedupe_key}}
+    )["Item"]
+    assert "envelope" not in item
+    assert (item["event_id"], item["reply_url"]) == (
+        {"S": envelope.event_id},
+        {"S": "https://api.example/questions/q-1/reply"},
+    )
+    rebuilt = envelope_of(ledger.get_question("q-1"))
+    assert rebuilt == envelope
+    assert rebuilt.to_json() == envelope.to_json()
+
+
+def test_a_reminder_after_an_escalation_carries_the_raised_envelope(
+    aws: Aws, lifecycle: LifecycleService, ledger: Ledger, clock: FakeClock
+) -> None:
+    # Given a question escalated once: the write moved its expiry
+    envelope = aws.raise_question(policy=POLICY, now=clock.now)
+    clock.advance(60)
+    assert fire(lifecycle, "expire", 0) == "escalated"
+    moved = ledger.get_question("q-1")
+    assert moved.expires_at != moved.raised_expires_at == "2026-11-30T10:01:00Z"
+    [escalated] = announced(aws)
+    assert escalated == expected(
+        envelope.follow_up(
+            "wait.escalated", 1, route="managers", expires_at=clock.now + timedelta(seconds=60)
+        )
+    )
+
+    # When a reminder fires on the new rung
+    assert fire(lifecycle, "remind", 2) == "reminded"
+
+    # Then it is the original envelope's reminder, as when the item held the envelope JSON
+    [reminder] = announced(aws)
+    assert reminder == expected(envelope.follow_up("wait.reminder", 2))
+    assert envelope_of(ledger.get_question("q-1")) == envelope
+
+
+def test_an_extension_keeps_the_raised_expiry_once(aws: Aws, ledger: Ledger, clock: FakeClock) -> None:
+    envelope = aws.raise_question(policy=approval(ttl=60, reminders=[30]), now=clock.now)
+    for seconds in (60, 120):
+        seen = ledger.get_question("q-1")
+        until = clock.now + timedelta(seconds=60 + seconds)
+        assert (
+            ledger.record_extension(
+                "q-1", seen=seen, until=until, seconds=seconds, max_total=3600, by="ops", reason="r"
+            )
+            is None
+        )
+
+    question = ledger.get_question("q-1")
+    assert question.raised_expires_at == "2026-11-30T10:01:00Z" != question.expires_at
+    assert envelope_of(question) == envelope
+
+
+def test_a_crash_after_the_escalation_write_still_re_announces_the_same_envelope(
+    aws: Aws, lifecycle: LifecycleService, ledger: Ledger, clock: FakeClock
+) -> None:
+    """The raised expiry is kept by the very write that moves the expiry: no crash separates them."""
+    envelope = aws.raise_question(policy=POLICY, now=clock.now)
+    clock.advance(60)
+
+    def outbox_down(**_: Any) -> None:
+        raise RuntimeError("outbox down")
+
+    aws.sqs.meta.events.register("before-call.sqs.SendMessage", outbox_down)
+    with pytest.raises(AnnounceError):
+        fire(lifecycle, "expire", 0)
+    aws.sqs.meta.events.unregister("before-call.sqs.SendMessage", outbox_down)
+    assert ledger.get_question("q-1").escalation == 1
+
+    assert fire(lifecycle, "expire", 0) == "escalated"
+    assert fire(lifecycle, "remind", 2) == "reminded"
+    escalated, reminder = announced(aws)
+    assert escalated["expires_at"] == "2026-11-30T10:02:00Z"
+    assert reminder == expected(envelope.follow_up("wait.reminder", 2))
+
+
+def test_an_item_written_with_the_envelope_json_still_reminds(
+    aws: Aws, lifecycle: LifecycleService, ledger: Ledger, clock: FakeClock
+) -> None:
+    # Given an item in the older form: the envelope JSON, no event_id or reply_url
+    envelope = aws.raise_question(policy=POLICY, now=clock.now)
+    aws.dynamodb.update_item(
+        TableName=aws.resources.ledger_table,
+        Key={"dedupe_key": {"S": envelope.dedupe_key}},
+        UpdateExpression="SET envelope = :e REMOVE event_id, reply_url",
+        ExpressionAttributeValues={":e": {"S": envelope.to_json()}},
+    )
+
+    # When its reminder and escalation fire
+    assert fire(lifecycle, "remind", 1) == "reminded"
+    clock.advance(60)
+    assert fire(lifecycle, "expire", 0) == "escalated"
+
+    # Then they re-announce the stored envelope
+    reminder, escalated = announced(aws)
+    assert reminder == expected(envelope.follow_up("wait.reminder", 1))
+    assert escalated["reply_with"] == reminder["reply_with"] == envelope.reply_with.model_dump(mode="json")
+    assert envelope_of(ledger.get_question("q-1")) == envelope

@@ -8,6 +8,7 @@ bound to 127.0.0.1 on a free port and serving one request at a time (see
 from __future__ import annotations
 
 import functools
+import json
 import os
 import uuid
 from pathlib import Path
@@ -34,18 +35,28 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "AgentWaitTests")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "agent-wait-tests")
 
-# moto's mock_aws gives every test a fresh boto3 session, and each new botocore session parses
-# botocore's endpoint and service-model files again (half a second to a second per test, most of a
-# unit test's setup). The files botocore installs are parsed once per process instead; any other
+# moto's mock_aws gives every test a fresh boto3 session, and each new botocore session reads and
+# parses botocore's endpoint and service-model files again (half a second to a second per test, most
+# of a unit test's setup, in botocore's parse into OrderedDicts). The files botocore installs are read
+# once per process and parsed by the C parser into fresh dicts for each session: sessions never share
+# a parsed model, which botocore amends in place (a shared one broke SQS's modeled errors). Any other
 # path (a test's own copy of a model) is read as before.
 BOTOCORE_DATA = os.path.join(os.path.dirname(botocore.__file__), "data") + os.sep
 _read_json = botocore.loaders.JSONFileLoader._load_file
-_installed_json = functools.cache(lambda full_path, open_method: _read_json(None, full_path, open_method))
+
+
+@functools.cache
+def _installed_text(full_path: str, open_method: Any) -> str | None:
+    if not os.path.isfile(full_path):
+        return None
+    with open_method(full_path, "rb") as file:
+        return str(file.read().decode("utf-8"))
 
 
 def _load_json(self: Any, full_path: str, open_method: Any) -> Any:
     if full_path.startswith(BOTOCORE_DATA):
-        return _installed_json(full_path, open_method)
+        text = _installed_text(full_path, open_method)
+        return None if text is None else json.loads(text)
     return _read_json(self, full_path, open_method)
 
 

@@ -13,7 +13,7 @@ Each store is a few parts by responsibility, over the shared writes of its base 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from wait_service.settings import Settings
 
 __all__ = [
     "ANSWERED",
@@ -66,6 +65,7 @@ __all__ = [
     "Clock",
     "DeferredRun",
     "Ledger",
+    "LedgerSettings",
     "Page",
     "QuestionRecord",
     "RunStatus",
@@ -93,6 +93,18 @@ class ThreadStore(ThreadStarts, ThreadParking, RunEnds):
     """Reads and writes thread items; a part of :class:`Ledger`."""
 
 
+class LedgerSettings(Protocol):
+    """What :meth:`Ledger.from_settings` reads of the functions' settings (``wait_service.settings``)."""
+
+    @property
+    def ledger_ttl_days(self) -> int: ...
+
+    @property
+    def listing_shards(self) -> int: ...
+
+    def require(self, name: str) -> str: ...
+
+
 class Ledger(QuestionStore, ThreadStore, QuestionPaging):
     """Reads and moves question and thread items in the ledger table.
 
@@ -106,7 +118,7 @@ class Ledger(QuestionStore, ThreadStore, QuestionPaging):
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, dynamodb: DynamoDBClient | None = None, *, clock: Clock = utcnow
+        cls, settings: LedgerSettings, dynamodb: DynamoDBClient | None = None, *, clock: Clock = utcnow
     ) -> Ledger:
         """The ledger every function uses: its table, TTL and listing shards named by ``settings``."""
         return cls(

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from hosted_agents import ask, deliver, output
 from service_events import body_of, reply_event
 
 from examples.strands_agent import REFUNDS
 from wait_service.ledger import Ledger
-from wait_service.resources import MAX_RECEIVE_COUNT
 from wait_service.runs.graph import GraphLoadError, load_graph
 from wait_service.runs.hosted_strands import S3Sessions
 from wait_service.runs.inbox import ResumeMessage, StartMessage
@@ -88,30 +88,6 @@ def runner(aws: Aws, clock: FakeClock, bucket: str) -> RunnerService:
 @pytest.fixture
 def ledger(aws: Aws, clock: FakeClock) -> Ledger:
     return Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
-
-
-def ask(runner: RunnerService, thread_id: str, prompt: str) -> list[str]:
-    outcome = runner.run(StartMessage(thread_id=thread_id, input={"prompt": prompt}))
-    assert outcome.status == "interrupted", outcome
-    return outcome.pending
-
-
-def output(ledger: Ledger, thread_id: str) -> str:
-    thread = ledger.get_thread(thread_id)
-    assert thread.run_status == "done", thread
-    result: Any = thread.output
-    return str(result["output"])
-
-
-def deliver(runner: RunnerService, message: StartMessage | ResumeMessage) -> list[str]:
-    outcomes: list[str] = []
-    for attempt in range(1, MAX_RECEIVE_COUNT + 1):
-        try:
-            outcomes.append(runner.run(message, receive_count=attempt).status)
-            return outcomes
-        except Exception as exc:
-            outcomes.append(type(exc).__name__)
-    return outcomes
 
 
 def test_a_wait_tool_is_one_bound_question_and_the_session_is_in_the_bucket(

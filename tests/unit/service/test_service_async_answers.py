@@ -286,8 +286,8 @@ def test_an_async_question_too_large_for_the_ledger_fails_its_run_and_reaches_no
     from wait_service.observability import metrics
 
     metrics.clear_metrics()
-    # Given a run whose async question carries a 240,000-character argument (its ledger item passes 400 KB)
-    audience = "a" * 240_000
+    # Given a run whose async question carries a 420,000-character argument (its ledger item passes 400 KB)
+    audience = "a" * 420_000
 
     # When the runner runs it
     outcome = runner.run(StartMessage(thread_id="t-big", input={"audience": audience}, run_id="01BIG"))

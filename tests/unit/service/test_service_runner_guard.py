@@ -195,8 +195,8 @@ def test_a_start_the_api_accepted_but_the_graph_refuses_ends_its_run_failed(
 def test_a_question_too_large_for_the_ledger_fails_its_run_and_reaches_no_sink(
     aws: Aws, runner: RunnerService, ledger: Ledger, context: LambdaContext
 ) -> None:
-    # Given a start whose question carries a 240,000-character argument (its ledger item passes 400 KB)
-    start = StartMessage(thread_id="t-big", input={"customer": "c" * 240_000, "amount": 40}, run_id="r-big")
+    # Given a start whose question carries a 420,000-character argument (its ledger item passes 400 KB)
+    start = StartMessage(thread_id="t-big", input={"customer": "c" * 420_000, "amount": 40}, run_id="r-big")
 
     # When the runner handles it
     response = handle(runner, batch(start.model_dump_json(), group="t-big"), context)

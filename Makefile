@@ -12,6 +12,10 @@ NPM_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+# Bytecode is cached (in the ignored __pycache__ folders) whatever the shell says: pytest keeps its
+# rewritten test and plugin modules there, and without it every process of a run (each xdist worker,
+# moto server, local stack and CLI call) compiles them again, about 5 s per pytest process.
+unexport PYTHONDONTWRITEBYTECODE
 
 # pip's output goes to .venv/pip.log; the terminal gets one line per step, a count of the packages
 # pip has resolved (every 25) and, while pip says nothing (building, installing), a line every 30 s,

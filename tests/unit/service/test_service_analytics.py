@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 DAY = date(2026, 11, 30)
 FUNCTIONS = ("issue_refund", "delete_user", "send_email")
 RESPONDERS = ("ann", "bob", "cy")
-QUESTIONS = 500
+QUESTIONS = 200
 
 
 def stats(
@@ -347,10 +347,10 @@ def item_rollback(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("item_rollback")
-def test_after_500_racing_questions_every_aggregate_equals_a_recount_from_the_ledger(
+def test_after_200_racing_questions_every_aggregate_equals_a_recount_from_the_ledger(
     aws: Aws, api: WaitApi, clock: FakeClock
 ) -> None:
-    """Replies, expiries and revocations race for 500 questions; the stream is read at random moments
+    """Replies, expiries and revocations race for 200 questions; the stream is read at random moments
     and parts of it are handed over again (retried batches). Then every figure, of the whole window
     and of each function and responder, equals the one recounted from the ledger's items.
 
@@ -450,10 +450,9 @@ def test_after_500_racing_questions_every_aggregate_equals_a_recount_from_the_le
     assert got == summarize(recounted, since=DAY, until=until)
     totals = got["totals"]
     assert totals["raised"] == len(items)
-    assert min(totals["approve"], totals["edit"], totals["reject"], totals["expired_default"]) > 10
-    assert (
-        min(totals["expired_no_default"], totals["revoked"], totals["escalated"], totals["resume_failed"]) > 3
-    )
+    # Every kind of outcome took part, several times over.
+    kinds = ("approve", "edit", "reject", "expired_default", "expired_no_default", "revoked", "escalated")
+    assert min(totals[kind] for kind in (*kinds, "resume_failed")) > 3
     # The same figures for each function, each responder, and both at once.
     cells = list(store.cells(DAY, until))
     for function in (*FUNCTIONS, None):

@@ -14,6 +14,6 @@ UNIT_SERVICE = Path(__file__).resolve().parents[2] / "unit" / "service"
 if str(UNIT_SERVICE) not in sys.path:
     sys.path.insert(0, str(UNIT_SERVICE))
 
-from tests.unit.service.conftest import api, aws, call, clock, context  # noqa: E402
+from tests.unit.service.conftest import api, aws, baseline, call, clock, context  # noqa: E402
 
-__all__ = ["api", "aws", "call", "clock", "context"]
+__all__ = ["api", "aws", "baseline", "call", "clock", "context"]

@@ -36,6 +36,10 @@ def clock() -> FakeClock:
 
 ACCOUNT = "123456789012"
 SERVICES = ("dynamodb", "sqs", "sns", "scheduler")
+# moto drops boto3's default session at each start by default; code under test that makes its own
+# clients (``boto3.client``) would then build a new botocore session, and parse its models again, in
+# every test. The session holds no AWS state (that is moto's), so the worker keeps one.
+MOCK_CONFIG: dict[str, Any] = {"core": {"reset_boto3_session": False}}
 
 
 @contextmanager
@@ -156,7 +160,7 @@ def baseline() -> Baseline:
 
 @pytest.fixture
 def aws(baseline: Baseline, request: pytest.FixtureRequest) -> Iterator[Aws]:
-    with mock_aws(), baseline.clients.lent(request.node.nodeid) as clients:
+    with mock_aws(config=MOCK_CONFIG), baseline.clients.lent(request.node.nodeid) as clients:
         baseline.restore()
         resources = copy.deepcopy(baseline.resources)
         settings = Settings.from_env(

@@ -56,8 +56,8 @@ class PipLayerBundling:
 
     The wheels are fetched with ``pip install --platform manylinux2014_<arch> --only-binary=:all:
     --python-version 3.13 --implementation cp`` (see :func:`infra.requirements.pip_command`), trimmed,
-    compiled by a Python 3.13 interpreter, and cached under ``cdk.out/.bundle-cache`` keyed on the
-    requirements, so a second synth copies instead of downloading.
+    compiled by a Python 3.13 interpreter, and cached in :data:`infra.constants.BUNDLE_CACHE_DIR` keyed
+    on the requirements, so a second synth (from any clone) copies instead of downloading.
 
     Examples
     --------

@@ -6,10 +6,14 @@ Everything the constructs, the bundlers and the report agree on lives here. It i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from wait_service.resources import TTL_DAYS
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 
@@ -76,8 +80,29 @@ OUTBOX_AGE_ALARM_SECONDS: Final = 3600
 # seconds. The dispatcher's iterator age (the age of the last record it read) past it alarms.
 STREAM_AGE_ALARM_SECONDS: Final = 60
 
-# Where the bundlers keep built layers between synths, keyed on what went into them.
-BUNDLE_CACHE_DIR: Final = REPO_ROOT / "cdk.out" / ".bundle-cache"
+
+def bundle_cache_dir(environ: Mapping[str, str]) -> Path:
+    """Where the bundlers keep built layers between synths, keyed on what went into them.
+
+    ``AGENT_WAIT_LAYER_CACHE`` if set; else ``agent-wait/layers`` in the user's cache folder
+    (``XDG_CACHE_HOME``, or ``~/.cache``), so that every clone and worktree on a machine shares one
+    build of each layer, as pip shares its wheels. A key names everything that decides a layer's
+    contents and a build is renamed into place whole, so clones building at once never mix.
+
+    Examples
+    --------
+    >>> bundle_cache_dir({"AGENT_WAIT_LAYER_CACHE": "/tmp/layers"})
+    PosixPath('/tmp/layers')
+    >>> bundle_cache_dir({"XDG_CACHE_HOME": "/var/cache/me"})
+    PosixPath('/var/cache/me/agent-wait/layers')
+    """
+    if chosen := environ.get("AGENT_WAIT_LAYER_CACHE"):
+        return Path(chosen).expanduser()
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "agent-wait" / "layers"
+
+
+BUNDLE_CACHE_DIR: Final = bundle_cache_dir(os.environ)
 # Metadata on the graph layer naming the user's requirements file (context graph_requirements), so
 # the assembly's import check (infra.report) builds the same layer for the host.
 GRAPH_REQUIREMENTS_METADATA: Final = "agent-wait:graph-requirements"

@@ -28,6 +28,7 @@ import gzip
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -161,7 +162,9 @@ def cache_key(
     framework: str = "langgraph",
 ) -> str:
     """A digest of everything that decides the layer's contents (a requirements file: its bytes)."""
-    interpreter = f"cp{PYTHON_VERSION}-{PIP_PLATFORM}" if target == "lambda" else sys.implementation.cache_tag
+    # A host build is for this interpreter on this kind of machine (the cache is shared by a user's clones).
+    host = f"{sys.implementation.cache_tag}-{sys.platform}-{platform.machine()}"
+    interpreter = f"cp{PYTHON_VERSION}-{PIP_PLATFORM}" if target == "lambda" else host
     payload = {
         "layer": layer,
         "target": target,

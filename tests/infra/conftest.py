@@ -1,7 +1,8 @@
 """Synthesize the app once per session per configuration; every infra test reads these assemblies.
 
-Synth with local bundling takes seconds once the layers are cached (``cdk.out/.bundle-cache``, keyed
-on the pinned requirements); the first run on a fresh clone downloads the wheels.
+Synth with local bundling takes seconds once the layers are cached (``infra.constants.BUNDLE_CACHE_DIR``,
+keyed on the pinned requirements, shared by the machine's clones); the first run on a machine
+downloads the wheels and builds each layer.
 """
 
 from __future__ import annotations

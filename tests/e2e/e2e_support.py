@@ -75,6 +75,8 @@ class LocalProcess:
             key, sep, value = line.partition(": ")
             if sep and key in {"moto", "outbox queue", "subscriber queue", "graph", "API"}:
                 self.info[key] = value
+            if sep and key == "audit archive":
+                self.info[key] = value.partition(" (")[0]
             if line.startswith("API: "):
                 return
         raise AssertionError("agent-wait local printed no API line:\n" + "\n".join(self.lines))

@@ -247,6 +247,26 @@ class Stack:
         assert parked["status"] == "interrupted", parked
         return str(parked["pending"][0])
 
+    def decided(self) -> Path:
+        """This stack's audit archive, holding at least one decided question: an audit query has
+        something to read. The archive is written from the ledger's stream, a moment after the
+        reply: wait for the file, not for a time."""
+        folder = Path(self.local.info["audit archive"])
+        if not any(folder.glob("audit/date=*/audit.jsonl")):
+            question_id = self.question()
+            _, _, question = http("GET", f"{self.local.api}/questions/{question_id}")
+            status, _, body = http(
+                "POST",
+                f"{self.local.api}/questions/{question_id}/reply",
+                {"answer": {"action": "approve"}},
+                {"If-Match": f'"{question["digest"]}"'},
+            )
+            assert status == 202, body
+            eventually(
+                lambda: any(folder.glob("audit/date=*/audit.jsonl")), what=f"{question_id} in the archive"
+            )
+        return folder
+
     def thread(self, name: str = "doc") -> str:
         thread_id = f"{name}-{uuid.uuid4().hex[:8]}"
         status, _, body = http("POST", f"{self.local.api}/threads/{thread_id}/runs", {"input": SAMPLE_INPUT})
@@ -480,8 +500,13 @@ def check_agent_wait(args: list[str], command: DocCommand, stack: Any) -> str:
             if parsed.action == "show"
             else (f"{parsed.thread_id}-{uuid.uuid4().hex[:8]}")
         )
+    environ = {**os.environ, "AGENT_WAIT_API": local.local.api}
+    if parsed.command == "audit" and parsed.action == "query":
+        # This stack's archive by name: left to itself the CLI takes the newest local stack's, which
+        # with tests running side by side may be another test's.
+        environ["AGENT_WAIT_ARCHIVE_DIR"] = str(local.decided())
     out, err = io.StringIO(), io.StringIO()
-    code = main(filled, out=out, err=err, environ={**os.environ, "AGENT_WAIT_API": local.local.api})
+    code = main(filled, out=out, err=err, environ=environ)
     if code != 0:
         what = f"agent-wait {shlex.join(filled)} exited {code}"
         raise Stale(f"{command.where}: {what}: {err.getvalue().strip()}")

@@ -114,14 +114,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     ``make test`` runs the suite on every core. Each worker is its own process with its own moto
     server, so a fixture scoped to a module or the session is built once per worker that runs any of
-    its tests. The infra tests share a handful of synthesized apps (the slowest fixtures of all),
-    so they form one group; an end-to-end module shares its local stack, so each is a group of
-    its own. Every other test is spread one by one.
+    its tests. The infra tests that read the session's synthesized apps (``synth_factory``, the
+    slowest fixtures of all) form one group; an infra module that synthesizes only its own, and an
+    end-to-end module (which shares its local stack), are each a group of their own. Every other
+    test is spread one by one.
     """
+    # (any_synth and every_synth pick their app at run time, so they name no synth fixture of their own)
+    shared = {"synth_factory", "any_synth", "every_synth"}
+    reads_shared_apps = {
+        item.path for item in items if shared.intersection(getattr(item, "fixturenames", ()))
+    }
     for item in items:
         parts = item.path.relative_to(TESTS).parts
-        if parts[0] == "infra":
+        if parts[0] == "infra" and item.path in reads_shared_apps:
             group = "infra"
+        elif parts[0] == "infra":
+            group = "/".join(parts)
         elif parts[0] == "e2e":
             group = "/".join(parts)
         else:

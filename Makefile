@@ -31,6 +31,9 @@ PIP_FAILED = { grep -v '^WARNING: Location' $(VENV)/pip.log | tail -40; echo "se
 # JOBS=1 runs in one process.
 JOBS ?= $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)')
 PYTEST = $(BIN)/pytest -n $(JOBS) --dist loadgroup
+# The unit tests never wait (in process, no I/O): one worker per core is quicker for them, unless
+# JOBS is given.
+UNIT_JOBS = $(if $(filter command line environment,$(origin JOBS)),$(JOBS),auto)
 
 $(STAMP): pyproject.toml
 	@echo "==> setting up .venv (first run, or pyproject.toml changed: a few minutes)"
@@ -74,7 +77,7 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 
 .PHONY: unit
 unit: $(STAMP) ## Unit tests (no network)
-	$(PYTEST) tests/unit
+	$(BIN)/pytest -n $(UNIT_JOBS) --dist loadgroup tests/unit
 
 .PHONY: integration
 integration: $(STAMP) ## Integration tests against moto server on 127.0.0.1

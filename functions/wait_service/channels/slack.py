@@ -509,22 +509,25 @@ _REVIEW_CHOICES = {
 }
 
 
+def _decision_input(choices: list[dict[str, Any]]) -> dict[str, Any]:
+    """The modal's decision: radio buttons over ``choices``, the first one picked."""
+    return {
+        "type": "input",
+        "block_id": "decision",
+        "label": {"type": "plain_text", "text": "Decision"},
+        "element": {
+            "type": "radio_buttons",
+            "action_id": "value",
+            "options": choices,
+            "initial_option": choices[0],
+        },
+    }
+
+
 def _review_blocks(question: Any, allowed: list[str]) -> list[dict[str, Any]]:
     """The decision, arguments and message inputs of a middleware request's modal."""
     choices = [_option(d, _REVIEW_CHOICES[d]) for d in allowed if d in _REVIEW_CHOICES]
-    blocks: list[dict[str, Any]] = [
-        {
-            "type": "input",
-            "block_id": "decision",
-            "label": {"type": "plain_text", "text": "Decision"},
-            "element": {
-                "type": "radio_buttons",
-                "action_id": "value",
-                "options": choices,
-                "initial_option": choices[0],
-            },
-        }
-    ]
+    blocks: list[dict[str, Any]] = [_decision_input(choices)]
     if "edit" in allowed:
         initial = exact_json.dumps(question.get("args"), indent=2, ensure_ascii=False)
         blocks.append(
@@ -557,19 +560,7 @@ def answer_modal(record: QuestionRecord, digest: str, response_url: str | None) 
         choices = [_option("approve", "Approve"), _option("reject", "Reject")]
         if policy.kind == "edit":
             choices.insert(1, _option("edit", "Approve with the value below"))
-        blocks.append(
-            {
-                "type": "input",
-                "block_id": "decision",
-                "label": {"type": "plain_text", "text": "Decision"},
-                "element": {
-                    "type": "radio_buttons",
-                    "action_id": "value",
-                    "options": choices,
-                    "initial_option": choices[0],
-                },
-            }
-        )
+        blocks.append(_decision_input(choices))
         if policy.kind == "approval" and isinstance(question, Mapping) and "args" in question:
             initial = exact_json.dumps(question.get("args"), indent=2, ensure_ascii=False)
             blocks.append(

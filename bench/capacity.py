@@ -114,6 +114,9 @@ def _recording_stack_class() -> type[LocalStack]:
             self.invocations: list[Invocation] = []
             self.ids: dict[str, str] = {}  # a thread id or question id of the sample → its thread id
             self._invocations_lock = threading.Lock()
+            # Ids in the new items the dispatcher has handled (a question's raise among them).
+            self._inserted: set[str] = set()
+            self._inserted_changed = threading.Condition()
             # Every way the stack invokes a handler (api, runner, lifecycle, and any added later).
             for name in dir(type(self)):
                 if name.startswith("_invoke_"):
@@ -128,6 +131,23 @@ def _recording_stack_class() -> type[LocalStack]:
             text = json.dumps(event, default=str)
             found = {self.ids[t] for t in _THREAD.findall(text) + _QUESTION.findall(text) if t in self.ids}
             return found.pop() if len(found) == 1 else None
+
+        def wait_dispatched(self, question_id: str, timeout: float) -> bool:
+            """Wait until the dispatcher has handled the new item of ``question_id``."""
+            with self._inserted_changed:
+                return self._inserted_changed.wait_for(lambda: question_id in self._inserted, timeout)
+
+        def _note_inserted(self, records: list[Any]) -> None:
+            found = {
+                token
+                for record in records
+                if isinstance(record, dict) and record.get("eventName") == "INSERT"
+                for token in _QUESTION.findall(json.dumps(record.get("dynamodb", {}).get("Keys", {})))
+            }
+            if found:
+                with self._inserted_changed:
+                    self._inserted |= found
+                    self._inserted_changed.notify_all()
 
         def route_of(self, event: Any) -> str | None:
             if not isinstance(event, dict) or "httpMethod" not in event:
@@ -151,7 +171,10 @@ def _recording_stack_class() -> type[LocalStack]:
                 started = time.perf_counter()
                 started_cpu = time.thread_time()
                 try:
-                    return invoke(event, context)
+                    result = invoke(event, context)
+                    if function == "dispatcher" and isinstance(event, dict):
+                        self._note_inserted(event.get("Records") or [])
+                    return result
                 finally:
                     # The recorder's own reads (item images) are not the handler's time.
                     elapsed = max(0.0, time.perf_counter() - started - spent.wall)
@@ -393,6 +416,10 @@ def _drive_wave(
         with lock:
             question_id = raised[thread_id]
         stack.ids[question_id] = thread_id
+        # A person answers seconds after the question is raised, long after the dispatcher has
+        # handled its raise: the raise and the answer never share a stream batch, here neither.
+        if not stack.wait_dispatched(question_id, deadline):
+            raise RuntimeError(f"the dispatcher never handled the raise of {question_id}")
         etag = api.request("GET", f"/questions/{question_id}").header("ETag") or ""
         reply = api.request(
             "POST", f"/questions/{question_id}/reply", body={"answer": APPROVE}, headers={"If-Match": etag}

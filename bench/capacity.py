@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -310,6 +311,7 @@ def run_sample(
         )
     )
     stack_class = _recording_stack_class()
+    archive_folder = tempfile.TemporaryDirectory(prefix="agent-wait-capacity-")
     config = StackConfig(
         project=REPO_ROOT,
         graph=GRAPH,
@@ -318,6 +320,8 @@ def run_sample(
         prefix="capacity-",
         log_level=LOG_LEVEL,
         listing_shards=listing_shards,
+        # The sample's audit archive is read below, then removed with the folder.
+        archive_dir=Path(archive_folder.name),
     )
     started = time.perf_counter()
     copy = handler_log.open("w") if handler_log else None
@@ -361,6 +365,7 @@ def run_sample(
             ids = dict(stack.ids)
     if copy is not None:
         copy.close()
+    archive_folder.cleanup()
     return Sample(
         questions=questions,
         timed=len(timed),

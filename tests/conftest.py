@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import tempfile
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,6 +136,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             continue
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_in_pytests_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What the code under test leaves in the temporary folder goes into pytest's, which keeps only
+    the last few runs' (a local stack's audit archive outlives the stack on purpose: a person queries
+    it afterwards). Child processes get the same folder through ``TMPDIR``."""
+    folder = str(tmp_path_factory.mktemp("tmp"))
+    previous = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = folder
+    os.environ["TMPDIR"] = folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = previous[0]
+        if previous[1] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = previous[1]
 
 
 @pytest.fixture(scope="session")

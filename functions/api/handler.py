@@ -9,15 +9,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.logging import correlation_paths
-
-from wait_service.http.api import WaitApi, build_api
-from wait_service.observability import logger, metrics, tracer
-from wait_service.runs.snapstart import register_hooks
-from wait_service.settings import FunctionService, Settings
+from wait_service.init_phase import loading
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from wait_service.http.api import WaitApi
 
 
 def build_service() -> WaitApi:
@@ -25,11 +22,20 @@ def build_service() -> WaitApi:
     return build_api(Settings.from_env(os.environ))
 
 
-# Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
-_service = FunctionService(lambda: build_service())
-_service.warm(os.environ)
-# With SnapStart: pools emptied before the snapshot, randomness reseeded in each restored copy.
-register_hooks(os.environ)
+# The init phase, with the garbage collector off: what it builds lives as long as the environment.
+with loading():
+    from aws_lambda_powertools.logging import correlation_paths
+
+    from wait_service.http.api import build_api
+    from wait_service.observability import logger, metrics, tracer
+    from wait_service.runs.snapstart import register_hooks
+    from wait_service.settings import FunctionService, Settings
+
+    # Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
+    _service = FunctionService(lambda: build_service())
+    _service.warm(os.environ)
+    # With SnapStart: pools emptied before the snapshot, randomness reseeded in each restored copy.
+    register_hooks(os.environ)
 
 
 def service() -> WaitApi:

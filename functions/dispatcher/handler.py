@@ -13,12 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-# Before anything imports pydantic (see the runner's handler).
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-
-from wait_service.observability import logger, metrics, tracer
-from wait_service.settings import FunctionService, Settings
-from wait_service.stream.dispatcher import build_ledger_stream
+from wait_service.init_phase import loading
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -32,9 +27,18 @@ def build_service() -> LedgerStream:
     return build_ledger_stream(Settings.from_env(os.environ))
 
 
-# Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
-_service = FunctionService(lambda: build_service())
-_service.warm(os.environ)
+# The init phase, with the garbage collector off (see the runner's handler).
+with loading():
+    # Before anything imports pydantic (see the runner's handler).
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    from wait_service.observability import logger, metrics, tracer
+    from wait_service.settings import FunctionService, Settings
+    from wait_service.stream.dispatcher import build_ledger_stream
+
+    # Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
+    _service = FunctionService(lambda: build_service())
+    _service.warm(os.environ)
 
 
 def service() -> LedgerStream:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from wait_service.lifecycle.timers import parse_timer_event
-from wait_service.lifecycle.unanswered import LifecycleService, build_lifecycle
-from wait_service.observability import logger, metrics, tracer
-from wait_service.settings import FunctionService, Settings
+from wait_service.init_phase import loading
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from wait_service.lifecycle.unanswered import LifecycleService
 
 
 def build_service() -> LifecycleService:
@@ -27,9 +26,16 @@ def build_service() -> LifecycleService:
     return build_lifecycle(Settings.from_env(os.environ))
 
 
-# Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
-_service = FunctionService(lambda: build_service())
-_service.warm(os.environ)
+# The init phase, with the garbage collector off (see the runner's handler).
+with loading():
+    from wait_service.lifecycle.timers import parse_timer_event
+    from wait_service.lifecycle.unanswered import build_lifecycle
+    from wait_service.observability import logger, metrics, tracer
+    from wait_service.settings import FunctionService, Settings
+
+    # Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
+    _service = FunctionService(lambda: build_service())
+    _service.warm(os.environ)
 
 
 def service() -> LifecycleService:

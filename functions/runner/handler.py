@@ -13,29 +13,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from wait_service.runs.deferred_imports import defer_unless_tracing
-
-# Before anything imports LangGraph: with LangSmith tracing off, the LangSmith SDK and the LangGraph
-# Platform SDK, which LangGraph imports but does not use then, run their code only at first use.
-defer_unless_tracing(os.environ)
-
-# Before anything imports pydantic: imported after it, the batch utility also loads every Powertools
-# parser model (milliseconds of each cold start, for typing only).
-from aws_lambda_powertools.utilities.batch import (  # noqa: E402
-    SqsFifoPartialProcessor,
-    process_partial_response,
-)
-
-from wait_service.observability import logger, metrics, tracer  # noqa: E402
-from wait_service.runs.checkpointer import runner_clients  # noqa: E402
-from wait_service.runs.runner import RunnerService, build_runner  # noqa: E402
-from wait_service.runs.secrets import export_secrets  # noqa: E402
-from wait_service.runs.snapstart import register_hooks  # noqa: E402
-from wait_service.settings import FunctionService, Settings  # noqa: E402
+from wait_service.init_phase import loading
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from wait_service.runs.runner import RunnerService
 
 
 def build_service() -> RunnerService:
@@ -48,11 +32,31 @@ def build_service() -> RunnerService:
     return build_runner(settings, **runner_clients(settings).as_kwargs())
 
 
-# Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
-_service = FunctionService(lambda: build_service())
-_service.warm(os.environ)
-# With SnapStart: pools emptied before the snapshot, randomness reseeded in each restored copy.
-register_hooks(os.environ)
+# The init phase, with the garbage collector off: what it builds lives as long as the environment.
+with loading():
+    from wait_service.runs.deferred_imports import defer_unless_tracing
+
+    # Before anything imports LangGraph: with LangSmith tracing off, the LangSmith SDK and the
+    # LangGraph Platform SDK, which LangGraph imports but does not use then, run their code only at
+    # first use.
+    defer_unless_tracing(os.environ)
+
+    # Before anything imports pydantic: imported after it, the batch utility also loads every
+    # Powertools parser model (milliseconds of each cold start, for typing only).
+    from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+
+    from wait_service.observability import logger, metrics, tracer
+    from wait_service.runs.checkpointer import runner_clients
+    from wait_service.runs.runner import build_runner
+    from wait_service.runs.secrets import export_secrets
+    from wait_service.runs.snapstart import register_hooks
+    from wait_service.settings import FunctionService, Settings
+
+    # Built in Lambda's init phase when configured; ``build_service`` stays the seam tests replace.
+    _service = FunctionService(lambda: build_service())
+    _service.warm(os.environ)
+    # With SnapStart: pools emptied before the snapshot, randomness reseeded in each restored copy.
+    register_hooks(os.environ)
 
 
 def service() -> RunnerService:

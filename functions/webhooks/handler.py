@@ -10,17 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-
-from wait_service.channels.webhooks import (
-    WEBHOOK_DLQ_VARIABLE,
-    WEBHOOKS_VARIABLE,
-    WebhookDelivery,
-    parse_webhooks,
-)
-from wait_service.observability import logger, metrics, tracer
-from wait_service.runs.secrets import secret_getter
-from wait_service.settings import FunctionService
+from wait_service.init_phase import loading
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -39,9 +29,23 @@ def build_service() -> WebhookDelivery:
     )
 
 
-_service = FunctionService(lambda: build_service())
-if os.environ.get(WEBHOOKS_VARIABLE):
-    _service.get()
+# The init phase, with the garbage collector off (see the runner's handler).
+with loading():
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    from wait_service.channels.webhooks import (
+        WEBHOOK_DLQ_VARIABLE,
+        WEBHOOKS_VARIABLE,
+        WebhookDelivery,
+        parse_webhooks,
+    )
+    from wait_service.observability import logger, metrics, tracer
+    from wait_service.runs.secrets import secret_getter
+    from wait_service.settings import FunctionService
+
+    _service = FunctionService(lambda: build_service())
+    if os.environ.get(WEBHOOKS_VARIABLE):
+        _service.get()
 
 
 def service() -> WebhookDelivery:

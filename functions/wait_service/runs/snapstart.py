@@ -43,14 +43,29 @@ def before_snapshot(clients: Iterable[Any] | None = None) -> int:
     connection.
     """
     if clients is None:
-        from botocore.client import BaseClient
-
-        clients = [found for found in gc.get_objects() if isinstance(found, BaseClient)]
+        clients = _every_client()
     closed = 0
     for client in clients:
         client.close()
         closed += 1
     return closed
+
+
+def _every_client() -> list[Any]:
+    """Every botocore client in the process, those the init froze (``wait_service.init_phase``) too.
+
+    The collector lists no frozen object, so they are thawed while the heap is searched, then
+    frozen again with what the init built since.
+    """
+    from botocore.client import BaseClient
+
+    frozen = gc.get_freeze_count() > 0
+    gc.unfreeze()
+    try:
+        return [found for found in gc.get_objects() if isinstance(found, BaseClient)]
+    finally:
+        if frozen:
+            gc.freeze()
 
 
 def after_restore() -> None:

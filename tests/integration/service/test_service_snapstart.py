@@ -6,6 +6,7 @@ saved ``random`` state set again stands in for each restored copy.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -19,6 +20,7 @@ import boto3
 import pytest
 from ulid import ULID
 
+from wait_service.init_phase import loading
 from wait_service.runs.snapstart import after_restore, before_snapshot, register_hooks
 
 if TYPE_CHECKING:
@@ -143,6 +145,32 @@ def test_every_client_opens_a_new_connection_after_the_snapshot(endpoint: _Conne
     assert closed >= 1
     assert endpoint.opened == 2
     client.close()
+
+
+def test_a_client_the_init_built_and_froze_is_found_too(endpoint: _Connections) -> None:
+    # The handlers' init runs in ``loading()``, which freezes what it built: the collector lists
+    # no frozen object, and the search must still find the init's clients.
+    with loading():
+        client = boto3.client(
+            "dynamodb",
+            endpoint_url=endpoint.url,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+        )
+    try:
+        client.list_tables()
+        assert not any(found is client for found in gc.get_objects())  # frozen
+
+        before_snapshot()
+        client.list_tables()
+
+        assert endpoint.opened == 2
+        # Still frozen afterwards: the requests' collections do not walk it.
+        assert not any(found is client for found in gc.get_objects())
+    finally:
+        client.close()
+        gc.unfreeze()
 
 
 def test_hooks_are_registered_through_the_runtime_only_for_a_snapstart_init(

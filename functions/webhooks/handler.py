@@ -23,7 +23,7 @@ def build_service() -> WebhookDelivery:
 
     return WebhookDelivery(
         parse_webhooks(os.environ.get(WEBHOOKS_VARIABLE)),
-        sqs=boto3.client("sqs"),
+        sqs=boto3.client("sqs", config=CLIENT_CONFIG),
         dlq_url=os.environ[WEBHOOK_DLQ_VARIABLE],
         get_secret=secret_getter(),
     )
@@ -39,6 +39,7 @@ with loading():
         WebhookDelivery,
         parse_webhooks,
     )
+    from wait_service.clients import CLIENT_CONFIG
     from wait_service.observability import logger, metrics, tracer
     from wait_service.runs.secrets import secret_getter
     from wait_service.settings import FunctionService

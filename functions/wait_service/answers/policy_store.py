@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agent_wait.errors import AgentWaitError, InvalidRequestError
 from agent_wait.policy import Policy, PolicyKind
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.metric_names import POLICY_OVERRIDES_REFUSED, POLICY_STORE_UNREADABLE
 from wait_service.observability import logger, metrics
 
@@ -236,7 +237,7 @@ class PolicyStore:
         if client is None:
             import boto3
 
-            client = boto3.client("dynamodb")
+            client = boto3.client("dynamodb", config=CLIENT_CONFIG)
         self.table_name = table_name
         self.client = client
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_wait import signing
 from agent_wait.errors import AgentWaitError
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.observability import logger
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ class LedgerReplayGuard:
         import boto3
 
         self.table = table
-        self._client = client or boto3.client("dynamodb")
+        self._client = client or boto3.client("dynamodb", config=CLIENT_CONFIG)
 
     def first_use(self, key_id: str, signature: str, until: int) -> bool:
         try:

@@ -50,6 +50,7 @@ from agent_wait.slack import (
 )
 from wait_service.answers.authority import quorum_summary
 from wait_service.channels.signing import SECRET_CACHE_SECONDS, SignatureRejectedError, raw_body
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.limits import DuplicateKeyError, loads, surrogate_problem
 from wait_service.observability import logger
 
@@ -697,7 +698,7 @@ class LedgerSlackMessages:
         import boto3
 
         self.table = table
-        self._client = client or boto3.client("dynamodb")
+        self._client = client or boto3.client("dynamodb", config=CLIENT_CONFIG)
         self.ttl_days = ttl_days
         self._clock = clock
 

@@ -27,6 +27,7 @@ from wait_service.answer_limits import MAX_ANSWER_BYTES, check_answer_size, chec
 from wait_service.answers.authority import AuthorityService
 from wait_service.answers.replies import ANONYMOUS, ReplyService
 from wait_service.channels.signing import SignatureRejectedError, is_signed_path, is_signed_route
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.constants import SLACK_INTERACTIONS_PATH
 from wait_service.http import errors_http, openapi_doc
 from wait_service.http.api_models import (
@@ -259,7 +260,7 @@ def build_api(
 
         # One client for the ledger, the signed routes' replay guard and idempotent starts: a
         # client of their own would cost each of them milliseconds of every cold start.
-        dynamodb = boto3.client("dynamodb")
+        dynamodb = boto3.client("dynamodb", config=CLIENT_CONFIG)
     ledger = Ledger.from_settings(settings, dynamodb, clock=clock)
     replies = ReplyService(ledger, clock=clock)
     signed = build_signed_requests(

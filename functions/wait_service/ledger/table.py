@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from agent_wait.aws.dynamodb import MAX_STATUS_SHARDS, STATUS_SHARDS
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.ledger.attributes import Clock, condition_failed, utcnow
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class LedgerTable:
         if client is None:
             import boto3
 
-            client = boto3.client("dynamodb")
+            client = boto3.client("dynamodb", config=CLIENT_CONFIG)
         events = getattr(getattr(client, "meta", None), "events", None)
         if events is not None:
             events.register(

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.ledger.attributes import parse_time
 from wait_service.resources import TIMERS
 
@@ -153,7 +154,7 @@ class Timers:
         if client is None:
             import boto3
 
-            client = boto3.client("scheduler")
+            client = boto3.client("scheduler", config=CLIENT_CONFIG)
         self._clock = clock
         self.group = group
         self.target_arn = target_arn

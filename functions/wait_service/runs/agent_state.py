@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_wait import exact_json
 from agent_wait.hosting import ASYNC_ANSWER_KEY
+from wait_service.clients import CLIENT_CONFIG
 
 if TYPE_CHECKING:
     from langgraph.types import Interrupt
@@ -95,7 +96,7 @@ class AgentStateStore:
         if self._client is None:
             import boto3
 
-            self._client = boto3.client("dynamodb")
+            self._client = boto3.client("dynamodb", config=CLIENT_CONFIG)
         return self._client
 
     def _key(self, thread_id: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_wait.errors import MissingExtraError
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ def make_checkpointer(
             session=session,
             s3_offload_config=offload,
             ttl_seconds=settings.checkpoint_ttl_seconds,
+            # Merged into the package's own (its retries and user agent).
+            boto_config=CLIENT_CONFIG,
         )
     if settings.checkpointer == "dynamodb":
         checkpoints = settings.require("checkpoint_table")
@@ -131,10 +134,10 @@ def runner_clients(settings: Settings, *, session: boto3.Session | None = None) 
         session = boto3.DEFAULT_SESSION
     assert session is not None
     saver = make_checkpointer(settings, session=session)
-    dynamodb = getattr(saver, "client", None) or session.client("dynamodb")
+    dynamodb = getattr(saver, "client", None) or session.client("dynamodb", config=CLIENT_CONFIG)
     return RunnerClients(
         checkpointer=saver,
         dynamodb=dynamodb,
-        sns=session.client("sns"),
-        sqs=session.client("sqs"),
+        sns=session.client("sns", config=CLIENT_CONFIG),
+        sqs=session.client("sqs", config=CLIENT_CONFIG),
     )

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from ulid import ULID
 
 from agent_wait import exact_json
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.limits import ExactJson  # noqa: TC001 - pydantic reads it at runtime
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class Inbox:
         if client is None:
             import boto3
 
-            client = boto3.client("sqs")
+            client = boto3.client("sqs", config=CLIENT_CONFIG)
         self.queue_url = queue_url
         self._client = client
 

@@ -70,6 +70,7 @@ from pydantic import BaseModel, Field
 from agent_wait import canonical_json
 from agent_wait.aws._attributes import BARE_FUNCTION
 from agent_wait.errors import InvalidWindowError
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.ledger import QuestionRecord, normalize_json, parse_time
 from wait_service.ledger.questions import EXPIRED_ANSWER
 from wait_service.metric_names import (
@@ -336,7 +337,7 @@ class StatsStore:
         if client is None:
             import boto3
 
-            client = boto3.client("dynamodb")
+            client = boto3.client("dynamodb", config=CLIENT_CONFIG)
         self.table_name = table_name
         self.client = client
         self.clock = clock

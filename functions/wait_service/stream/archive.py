@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_wait import exact_json
 from wait_service.answers.audit import audit_of
+from wait_service.clients import CLIENT_CONFIG
 from wait_service.ledger import QuestionRecord
 from wait_service.ledger.statuses import DECIDED
 
@@ -260,7 +261,7 @@ class FirehoseSink:
         if client is None:
             import boto3
 
-            client = boto3.client("firehose")
+            client = boto3.client("firehose", config=CLIENT_CONFIG)
         self.stream_name = stream_name
         self.client = client
 

@@ -29,8 +29,10 @@ def test_the_init_collects_nothing_and_freezes_what_it_built(function: str) -> N
     code = (
         "import gc, json, sys\n"
         f"sys.path[:0] = [{str(ROOT / 'functions' / function)!r}, {str(ROOT)!r}]\n"
-        # What a handler imports before its init phase (the standard library's typing and contextlib).
-        "import os, typing, wait_service.init_phase\n"
+        # What a handler imports before its init phase (the standard library's typing and contextlib),
+        # and its own bytecode, as Lambda's layout ships it: compiling the module is not its init.
+        "import os, py_compile, typing, wait_service.init_phase\n"
+        f"py_compile.compile({str(ROOT / 'functions' / function / 'handler.py')!r}, doraise=True)\n"
         "runs = []\n"
         "def count(phase, info):\n"
         "    if phase == 'start':\n"

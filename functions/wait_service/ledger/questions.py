@@ -25,7 +25,6 @@ from agent_wait.errors import QuestionNotFoundError
 from wait_service.ledger.attributes import (
     condition_failed,
     from_attribute,
-    from_item,
     iso,
     parse_time,
     question_key,
@@ -123,11 +122,9 @@ class QuestionRecord:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> QuestionRecord:
-        data = from_item(item)
-        # What was proposed, answered and run keeps the digits sent (Decimal, never float).
-        for name in EXACT_FIELDS:
-            if name in item:
-                data[name] = from_attribute(item[name], exact=True)
+        # What was proposed, answered and run keeps the digits sent (Decimal, never float); each
+        # attribute is read once.
+        data = {name: from_attribute(value, exact=name in EXACT_FIELDS) for name, value in item.items()}
         return cls(
             question_id=str(data["question_id"]),
             thread_id=str(data.get("thread_id", "")),

@@ -127,14 +127,18 @@ def endpoint() -> Iterator[_Connections]:
     connections.stop()
 
 
-def test_every_client_opens_a_new_connection_after_the_snapshot(endpoint: _Connections) -> None:
-    client = boto3.client(
+def _client(endpoint: _Connections) -> Any:
+    return boto3.client(
         "dynamodb",
         endpoint_url=endpoint.url,
         region_name="us-east-1",
         aws_access_key_id="x",
         aws_secret_access_key="x",
     )
+
+
+def test_every_client_opens_a_new_connection_after_the_snapshot(endpoint: _Connections) -> None:
+    client = _client(endpoint)
     client.list_tables()
     client.list_tables()
     assert endpoint.opened == 1  # kept alive and reused: the pool holds it
@@ -151,13 +155,7 @@ def test_a_client_the_init_built_and_froze_is_found_too(endpoint: _Connections) 
     # The handlers' init runs in ``loading()``, which freezes what it built: the collector lists
     # no frozen object, and the search must still find the init's clients.
     with loading():
-        client = boto3.client(
-            "dynamodb",
-            endpoint_url=endpoint.url,
-            region_name="us-east-1",
-            aws_access_key_id="x",
-            aws_secret_access_key="x",
-        )
+        client = _client(endpoint)
     try:
         client.list_tables()
         assert not any(found is client for found in gc.get_objects())  # frozen

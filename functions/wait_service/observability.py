@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from aws_lambda_powertools import Tracer
+    from aws_lambda_powertools.metrics import MetricResolution, MetricUnit
 
 F = TypeVar("F", bound="Callable[..., Any]")
 
@@ -158,8 +160,40 @@ class LeanFormatter(LambdaPowertoolsFormatter):
         return super().serialize(log)
 
 
+class QuietWhenDisabledMetrics(Metrics):
+    """Powertools' metrics, keeping nothing while metrics are disabled.
+
+    With ``POWERTOOLS_METRICS_DISABLED`` set (the local stack sets it: its console shows event lines,
+    not EMF documents), Powertools skips the flush at the end of each invocation but keeps every
+    value it is given, and once a metric holds 100 values it prints the whole set anyway. A process
+    that serves many requests (``agent-wait local``) would keep them all and print a document every
+    hundred. Here a value is not even kept while metrics are disabled.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
+    >>> quiet = QuietWhenDisabledMetrics(namespace="Example")
+    >>> quiet.add_metric(name="Replies", unit="Count", value=1)
+    >>> quiet.metric_set
+    {}
+    >>> del os.environ["POWERTOOLS_METRICS_DISABLED"]
+    """
+
+    def add_metric(
+        self,
+        name: str,
+        unit: MetricUnit | str,
+        value: float,
+        resolution: MetricResolution | int = 60,
+    ) -> None:
+        if is_metrics_disabled():
+            return
+        super().add_metric(name=name, unit=unit, value=value, resolution=resolution)
+
+
 logger = Logger(logger_formatter=LeanFormatter())
 tracer = LazyTracer()
-metrics = Metrics()
+metrics = QuietWhenDisabledMetrics()
 
-__all__ = ["LazyTracer", "logger", "metrics", "tracer", "tracing_enabled"]
+__all__ = ["LazyTracer", "QuietWhenDisabledMetrics", "logger", "metrics", "tracer", "tracing_enabled"]

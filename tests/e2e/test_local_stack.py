@@ -136,6 +136,9 @@ def test_poison_messages_never_block_their_group_and_no_event_prints_twice(local
     )
     result = eventually(lambda: _thread_status(api, thread_id, "done", "failed"), what="the result")
     assert result["status"] == "done", result
+    # The stack prints `run done` once the runner's batch is over, from the thread's state then: a
+    # new run queued before that would leave nothing to print. A person reads the line first.
+    eventually(lambda: _event_names(local_stack, thread_id, until="run done"), what="the run done line")
     send(json.dumps({"thread_id": thread_id, "question_id": question_id}))
     status, _, body = http(
         "POST", f"{api}/threads/{thread_id}/runs", {"input": {"customer": "c-17", "amount": 41}}

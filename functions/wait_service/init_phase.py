@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 def loading() -> Iterator[None]:
     """Run a handler's imports and init with the collector off; freeze what they built.
 
-    The collector is on again afterwards (if it was on before), even when the init raised.
+    The collector is on again afterwards (if it was on before), even when the init raised. Only
+    the first init of a process freezes.
 
     Examples
     --------
@@ -43,6 +44,9 @@ def loading() -> Iterator[None]:
     try:
         yield
     finally:
-        gc.freeze()
+        # Once per process: a Lambda loads one handler. A process that loads handlers again and
+        # again (the local stack's tests) would otherwise freeze the garbage each load left behind.
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
         if was_enabled:
             gc.enable()

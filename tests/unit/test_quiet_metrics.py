@@ -33,6 +33,9 @@ def test_disabled_metrics_keep_and_print_nothing_over_many_requests(
 ) -> None:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     metrics = QuietWhenDisabledMetrics(namespace="QuietTest", service="quiet")
+    # Powertools' metric set is one per process, shared by every instance: other tests' values may
+    # be in it.
+    metrics.clear_metrics()
     try:
         _serve(metrics, 150)
         assert metrics.metric_set == {}
@@ -46,6 +49,7 @@ def test_enabled_metrics_are_flushed_after_each_request(
 ) -> None:
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     metrics = QuietWhenDisabledMetrics(namespace="QuietTest", service="quiet")
+    metrics.clear_metrics()
     try:
         _serve(metrics, 3)
         documents = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

@@ -45,6 +45,17 @@ def test_what_the_init_built_is_frozen_out_of_later_collections() -> None:
     assert not any(obj is built for obj in gc.get_objects())
 
 
+def test_only_the_first_init_of_a_process_freezes() -> None:
+    gc.unfreeze()
+    with loading():
+        first = [Built() for _ in range(100)]
+    with loading():
+        later = [Built() for _ in range(100)]
+    assert not any(obj is first for obj in gc.get_objects())
+    # A process that loads again (the local stack's tests) leaves the later loads to the collector.
+    assert any(obj is later for obj in gc.get_objects())
+
+
 def test_an_init_that_raises_leaves_the_collector_on() -> None:
     gc.enable()
     with pytest.raises(RuntimeError, match="bad setting"), loading():

@@ -311,61 +311,60 @@ def run_sample(
         )
     )
     stack_class = _recording_stack_class()
-    archive_folder = tempfile.TemporaryDirectory(prefix="agent-wait-capacity-")
-    config = StackConfig(
-        project=REPO_ROOT,
-        graph=GRAPH,
-        port=0,
-        moto_port=0,
-        prefix="capacity-",
-        log_level=LOG_LEVEL,
-        listing_shards=listing_shards,
-        # The sample's audit archive is read below, then removed with the folder.
-        archive_dir=Path(archive_folder.name),
-    )
-    started = time.perf_counter()
-    copy = handler_log.open("w") if handler_log else None
-    with recorder.installed(), _stdout_counted(copy) as stream, _archive_writes_counted() as puts:
-        stack: Any = stack_class(config, write=write)
-        with stack:
-            rerouted = _reroute_loggers(stream)
-            try:
-                endpoint["url"] = stack.moto.endpoint
-                resources = stack.resources
-                recorder.clear()
-                stack.invocations.clear()
-                stream.bytes.clear()
-                puts.clear()
-                api = ApiClient(stack.api_url, principal="capacity")
-                threads = [f"cap-{i:05d}-{uuid.uuid4().hex[:6]}" for i in range(questions)]
-                timed = set(threads[: round(questions * timed_share)])
-                for thread_id in threads:
-                    stack.ids[thread_id] = thread_id
-                for first in range(0, questions, wave):
-                    batch = threads[first : first + wave]
-                    _drive_wave(api, stack, batch, timed, flag, raised, lock, deadline)
-                    progress(f"    {first + len(batch)}/{questions} questions answered and resumed")
-                calls = list(recorder.calls)
-                archive = _archive_record_sizes(stack.archive_dir)
-                queues = {}
-                with recorder.suspended():
-                    sqs = stack.client("sqs")
-                    for url in (resources.inbox_url, getattr(resources, "outbox_url", None)):
-                        if url:
-                            attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
-                            queues[url.rsplit("/", 1)[-1]] = attributes.get("Attributes", {})
-                    for name in {c.target for c in calls if c.service == "dynamodb"}:
-                        for table in name.split(","):
-                            if table:
-                                recorder.table(table)
-            finally:
-                for handler, previous in rerouted:
-                    handler.setStream(previous)
-            invocations = list(stack.invocations)
-            ids = dict(stack.ids)
-    if copy is not None:
-        copy.close()
-    archive_folder.cleanup()
+    # The sample's audit archive is read inside, then removed with the folder, even on an error.
+    with tempfile.TemporaryDirectory(prefix="agent-wait-capacity-") as archive_folder:
+        config = StackConfig(
+            project=REPO_ROOT,
+            graph=GRAPH,
+            port=0,
+            moto_port=0,
+            prefix="capacity-",
+            log_level=LOG_LEVEL,
+            listing_shards=listing_shards,
+            archive_dir=Path(archive_folder),
+        )
+        started = time.perf_counter()
+        copy = handler_log.open("w") if handler_log else None
+        with recorder.installed(), _stdout_counted(copy) as stream, _archive_writes_counted() as puts:
+            stack: Any = stack_class(config, write=write)
+            with stack:
+                rerouted = _reroute_loggers(stream)
+                try:
+                    endpoint["url"] = stack.moto.endpoint
+                    resources = stack.resources
+                    recorder.clear()
+                    stack.invocations.clear()
+                    stream.bytes.clear()
+                    puts.clear()
+                    api = ApiClient(stack.api_url, principal="capacity")
+                    threads = [f"cap-{i:05d}-{uuid.uuid4().hex[:6]}" for i in range(questions)]
+                    timed = set(threads[: round(questions * timed_share)])
+                    for thread_id in threads:
+                        stack.ids[thread_id] = thread_id
+                    for first in range(0, questions, wave):
+                        batch = threads[first : first + wave]
+                        _drive_wave(api, stack, batch, timed, flag, raised, lock, deadline)
+                        progress(f"    {first + len(batch)}/{questions} questions answered and resumed")
+                    calls = list(recorder.calls)
+                    archive = _archive_record_sizes(stack.archive_dir)
+                    queues = {}
+                    with recorder.suspended():
+                        sqs = stack.client("sqs")
+                        for url in (resources.inbox_url, getattr(resources, "outbox_url", None)):
+                            if url:
+                                attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+                                queues[url.rsplit("/", 1)[-1]] = attributes.get("Attributes", {})
+                        for name in {c.target for c in calls if c.service == "dynamodb"}:
+                            for table in name.split(","):
+                                if table:
+                                    recorder.table(table)
+                finally:
+                    for handler, previous in rerouted:
+                        handler.setStream(previous)
+                invocations = list(stack.invocations)
+                ids = dict(stack.ids)
+        if copy is not None:
+            copy.close()
     return Sample(
         questions=questions,
         timed=len(timed),

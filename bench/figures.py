@@ -22,7 +22,7 @@ from bench.layout import Layout, environment, python_command
 from infra.constants import REPO_ROOT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from pathlib import Path
 
 REFUND_INPUT: Any = {"customer": "c-17", "amount": 40}
@@ -353,14 +353,32 @@ def fanout(rounds: int) -> Figure:
 # -- reply throughput ---------------------------------------------------------------------------
 
 
+def projected(item: dict[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
+    """``item`` as a ``GetItem`` with ``request``'s ``ProjectionExpression`` returns it (top-level
+    names, placeholders resolved), as DynamoDB does.
+
+    Examples
+    --------
+    >>> item = {"a": {"S": "1"}, "status": {"S": "raised"}, "big": {"L": []}}
+    >>> projected(item, {"ProjectionExpression": "a, #s", "ExpressionAttributeNames": {"#s": "status"}})
+    {'a': {'S': '1'}, 'status': {'S': 'raised'}}
+    """
+    expression = request.get("ProjectionExpression")
+    if not expression:
+        return item
+    names = request.get("ExpressionAttributeNames") or {}
+    wanted = {names.get(part.strip(), part.strip()) for part in expression.split(",")}
+    return {name: value for name, value in item.items() if name in wanted}
+
+
 class StubAws:
     """DynamoDB and SQS answered from memory: the question item for reads, success for writes."""
 
     def __init__(self, item: dict[str, Any]) -> None:
         self.item = item
 
-    def get_item(self, **_: Any) -> dict[str, Any]:
-        return {"Item": self.item}
+    def get_item(self, **request: Any) -> dict[str, Any]:
+        return {"Item": projected(self.item, request)}
 
     def update_item(self, **_: Any) -> dict[str, Any]:
         return {}
@@ -388,7 +406,8 @@ class StubEndpoint:
 
     Everything a Lambda's boto3 call does up to the network still runs (parameter validation,
     serialization, endpoint resolution, SigV4 signing) and the canned response is parsed as a real
-    one: DynamoDB's ``GetItem`` returns ``item``, other writes succeed, SQS returns a message id.
+    one: DynamoDB's ``GetItem`` returns ``item`` (the attributes its projection names, if it has
+    one), other writes succeed, SQS returns a message id.
     """
 
     def __init__(self, item: dict[str, Any]) -> None:
@@ -403,8 +422,9 @@ class StubEndpoint:
 
         target = request.headers.get("X-Amz-Target", b"")
         operation = (target.decode() if isinstance(target, bytes) else str(target)).rpartition(".")[2]
+        sent = json.loads(request.body or b"{}") if operation == "GetItem" else {}
         answers: dict[str, dict[str, Any]] = {
-            "GetItem": {"Item": self.item},
+            "GetItem": {"Item": projected(self.item, sent)},
             "SendMessage": {"MessageId": "m"},
         }
         body = answers.get(operation, {})

@@ -37,6 +37,7 @@ from wait_service.answers.authority import (
 from wait_service.answers.decisions import Decisions
 from wait_service.answers.responders import admits
 from wait_service.ledger import Ledger, QuestionRecord, normalize_json, parse_time, utcnow
+from wait_service.ledger.questions import RECORD_ATTRIBUTES
 from wait_service.ledger.statuses import ANSWERED, phase_of
 from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_REVOKED, TIME_TO_ANSWER
 from wait_service.observability import metrics
@@ -51,6 +52,26 @@ ANONYMOUS = "anonymous"
 # A reply that lost its write to an escalation is checked again on the new rung, this many times
 # at most (a ladder is short, and each loss means the question moved one rung up).
 RUNG_ATTEMPTS = 5
+# What a reply is checked against: all of a question but its history and what only the runner,
+# the dispatcher and the lifecycle function read. The reply is the api's busiest route; the
+# attributes left out (the lifecycle above all, a list that grows with every move) are most of
+# what a read of the question would otherwise parse and decode for nothing.
+NOT_READ_BY_REPLIES = frozenset(
+    {
+        "lifecycle",
+        "envelope",
+        "source",
+        "reply_url",
+        "event_id",
+        "receipt",
+        "error",
+        "reminders_sent",
+        "resume_enqueued_at",
+        "resumed_at",
+        "updated_at",
+    }
+)
+REPLY_READS = tuple(name for name in RECORD_ATTRIBUTES if name not in NOT_READ_BY_REPLIES)
 
 
 class _RungMoved(Exception):
@@ -183,7 +204,7 @@ class ReplyService:
         for _ in range(RUNG_ATTEMPTS):
             try:
                 return self._reply_on_rung(
-                    self.ledger.get_question(question_id),
+                    self.ledger.get_question(question_id, reading=REPLY_READS),
                     answer,
                     principal=principal,
                     if_match=if_match,

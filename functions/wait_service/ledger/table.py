@@ -90,9 +90,11 @@ class LedgerTable:
             raise ValueError(f"listing_shards={listing_shards}: expected 1 to {MAX_STATUS_SHARDS}")
         self.listing_shards = listing_shards
 
-    def _get(self, key: str) -> dict[str, Any] | None:
+    def _get(self, key: str, **projection: Any) -> dict[str, Any] | None:
+        """The item at ``key``, read consistently (``projection``: a ``ProjectionExpression`` and
+        its names, to read some attributes only)."""
         response = self._client.get_item(
-            TableName=self.table_name, Key={"dedupe_key": {"S": key}}, ConsistentRead=True
+            TableName=self.table_name, Key={"dedupe_key": {"S": key}}, ConsistentRead=True, **projection
         )
         item = response.get("Item")
         return dict(item) if item else None

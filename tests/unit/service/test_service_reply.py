@@ -505,3 +505,25 @@ def test_two_identical_proposals_have_two_etags_and_one_never_approves_the_other
     assert response["statusCode"] == 412
     assert stored(aws, "q-2")["status"] == "raised"
     assert call(reply_event("q-2", APPROVE, if_match=quoted(second.digest)))["statusCode"] == 202
+
+
+def test_a_reply_reads_the_question_without_its_history_and_still_records_it(aws: Aws, call: Call) -> None:
+    # Given a delivered question with a long history of moves
+    envelope = aws.raise_question("t-1", "q-1")
+    reads: list[dict[str, Any]] = []
+    aws.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.GetItem", lambda params, **_: reads.append(dict(params))
+    )
+
+    # When it is answered
+    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
+
+    # Then the reply read the question once, without its lifecycle or envelope...
+    assert response["statusCode"] == 202
+    (read,) = reads
+    names = read.get("ExpressionAttributeNames", {})
+    read_names = {names.get(part.strip(), part.strip()) for part in read["ProjectionExpression"].split(",")}
+    assert "lifecycle" not in read_names and "envelope" not in read_names
+    assert {"status", "policy", "digest", "question", "delegated_to", "votes"} <= read_names
+    # ...and the history it did not read is whole: the answer's move was appended to it
+    assert [s["stage"] for s in stored(aws, "q-1")["lifecycle"]] == ["raised", "answered"]

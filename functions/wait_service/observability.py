@@ -116,8 +116,17 @@ class LazyTracer:
         return call  # type: ignore[return-value]
 
     def capture_lambda_handler(self, handler: F) -> F:
-        """``Tracer.capture_lambda_handler``, applied at the first invocation when tracing is on."""
-        return self._lazily(handler, lambda tracer, f: tracer.capture_lambda_handler(f))
+        """``Tracer.capture_lambda_handler``, applied at the first invocation when tracing is on.
+
+        The handler's response is not copied into the trace (``capture_response=False``): an api
+        response holds people's data (a question's proposal, an answer), which a trace would keep
+        for 30 days for anyone who may read traces; serializing it also cost every traced
+        invocation. An error still is (``capture_error``): its type and message are what a trace
+        is read for.
+        """
+        return self._lazily(
+            handler, lambda tracer, f: tracer.capture_lambda_handler(f, capture_response=False)
+        )
 
     def capture_method(self, method: F) -> F:
         """``Tracer.capture_method``, applied at the first call when tracing is on."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -31,7 +33,8 @@ class FakeTracer:
     def capture_method(self, method: Any) -> Any:
         return self._wrap("method", method)
 
-    def capture_lambda_handler(self, handler: Any) -> Any:
+    def capture_lambda_handler(self, handler: Any, **options: Any) -> Any:
+        self.handler_options = options
         return self._wrap("handler", handler)
 
     def put_annotation(self, key: str, value: Any) -> None:
@@ -81,6 +84,7 @@ def test_tracing_on_builds_the_tracer_once_at_the_first_call_and_decorates_once(
     assert [handler(1, None), handler(2, None)] == [2, 3]
     assert len(built) == 1 and lazy.loaded
     assert built[0].decorated == ["handler:handler", "method:run"]
+    assert built[0].handler_options == {"capture_response": False}
     assert built[0].calls == ["handler", "run", "handler", "run"]
     assert handler.__name__ == "handler"
     lazy.put_annotation("thread_id", "t-1")
@@ -131,3 +135,54 @@ def test_a_log_line_drops_what_every_line_of_its_log_group_shares_and_keeps_the_
         "lean-test",
     )
     assert "cold_start" in line and "location" in line and "timestamp" in line
+
+
+TRACED_HANDLER = """
+import json, os, socket, sys, uuid
+daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+daemon.bind(("127.0.0.1", 0))
+os.environ["AWS_XRAY_DAEMON_ADDRESS"] = "%s:%d" % daemon.getsockname()
+root, parent = uuid.uuid4().hex[:24], uuid.uuid4().hex[:16]
+os.environ["_X_AMZN_TRACE_ID"] = "Root=1-5f000000-%s;Parent=%s;Sampled=1" % (root, parent)
+from wait_service.observability import LazyTracer
+tracer = LazyTracer()
+
+@tracer.capture_lambda_handler
+def handler(event, context):
+    if event.get("fail"):
+        raise ValueError("the failure is traced")
+    return {"statusCode": 200, "body": json.dumps({"customer": "SECRET-CUSTOMER-17"})}
+
+handler({}, None)
+try:
+    handler({"fail": True}, None)
+except ValueError:
+    pass
+daemon.settimeout(5)
+documents = []
+while True:
+    try:
+        documents.append(daemon.recv(65535).decode())
+    except socket.timeout:
+        break
+    daemon.settimeout(0.5)
+print(json.dumps(documents))
+"""
+
+
+def test_a_traced_handler_sends_its_errors_but_never_its_response_to_x_ray() -> None:
+    # A real Tracer, the X-Ray SDK sending to a local socket as to Lambda's daemon.
+    environ = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_TRACE", "AWS_XRAY"))},
+        "LAMBDA_TASK_ROOT": "/var/task",
+        "AWS_LAMBDA_FUNCTION_NAME": "agent-wait-test",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", TRACED_HANDLER], capture_output=True, text=True, timeout=120, env=environ
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    documents = json.loads(done.stdout.strip().splitlines()[-1])
+    sent = "\n".join(documents)
+    assert documents, "the SDK sent nothing: the test would prove nothing"
+    assert "the failure is traced" in sent
+    assert "SECRET-CUSTOMER-17" not in sent

@@ -305,8 +305,21 @@ def moto_process() -> Iterator[str]:
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
+
+
+def stop(process: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """End ``process``: SIGTERM, then SIGKILL if it is still there after ``grace`` seconds.
+
+    Werkzeug's server (moto's) can sit in a request thread past SIGTERM; a bench run must not
+    hang on it, nor leave it behind.
+    """
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
 
 
 def cpu_figure(runner_env: dict[str, str], rounds: int) -> Figure:

@@ -119,4 +119,3 @@ def test_the_timeline_records_and_files_real_boto3_calls() -> None:
     assert by_kind(calls) == {"ledger": 2, "sink": 1}
     assert all(c.start <= c.end for c in calls)
     assert in_a_row(calls) == 3  # made in turn by one thread
-

@@ -51,7 +51,14 @@ from typing import TYPE_CHECKING, Any
 
 from bench.capacity_report import Invocation, Sample, analyse, render, write_section
 from bench.prices import REGION
-from bench.recorder import CallRecorder, HookTime, current_function, current_question, hook_seconds
+from bench.recorder import (
+    CallRecorder,
+    HookTime,
+    current_function,
+    current_question,
+    hook_seconds,
+    round_trips,
+)
 from infra.constants import LOG_LEVEL, REPO_ROOT
 from wait_service.ledger.shards import shards_for_rate
 
@@ -195,6 +202,7 @@ def _recording_stack_class() -> type[LocalStack]:
                         records=len(records) if isinstance(records, list) else 0,
                         cpu_seconds=cpu,
                         calls=tuple(spent.calls),
+                        rounds=round_trips(spent.timed),
                     )
                     with self._invocations_lock:
                         self.invocations.append(record)
@@ -223,6 +231,8 @@ def _archive_writes_counted() -> Iterator[list[int]]:
             batches.append(len(batch))
             if spent is not None:
                 spent.calls.append("firehose.PutRecordBatch")
+                now = time.perf_counter()
+                spent.timed.append(("firehose.PutRecordBatch", now, now))
         original(sink, records)
 
     archive.JsonLinesSink.write = write  # type: ignore[method-assign,assignment]

@@ -72,14 +72,23 @@ class Invocation:
     # CPU seconds the handler spent (None: not measured, the wall time stands for the duration)
     cpu_seconds: float | None = None
     calls: tuple[str, ...] = ()  # "service.Action" of each AWS call it made, in order
+    # The same calls as the round trips the handler waited for in turn (calls made at once share
+    # one); None: not recorded, every call taken as its own round trip.
+    rounds: tuple[tuple[str, ...], ...] | None = None
+
+    def round_trips(self) -> tuple[tuple[str, ...], ...]:
+        return self.rounds if self.rounds is not None else tuple((call,) for call in self.calls)
+
+    def waiting_seconds(self) -> float:
+        """The time spent waiting on AWS in-region: each round trip as long as its slowest call."""
+        return sum(max(latency_ms(call) for call in round_) for round_ in self.round_trips()) / 1000
 
     def modelled_seconds(self, memory_mb: int) -> float:
         """The duration Lambda would bill in-region: the CPU at ``memory_mb``'s share of a vCPU, plus
-        each call made one after another at its modelled latency (:mod:`bench.prices`)."""
+        the round trips waited for in turn at their modelled latency (:mod:`bench.prices`)."""
         if self.cpu_seconds is None:
             return self.seconds
-        waiting = sum(latency_ms(call) for call in self.calls) / 1000
-        return self.cpu_seconds * cpu_scale(memory_mb) + waiting
+        return self.cpu_seconds * cpu_scale(memory_mb) + self.waiting_seconds()
 
 
 @dataclass
@@ -545,10 +554,12 @@ def _duration_notes(sample: Sample, busy: dict[str, float]) -> list[str]:
             continue
         cpu = sum(i.cpu_seconds or 0.0 for i in measured) / len(measured) * 1000
         calls = sum(len(i.calls) for i in measured) / len(measured)
-        waiting = sum(sum(latency_ms(c) for c in i.calls) for i in measured) / len(measured)
+        rounds = sum(len(i.round_trips()) for i in measured) / len(measured)
+        waiting = sum(i.waiting_seconds() for i in measured) / len(measured) * 1000
         parts.append(
             f"{function} ({memory} MB) {busy[function] / n * 1000:.0f} ms = CPU {cpu:.0f} ms × "
-            f"{cpu_scale(memory):.2f} + {calls:.1f} calls {waiting:.0f} ms (measured wall time {wall:.0f} ms)"
+            f"{cpu_scale(memory):.2f} + {calls:.1f} calls in {rounds:.1f} round trips {waiting:.0f} ms "
+            f"(measured wall time {wall:.0f} ms)"
         )
     figures = "; ".join(
         f"{name} {latency.ms:g} ms ({latency.basis}{', ' + latency.source if latency.source else ''})"
@@ -558,8 +569,9 @@ def _duration_notes(sample: Sample, busy: dict[str, float]) -> list[str]:
         "Lambda durations, modelled (GB-s and concurrency use these): the CPU each invocation spent, "
         "measured per thread in-process (its fan-out's worker threads included, the recorder's own "
         f"reads left out), times the function's share of a vCPU ({LAMBDA_ONE_VCPU_MB} MB is one vCPU; "
-        "one CPU-second here taken as one vCPU-second there), plus every AWS call it made, one after "
-        "another (parallel ones too: an upper bound), at a per-call in-region latency; cold starts "
+        "one CPU-second here taken as one vCPU-second there), plus the AWS calls it made at a per-call "
+        "in-region latency, round trip by round trip: calls the handler made at once (their time on "
+        "the wire overlapped here) wait as long as the slowest of them; cold starts "
         "(their init, billed too) are not in it: the sample's invocations are warm, as a steady rate "
         "keeps them. Mean per "
         "invocation: " + "; ".join(parts) + f". The wall time is this machine's against moto, with "

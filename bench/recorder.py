@@ -59,6 +59,8 @@ class HookTime:
     cpu: float = 0.0  # the recorder's own CPU seconds, on any thread working for the invocation
     worker_cpu: float = 0.0  # CPU seconds of pool threads running work the invocation submitted
     calls: list[str] = field(default_factory=list)  # "service.Action" of each call it made
+    # Each call as (name, sent, answered) on the perf_counter clock: which calls ran at once.
+    timed: list[tuple[str, float, float]] = field(default_factory=list)
 
 
 hook_seconds: contextvars.ContextVar[HookTime | None] = contextvars.ContextVar("hook_seconds", default=None)
@@ -400,6 +402,8 @@ class CallRecorder:
         context["capacity_call"] = call
         if service == "dynamodb":
             context["capacity_before"] = self._images(model.name, params)
+        # After the recorder's own reads: from here the request is the handler's.
+        context["capacity_sent"] = time.perf_counter()
 
     def _after(
         self, http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any
@@ -407,8 +411,14 @@ class CallRecorder:
         call: Call | None = context.pop("capacity_call", None)
         if call is None:
             return
+        answered = time.perf_counter()
         with self._timed():
             self._close(call, http_response, parsed, context)
+        spent = hook_seconds.get()
+        if spent is not None:
+            sent = float(context.pop("capacity_sent", answered))
+            with self._lock:
+                spent.timed.append((call.name, sent, answered))
 
     def _close(self, call: Call, http_response: Any, parsed: dict[str, Any], context: dict[str, Any]) -> None:
         params = context.pop("capacity_params", {})
@@ -637,3 +647,26 @@ class CallRecorder:
         if legacy and legacy.get("AttributeValueList"):
             return key_text(legacy["AttributeValueList"][0])
         return "?"
+
+
+def round_trips(timed: list[tuple[str, float, float]]) -> tuple[tuple[str, ...], ...]:
+    """Calls grouped into the round trips a caller waited for one after another.
+
+    Calls whose time on the wire overlaps (sent before another was answered) were made at once
+    and cost one round trip; the rest follow each other.
+
+    Examples
+    --------
+    >>> round_trips([("a", 0.0, 1.0), ("b", 0.5, 2.0), ("c", 2.5, 3.0)])
+    (('a', 'b'), ('c',))
+    """
+    rounds: list[list[str]] = []
+    until = float("-inf")
+    for name, sent, answered in sorted(timed, key=lambda call: call[1]):
+        if rounds and sent < until:
+            rounds[-1].append(name)
+            until = max(until, answered)
+        else:
+            rounds.append([name])
+            until = answered
+    return tuple(tuple(names) for names in rounds)

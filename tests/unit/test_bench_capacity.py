@@ -361,6 +361,36 @@ def test_live_schedules_are_creations_a_second_times_how_long_each_lives() -> No
     assert live(300) == 10 * (300 + 300)
 
 
+def test_calls_made_at_once_wait_as_long_as_the_slowest_of_them() -> None:
+    # A resume's first round trip: the question read and the thread's mark sent together (the
+    # mark's pool thread), then a transaction alone.
+    from bench.recorder import round_trips
+
+    timed = [
+        ("dynamodb.GetItem", 0.000, 0.004),
+        ("dynamodb.UpdateItem", 0.001, 0.006),
+        ("dynamodb.TransactWriteItems", 0.007, 0.010),
+    ]
+    rounds = round_trips(timed)
+    assert rounds == (("dynamodb.GetItem", "dynamodb.UpdateItem"), ("dynamodb.TransactWriteItems",))
+    invocation = capacity_report.Invocation(
+        "runner", 0.5, "t0", cpu_seconds=0.0, calls=tuple(name for name, _, _ in timed), rounds=rounds
+    )
+    # 10 ms (the longer of the two reads at once) + 20 ms (the transaction), not 10 + 10 + 20
+    assert invocation.modelled_seconds(1769) == pytest.approx(0.030)
+    in_turn = capacity_report.Invocation("runner", 0.5, "t0", cpu_seconds=0.0, calls=invocation.calls)
+    assert in_turn.modelled_seconds(1769) == pytest.approx(0.040)
+
+
+def test_calls_one_after_another_are_round_trips_of_their_own_even_back_to_back() -> None:
+    from bench.recorder import round_trips
+
+    # answered at 0.004, the next sent at 0.004: not at once
+    timed = [("sqs.SendMessage", 0.004, 0.008), ("dynamodb.GetItem", 0.0, 0.004)]
+    assert round_trips(timed) == (("dynamodb.GetItem",), ("sqs.SendMessage",))
+    assert round_trips([]) == ()
+
+
 def test_lambda_durations_are_modelled_from_cpu_time_and_calls_not_the_wall_time() -> None:
     # 20 ms of CPU at 512 MB (a 512/1769 share of a vCPU) and three calls in a row: a GetItem
     # (10 ms), a transaction (20 ms) and an SQS send (28 ms); the 900 ms wall time on a loaded

@@ -107,6 +107,32 @@ def _transactions_back_up_their_tables_without_the_stream() -> None:
 _transactions_back_up_their_tables_without_the_stream()
 
 
+def _in_process_moto_serves_one_request_at_a_time() -> None:
+    """moto in process (``mock_aws``) answers each request on the calling thread, and its backends
+    are not safe under concurrent requests: a read of an item another thread is updating can fail
+    inside moto (a projection walks the item's attributes as they change). AWS applies each request
+    to an item atomically, and the moto server the local stack and the integration tests use serves
+    one request at a time (``agent_wait_cli.local.moto_server``); in process, one lock does the same,
+    so tests that race two callers race them request by request, as on AWS."""
+    import threading
+
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    serve = BotocoreStubber.__call__
+    one_at_a_time = threading.RLock()
+
+    def serialized(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        if not self.enabled:
+            return None
+        with one_at_a_time:
+            return serve(self, event_name, request, **kwargs)
+
+    BotocoreStubber.__call__ = serialized  # type: ignore[method-assign]
+
+
+_in_process_moto_serves_one_request_at_a_time()
+
+
 TESTS = Path(__file__).parent
 
 

@@ -508,15 +508,19 @@ def test_two_identical_proposals_have_two_etags_and_one_never_approves_the_other
 
 
 def test_a_reply_reads_the_question_without_its_history_and_still_records_it(aws: Aws, call: Call) -> None:
-    # Given a delivered question with a long history of moves
+    # Given a delivered question (its history holds its raise)
     envelope = aws.raise_question("t-1", "q-1")
     reads: list[dict[str, Any]] = []
-    aws.dynamodb.meta.events.register(
-        "provide-client-params.dynamodb.GetItem", lambda params, **_: reads.append(dict(params))
-    )
 
-    # When it is answered
-    response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
+    def seen(params: dict[str, Any], **_: Any) -> None:
+        reads.append(dict(params))
+
+    # When it is answered (the client is shared with later tests: the hook goes with the test)
+    aws.dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", seen)
+    try:
+        response = call(reply_event("q-1", APPROVE, if_match=quoted(envelope.digest)))
+    finally:
+        aws.dynamodb.meta.events.unregister("provide-client-params.dynamodb.GetItem", seen)
 
     # Then the reply read the question once, without its lifecycle or envelope...
     assert response["statusCode"] == 202

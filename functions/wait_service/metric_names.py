@@ -11,7 +11,9 @@ QUESTIONS_RESUMED: Final = "QuestionsResumed"
 QUESTIONS_EXPIRED: Final = "QuestionsExpired"
 RESUME_FAILURES: Final = "ResumeFailures"
 RUNS_FAILED: Final = "RunsFailed"
-# Milliseconds from a question's `created_at` to the reply that answered it.
+# Milliseconds from a question's `created_at` to the reply that answered it. Both are emitted by
+# the ledger stream's dispatcher, once per decision by a person (wait_service.stream.analytics);
+# `TimeToDecision` below carries the same value, under the name the analytics dashboard reads.
 TIME_TO_ANSWER: Final = "TimeToAnswer"
 QUESTIONS_ESCALATED: Final = "QuestionsEscalated"
 REMINDERS_SENT: Final = "RemindersSent"

@@ -36,10 +36,10 @@ from wait_service.answers.authority import (
 )
 from wait_service.answers.decisions import Decisions
 from wait_service.answers.responders import admits
-from wait_service.ledger import Ledger, QuestionRecord, normalize_json, parse_time, utcnow
+from wait_service.ledger import Ledger, QuestionRecord, normalize_json, utcnow
 from wait_service.ledger.questions import RECORD_ATTRIBUTES
 from wait_service.ledger.statuses import ANSWERED, phase_of
-from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_REVOKED, TIME_TO_ANSWER
+from wait_service.metric_names import QUESTIONS_REVOKED
 from wait_service.observability import metrics
 
 if TYPE_CHECKING:
@@ -251,8 +251,8 @@ class ReplyService:
         )
         _check_rung(current, rung)
         if current is None:
-            # Recorded: the ledger's stream has the resume enqueued (no send from here).
-            self._count_answer(question)
+            # Recorded: the ledger's stream has the resume enqueued (no send from here), and the
+            # dispatcher counts the answer there, once (wait_service.stream.analytics).
             return ReplyOutcome(question_id, "answered", created=True)
         # Lost the conditional write: somebody answered or closed the question meanwhile; the
         # winner's write has its resume enqueued.
@@ -396,7 +396,6 @@ class ReplyService:
             _check_rung(lost, rung)
             if lost is None:
                 if decides:
-                    self._count_answer(question)
                     return ReplyOutcome(question_id, "answered", created=True)
                 return ReplyOutcome(question_id, "voted", created=True)
             # Another vote (or a decision) landed between the read and the write: count again.
@@ -406,14 +405,6 @@ class ReplyService:
             standing_answer=question.answer,
             question_id=question_id,
         )
-
-    def _count_answer(self, question: QuestionRecord) -> None:
-        metrics.add_metric(name=QUESTIONS_ANSWERED, unit=MetricUnit.Count, value=1)
-        if question.created_at:
-            waited = self._clock() - parse_time(question.created_at)
-            metrics.add_metric(
-                name=TIME_TO_ANSWER, unit=MetricUnit.Milliseconds, value=waited.total_seconds() * 1000
-            )
 
 
 def _repeat(question: QuestionRecord, answer: JsonValue) -> ReplyOutcome:

@@ -410,9 +410,13 @@ def test_a_repeat_answers_200_and_never_sends_a_resume_itself(aws: Aws, call: Ca
     assert len(resume_messages(aws)) == 1
 
 
-def test_an_answer_counts_and_times_the_wait(aws: Aws, api: WaitApi, clock: FakeClock) -> None:
+def test_an_answer_is_counted_and_timed_once_by_the_dispatcher_not_by_the_reply(
+    aws: Aws, api: WaitApi, clock: FakeClock
+) -> None:
+    from agent_wait_cli.local.streams import StreamReader
     from wait_service.metric_names import QUESTIONS_ANSWERED, QUESTIONS_EXPIRED, TIME_TO_ANSWER
     from wait_service.observability import metrics
+    from wait_service.stream.dispatcher import build_ledger_stream
 
     metrics.clear_metrics()
     # Given a question raised 90 s ago and another that expired
@@ -421,16 +425,27 @@ def test_an_answer_counts_and_times_the_wait(aws: Aws, api: WaitApi, clock: Fake
     clock.advance(90)
 
     # When the first is answered, a repeat arrives, and the expired one is answered
-    for _ in range(2):
-        api.replies.reply("q-1", APPROVE, principal="ann", if_match=quoted(envelope.digest))
-    with pytest.raises(QuestionClosedError):
-        api.replies.reply("q-2", APPROVE, principal="ann", if_match=quoted(expiring.digest))
-
-    # Then one answer is counted, with the 90 s it waited, and one expiry
     try:
+        for _ in range(2):
+            api.replies.reply("q-1", APPROVE, principal="ann", if_match=quoted(envelope.digest))
+        with pytest.raises(QuestionClosedError):
+            api.replies.reply("q-2", APPROVE, principal="ann", if_match=quoted(expiring.digest))
+
+        # Then the reply counts no answer (only the expiry it found), and the dispatcher, handed
+        # the ledger's stream twice (a retried batch), counts one answer with the 90 s it waited
+        assert QUESTIONS_ANSWERED not in metrics.metric_set
+        assert metrics.metric_set[QUESTIONS_EXPIRED]["Value"] == [1.0]
+        metrics.clear_metrics()
+        aws.dispatch()
+        again = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs, sns=aws.sns)
+        handed = StreamReader(
+            aws.streams,
+            aws.resources.ledger_stream_arn,
+            lambda event, _: [again.process(record) for record in event["Records"]],
+        ).drain()
+        assert handed >= 3
         assert metrics.metric_set[QUESTIONS_ANSWERED]["Value"] == [1.0]
         assert metrics.metric_set[TIME_TO_ANSWER]["Value"] == [90000.0]
-        assert metrics.metric_set[QUESTIONS_EXPIRED]["Value"] == [1.0]
     finally:
         metrics.clear_metrics()
 

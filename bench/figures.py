@@ -577,8 +577,9 @@ def handler_throughput(rounds: int, batch: int = 300) -> list[Figure]:
         )
         throughput.notes += [
             *notes,
-            "ours flushes the metrics its reply adds (an EMF document per reply, printed as Lambda "
-            "would); the bare resolver adds none; logs at the deployed level; both print to /dev/null",
+            "both run Powertools' metrics flush at the end of each invocation; a reply adds no metric "
+            "on either side (ours counts an answer where the ledger's stream is read, once per "
+            "decision); logs at the deployed level; both print to /dev/null",
         ]
         tracing = _throughput_figure(
             f"per-call cost of tracing: the api handler with tracing on (sampled) against off ({batch} "

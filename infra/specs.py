@@ -54,10 +54,8 @@ def table_from_spec(
             index_name=index.name,
             partition_key=_string(index.partition_key),
             sort_key=_string(index.sort_key),
-            projection_type=(
-                dynamodb.ProjectionType.ALL if index.include is None else dynamodb.ProjectionType.INCLUDE
-            ),
-            non_key_attributes=None if index.include is None else list(index.include),
+            projection_type=dynamodb.ProjectionType[index.projection()["ProjectionType"]],
+            non_key_attributes=list(index.include) if index.include else None,
         )
     return table
 

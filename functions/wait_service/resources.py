@@ -47,7 +47,7 @@ class Index:
     """A global secondary index; ``include`` names the non-key attributes it projects.
 
     An index stores (and writes, on every change of them) what it projects: it projects only what
-    its queries read. ``None`` projects every attribute.
+    its queries read. ``None`` projects every attribute; ``()`` the keys alone (``KEYS_ONLY``).
     """
 
     name: str
@@ -59,6 +59,8 @@ class Index:
         """The projection as DynamoDB's API and CloudFormation spell it."""
         if self.include is None:
             return {"ProjectionType": "ALL"}
+        if not self.include:
+            return {"ProjectionType": "KEYS_ONLY"}
         return {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(self.include)}
 
 
@@ -302,7 +304,10 @@ LEDGER = TableSpec(
         # Keyed on `status_shard` (`<listing>#<n>`), not `status`: its writes spread over sixteen
         # partitions per status (wait_service.ledger.shards says why sixteen).
         Index("by-status", "status_shard", "created_at", include=LISTED_ATTRIBUTES),
-        Index("by-thread", "thread_id", "created_at", include=LISTED_ATTRIBUTES),
+        # Keys only: a thread's questions are listed rarely, and read from the table by their keys
+        # (wait_service.ledger.paging), so a question's moves never write this index: its entry is
+        # written once, when the question is recorded.
+        Index("by-thread", "thread_id", "created_at", include=()),
     ),
     ttl_attribute="expires_ttl",
     # The ledger's stream drives everything that follows a recorded decision or start: the

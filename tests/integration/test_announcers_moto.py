@@ -127,7 +127,7 @@ def test_dynamodb_republish_keeps_status_created_at_and_lifecycle(
         KeyConditionExpression="thread_id = :t",
         ExpressionAttributeValues={":t": {"S": "thread-ddb"}},
     )["Items"]
-    assert [i["question_id"]["S"] for i in by_thread] == ["q-ddb"]
+    assert [i["dedupe_key"]["S"] for i in by_thread] == [first.dedupe_key]
 
 
 def test_dynamodb_republish_with_another_digest_keeps_the_first_item_entirely(

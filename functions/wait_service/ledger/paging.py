@@ -15,8 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
+
 from agent_wait.errors import InvalidRequestError
-from wait_service.ledger.questions import QuestionRecord
+from wait_service.ledger.questions import QuestionRecord, projection
 from wait_service.ledger.shards import OPEN_LISTING, STATUS_SHARDS, listing_of, shards_of
 from wait_service.ledger.statuses import OPEN
 from wait_service.ledger.table import LedgerTable
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
 # The `status` filter that lists every question still waiting for an answer.
 PENDING = "pending"
 MAX_PAGE = 100
+# A thread's page reads its items in one BatchGetItem (at most 100 keys, MAX_PAGE); keys DynamoDB
+# leaves unprocessed are read again after 50, 100, 200 ... ms, in 6 reads at most.
+UNPROCESSED_ATTEMPTS = 6
+UNPROCESSED_BACKOFF_SECONDS = 0.05
 # The key of a `by-status` entry: the table's key and the index's.
 INDEX_KEYS = ("dedupe_key", "status_shard", "created_at")
 
@@ -117,33 +123,84 @@ class QuestionPaging(LedgerTable):
         is scanned, which holds questions only.
         """
         limit = max(1, min(limit, MAX_PAGE))
-        if status is not None and thread_id is None:
+        if thread_id is not None:
+            return self._list_thread(thread_id, status, limit, next_token)
+        if status is not None:
             return self._list_sharded(status, limit, next_token)
         kwargs: dict[str, Any] = {"TableName": self.table_name, "Limit": limit}
         if next_token:
             kwargs["ExclusiveStartKey"] = decode_token(next_token)
-        if thread_id is not None:
-            kwargs |= {
-                "IndexName": "by-thread",
-                "KeyConditionExpression": "thread_id = :t",
-                "ExpressionAttributeValues": {":t": {"S": thread_id}},
-                "ScanIndexForward": False,
-            }
-            if status is not None:
-                wanted = OPEN if status == PENDING else (status,)
-                names = [f":s{i}" for i in range(len(wanted))]
-                kwargs["FilterExpression"] = f"#s IN ({', '.join(names)})"
-                kwargs["ExpressionAttributeNames"] = {"#s": "status"}
-                kwargs["ExpressionAttributeValues"] |= {
-                    n: {"S": w} for n, w in zip(names, wanted, strict=True)
-                }
-            response = self._client.query(**kwargs)
-        else:
-            response = self._client.scan(IndexName="by-status", **kwargs)
+        response = self._client.scan(IndexName="by-status", **kwargs)
         last = response.get("LastEvaluatedKey")
         return Page(
             items=[QuestionRecord.from_item(item) for item in response.get("Items", [])],
             next=encode_token(last) if last else None,
+        )
+
+    def _list_thread(self, thread_id: str, status: str | None, limit: int, next_token: str | None) -> Page:
+        """A thread's questions, newest first: ``limit`` keys from the ``by-thread`` index, then their
+        items from the table in one ``BatchGetItem``.
+
+        The index holds keys only, so a question's moves never write it. As with a filtered
+        Query, ``limit`` counts the keys read: with a ``status``, a page holds those of them in
+        that status, and may hold none while ``next`` goes on. A question removed (by its TTL)
+        between the two reads is left out.
+        """
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": "by-thread",
+            "KeyConditionExpression": "thread_id = :t",
+            "ExpressionAttributeValues": {":t": {"S": thread_id}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if next_token:
+            request["ExclusiveStartKey"] = decode_token(next_token)
+        response = self._client.query(**request)
+        keys = [str(entry["dedupe_key"]["S"]) for entry in response.get("Items", [])]
+        items = self._get_many(keys)
+        records = [QuestionRecord.from_item(items[key]) for key in keys if key in items]
+        if status is not None:
+            wanted = OPEN if status == PENDING else frozenset({status})
+            records = [record for record in records if record.status in wanted]
+        last = response.get("LastEvaluatedKey")
+        return Page(items=records, next=encode_token(last) if last else None)
+
+    def _get_many(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The question items at ``keys`` (at most :data:`MAX_PAGE`), as a page lists them, by key.
+
+        The keys DynamoDB leaves unprocessed (throttled) are asked for again, after a backoff
+        doubling from :data:`UNPROCESSED_BACKOFF_SECONDS`; still unprocessed after
+        :data:`UNPROCESSED_ATTEMPTS` requests, the read fails as a throttled call does.
+        """
+        from wait_service.resources import LISTED_ATTRIBUTES
+
+        found: dict[str, dict[str, Any]] = {}
+        read = projection((*LISTED_ATTRIBUTES, "dedupe_key", "created_at"))
+        pending: dict[str, Any] = (
+            {self.table_name: {"Keys": [{"dedupe_key": {"S": key}} for key in keys], **read}} if keys else {}
+        )
+        for attempt in range(UNPROCESSED_ATTEMPTS):
+            if not pending:
+                return found
+            if attempt:
+                self._sleep(UNPROCESSED_BACKOFF_SECONDS * 2 ** (attempt - 1))
+            response = self._client.batch_get_item(RequestItems=pending)
+            for item in response.get("Responses", {}).get(self.table_name, []):
+                found[str(item["dedupe_key"]["S"])] = dict(item)
+            pending = response.get("UnprocessedKeys") or {}
+        if not pending:
+            return found
+        left = sum(len(request.get("Keys", [])) for request in pending.values())
+        raise ClientError(
+            {
+                "Error": {
+                    "Code": "ProvisionedThroughputExceededException",
+                    "Message": f"{left} of a page's questions were left unprocessed "
+                    f"after {UNPROCESSED_ATTEMPTS} reads",
+                }
+            },
+            "BatchGetItem",
         )
 
     def _list_sharded(self, status: str, limit: int, next_token: str | None) -> Page:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,8 @@ from wait_service.clients import CLIENT_CONFIG
 from wait_service.ledger.attributes import Clock, condition_failed, utcnow
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mypy_boto3_dynamodb import DynamoDBClient
 
 # A single-item write to an item that a transaction (the runner's end of a resume) is writing at
@@ -85,6 +88,8 @@ class LedgerTable:
         self.table_name = table_name
         self._client = client
         self._clock = clock
+        # Waits between reads of keys DynamoDB left unprocessed; tests replace it.
+        self._sleep: Callable[[float], None] = time.sleep
         self._ttl = timedelta(days=ttl_days)
         if not 1 <= listing_shards <= MAX_STATUS_SHARDS:
             raise ValueError(f"listing_shards={listing_shards}: expected 1 to {MAX_STATUS_SHARDS}")

@@ -277,9 +277,10 @@ def _graph_error(
 # ---------------------------------------------------------------------------------------------
 
 # Exactly what the code calls (tests/infra/test_roles_match_calls.py records the calls): the api
-# reads and moves items, and lists through the indexes (Scan when GET /questions has no filter);
+# reads and moves items, and lists through the indexes (Scan when GET /questions has no filter; a
+# thread's page reads its items by key in one BatchGetItem, its index holding keys alone);
 # DynamoDbAnnounce creates question items, the runner moves them and reads a thread's deferred runs.
-LEDGER_API_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+LEDGER_API_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem")
 # Idempotent starts: Powertools puts, completes and (when the start is refused) deletes its record.
 LEDGER_API_ACTIONS += ("dynamodb:PutItem", "dynamodb:DeleteItem")
 LEDGER_API_INDEX_ACTIONS = ("dynamodb:Query", "dynamodb:Scan")

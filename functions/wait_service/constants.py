@@ -53,3 +53,39 @@ WEBHOOK_VISIBILITY_SECONDS = WEBHOOK_TIMEOUT_SECONDS
 # Slack posts its interactions here (the api serves it only when a signing secret is configured);
 # a plain string here so the api routes by it without loading the Slack module.
 SLACK_INTERACTIONS_PATH = "/slack/interactions"
+
+
+# What a page of questions shows (the api's QuestionView, audit and quorum included), besides the
+# keys: the status listing's index projects these and no more, and a thread's page reads these of
+# its items. Left out: the envelope (the largest attribute, read only by the lifecycle function
+# from the table), `kind`, `reminders_sent`, `resume_enqueued_at`, `expires_ttl`, `voters` and
+# `extended_seconds`: a write that changes only these costs the index nothing.
+LISTED_ATTRIBUTES: tuple[str, ...] = (
+    "question_id",
+    "thread_id",
+    "status",
+    "digest",
+    "question",
+    "policy",
+    "source",
+    "expires_at",
+    "updated_at",
+    "lifecycle",
+    "answer",
+    "answered_by",
+    "answered_at",
+    "reason",
+    "escalation",
+    "resumed_at",
+    "error",
+    "if_match",
+    "receipt",
+    "policy_version",
+    "requested_by",
+    "delegated_to",
+    "delegations",
+    "extensions",
+    "votes",
+    "approvers",
+    "rejecters",
+)

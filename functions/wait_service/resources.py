@@ -23,6 +23,7 @@ from wait_service.constants import (  # noqa: F401
     DISPATCHER_TIMEOUT_SECONDS,
     INBOX_VISIBILITY_SECONDS,
     LIFECYCLE_TIMEOUT_SECONDS,
+    LISTED_ATTRIBUTES,
     MAX_RECEIVE_COUNT,
     RUNNER_BATCH_SIZE,
     RUNNER_TIMEOUT_SECONDS,
@@ -263,40 +264,6 @@ class ScheduleGroupSpec:
         }
 
 
-# What a page of questions shows (the api's QuestionView, audit and quorum included), besides the
-# keys: the listing indexes project these and no more. Left out: the envelope (the largest
-# attribute, read only by the lifecycle function from the table), `kind`, `reminders_sent`,
-# `resume_enqueued_at`, `expires_ttl`, `voters` and `extended_seconds`: a write that changes only
-# these costs the indexes nothing.
-LISTED_ATTRIBUTES: tuple[str, ...] = (
-    "question_id",
-    "thread_id",
-    "status",
-    "digest",
-    "question",
-    "policy",
-    "source",
-    "expires_at",
-    "updated_at",
-    "lifecycle",
-    "answer",
-    "answered_by",
-    "answered_at",
-    "reason",
-    "escalation",
-    "resumed_at",
-    "error",
-    "if_match",
-    "receipt",
-    "policy_version",
-    "requested_by",
-    "delegated_to",
-    "delegations",
-    "extensions",
-    "votes",
-    "approvers",
-    "rejecters",
-)
 LEDGER = TableSpec(
     logical_id="Ledger",
     partition_key="dedupe_key",

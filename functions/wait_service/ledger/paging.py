@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from agent_wait.errors import InvalidRequestError
+from wait_service.constants import LISTED_ATTRIBUTES
 from wait_service.ledger.questions import QuestionRecord, projection
 from wait_service.ledger.shards import OPEN_LISTING, STATUS_SHARDS, listing_of, shards_of
 from wait_service.ledger.statuses import OPEN
@@ -173,8 +174,6 @@ class QuestionPaging(LedgerTable):
         doubling from :data:`UNPROCESSED_BACKOFF_SECONDS`; still unprocessed after
         :data:`UNPROCESSED_ATTEMPTS` requests, the read fails as a throttled call does.
         """
-        from wait_service.resources import LISTED_ATTRIBUTES
-
         found: dict[str, dict[str, Any]] = {}
         read = projection((*LISTED_ATTRIBUTES, "dedupe_key", "created_at"))
         pending: dict[str, Any] = (

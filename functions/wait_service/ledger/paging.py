@@ -147,14 +147,7 @@ class QuestionPaging(LedgerTable):
         that status, and may hold none while ``next`` goes on. A question removed (by its TTL)
         between the two reads is left out.
         """
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": "by-thread",
-            "KeyConditionExpression": "thread_id = :t",
-            "ExpressionAttributeValues": {":t": {"S": thread_id}},
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
+        request = self._partition_query("by-thread", "thread_id", thread_id, limit)
         if next_token:
             request["ExclusiveStartKey"] = decode_token(next_token)
         response = self._client.query(**request)
@@ -265,14 +258,7 @@ class QuestionPaging(LedgerTable):
     def _shard_query(
         self, shard: str, start: Any, keep: str | None, limit: int, before: str | None
     ) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": "by-status",
-            "KeyConditionExpression": "status_shard = :p",
-            "ExpressionAttributeValues": {":p": {"S": shard}},
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
+        kwargs = self._partition_query("by-status", "status_shard", shard, limit)
         if isinstance(start, dict):
             kwargs["ExclusiveStartKey"] = start
         elif before is not None:
@@ -283,6 +269,17 @@ class QuestionPaging(LedgerTable):
             kwargs["ExpressionAttributeNames"] = {"#s": "status"}
             kwargs["ExpressionAttributeValues"][":s"] = {"S": keep}
         return kwargs
+
+    def _partition_query(self, index: str, partition_key: str, value: str, limit: int) -> dict[str, Any]:
+        """A Query of one partition of ``index``, newest first, of ``limit`` entries at most."""
+        return {
+            "TableName": self.table_name,
+            "IndexName": index,
+            "KeyConditionExpression": f"{partition_key} = :p",
+            "ExpressionAttributeValues": {":p": {"S": value}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
 
     def _query_all(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The Queries' responses in order, sent at once (a boto3 client is thread-safe)."""

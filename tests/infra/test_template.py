@@ -494,8 +494,15 @@ def test_api_role_has_exactly_its_actions(default_synth: Synth) -> None:
             json.dumps,
             [
                 _logs(default_synth, stack.api_function),
+                # (BatchGetItem: a thread's page reads its items by key, its index holding keys alone)
                 (
-                    ("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+                    (
+                        "dynamodb:BatchGetItem",
+                        "dynamodb:DeleteItem",
+                        "dynamodb:GetItem",
+                        "dynamodb:PutItem",
+                        "dynamodb:UpdateItem",
+                    ),
                     ledger,
                 ),
                 (("dynamodb:Query", "dynamodb:Scan"), indexes),

@@ -1,6 +1,7 @@
-"""Numbers the functions share with the infrastructure: timeouts, retries and retention.
+"""Numbers and names the functions share with the infrastructure: timeouts, retries, retention and
+the question item's attributes.
 
-Plain numbers in a module of their own, so a function reads them without loading the resource
+Plain values in a module of their own, so a function reads them without loading the resource
 specs of :mod:`wait_service.resources` (which re-exports them).
 """
 
@@ -55,12 +56,10 @@ WEBHOOK_VISIBILITY_SECONDS = WEBHOOK_TIMEOUT_SECONDS
 SLACK_INTERACTIONS_PATH = "/slack/interactions"
 
 
-# What a page of questions shows (the api's QuestionView, audit and quorum included), besides the
-# keys: the status listing's index projects these and no more, and a thread's page reads these of
-# its items. Left out: the envelope (the largest attribute, read only by the lifecycle function
-# from the table), `kind`, `reminders_sent`, `resume_enqueued_at`, `expires_ttl`, `voters` and
-# `extended_seconds`: a write that changes only these costs the index nothing.
-LISTED_ATTRIBUTES: tuple[str, ...] = (
+# Every attribute of a question item ``QuestionRecord.from_item`` reads (the item's names, not the
+# record's: `delegated_to` is read as `delegates`). Here, with no import, because the resource
+# specs (the status listing's projection) and the ledger (the reads that project) both use it.
+RECORD_ATTRIBUTES: tuple[str, ...] = (
     "question_id",
     "thread_id",
     "status",
@@ -68,6 +67,7 @@ LISTED_ATTRIBUTES: tuple[str, ...] = (
     "question",
     "policy",
     "source",
+    "created_at",
     "expires_at",
     "updated_at",
     "lifecycle",
@@ -75,9 +75,15 @@ LISTED_ATTRIBUTES: tuple[str, ...] = (
     "answered_by",
     "answered_at",
     "reason",
+    "resume_enqueued_at",
     "escalation",
     "resumed_at",
+    "reminders_sent",
     "error",
+    "envelope",
+    "event_id",
+    "reply_url",
+    "raised_expires_at",
     "if_match",
     "receipt",
     "policy_version",
@@ -85,7 +91,27 @@ LISTED_ATTRIBUTES: tuple[str, ...] = (
     "delegated_to",
     "delegations",
     "extensions",
+    "extended_seconds",
     "votes",
     "approvers",
     "rejecters",
 )
+# What a page of questions does not show (the api's QuestionView, audit and quorum included):
+# `created_at` is the listing's sort key (an index holds its keys anyway); the envelope's own
+# fields are read only by the lifecycle function, from the table; the rest is bookkeeping. A write
+# that changes only these costs the status listing's index nothing.
+NOT_LISTED = frozenset(
+    {
+        "created_at",
+        "resume_enqueued_at",
+        "reminders_sent",
+        "envelope",
+        "event_id",
+        "reply_url",
+        "raised_expires_at",
+        "extended_seconds",
+    }
+)
+# What a page of questions shows, besides the keys: the status listing's index projects these and
+# no more, and a thread's page reads these of its items.
+LISTED_ATTRIBUTES: tuple[str, ...] = tuple(name for name in RECORD_ATTRIBUTES if name not in NOT_LISTED)

@@ -36,8 +36,8 @@ from wait_service.answers.authority import (
 )
 from wait_service.answers.decisions import Decisions
 from wait_service.answers.responders import admits
+from wait_service.constants import RECORD_ATTRIBUTES
 from wait_service.ledger import Ledger, QuestionRecord, normalize_json, utcnow
-from wait_service.ledger.questions import RECORD_ATTRIBUTES
 from wait_service.ledger.statuses import ANSWERED, phase_of
 from wait_service.metric_names import QUESTIONS_REVOKED
 from wait_service.observability import metrics

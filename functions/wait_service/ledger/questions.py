@@ -55,49 +55,8 @@ EXACT_FIELDS = ("question", "answer", "receipt")
 KEEP_RAISED_EXPIRY = "raised_expires_at = if_not_exists(raised_expires_at, expires_at)"
 
 
-# Every attribute of a question item :meth:`QuestionRecord.from_item` reads (the item's names, not
-# the record's: `delegated_to` is read as `delegates`).
-RECORD_ATTRIBUTES: tuple[str, ...] = (
-    "question_id",
-    "thread_id",
-    "status",
-    "digest",
-    "question",
-    "policy",
-    "source",
-    "created_at",
-    "expires_at",
-    "updated_at",
-    "lifecycle",
-    "answer",
-    "answered_by",
-    "answered_at",
-    "reason",
-    "resume_enqueued_at",
-    "resumed_at",
-    "escalation",
-    "reminders_sent",
-    "error",
-    "envelope",
-    "event_id",
-    "reply_url",
-    "raised_expires_at",
-    "if_match",
-    "receipt",
-    "policy_version",
-    "requested_by",
-    "delegated_to",
-    "delegations",
-    "extensions",
-    "extended_seconds",
-    "votes",
-    "approvers",
-    "rejecters",
-)
-
-
-# The names of RECORD_ATTRIBUTES that are DynamoDB reserved words: an expression names them
-# through a placeholder (a test checks this against DynamoDB's list).
+# The names of wait_service.constants.RECORD_ATTRIBUTES that are DynamoDB reserved words: an
+# expression names them through a placeholder (a test checks this against DynamoDB's list).
 RESERVED_ATTRIBUTES = frozenset({"status", "source", "error"})
 
 
@@ -250,7 +209,7 @@ class QuestionItems(LedgerTable):
     def get_question(self, question_id: str, *, reading: tuple[str, ...] | None = None) -> QuestionRecord:
         """The question, read consistently; :class:`QuestionNotFoundError` when there is none.
 
-        ``reading`` (names from :data:`RECORD_ATTRIBUTES`) reads only those attributes: the
+        ``reading`` (names from ``wait_service.constants.RECORD_ATTRIBUTES``) reads only those attributes: the
         record's other fields hold their defaults, so it suits a caller that reads no other. The
         read costs the same units (DynamoDB bills the whole item); what it saves is the bytes to
         parse and decode.

@@ -10,12 +10,8 @@ from pathlib import Path
 import moto
 
 from wait_service.answers.replies import NOT_READ_BY_REPLIES, REPLY_READS
-from wait_service.ledger.questions import (
-    RECORD_ATTRIBUTES,
-    RESERVED_ATTRIBUTES,
-    QuestionRecord,
-    projection,
-)
+from wait_service.constants import LISTED_ATTRIBUTES, NOT_LISTED, RECORD_ATTRIBUTES
+from wait_service.ledger.questions import RESERVED_ATTRIBUTES, QuestionRecord, projection
 
 
 def names_read_by_from_item() -> set[str]:
@@ -64,3 +60,16 @@ def test_a_projection_without_reserved_words_sends_no_empty_names() -> None:
 def test_a_reply_skips_only_attributes_the_record_has() -> None:
     assert set(NOT_READ_BY_REPLIES) <= set(RECORD_ATTRIBUTES)
     assert "lifecycle" in NOT_READ_BY_REPLIES
+
+
+def test_a_page_reads_record_attributes_in_the_order_deployed_stacks_project_them() -> None:
+    # What a page reads is a part of the record (so the reserved words above cover it), and the
+    # status listing's index projects it in this order: CloudFormation would take another order
+    # for a new projection, which DynamoDB makes only by replacing the index.
+    assert NOT_LISTED <= set(RECORD_ATTRIBUTES)
+    assert LISTED_ATTRIBUTES == (
+        *("question_id", "thread_id", "status", "digest", "question", "policy", "source", "expires_at"),
+        *("updated_at", "lifecycle", "answer", "answered_by", "answered_at", "reason", "escalation"),
+        *("resumed_at", "error", "if_match", "receipt", "policy_version", "requested_by"),
+        *("delegated_to", "delegations", "extensions", "votes", "approvers", "rejecters"),
+    )

@@ -136,6 +136,7 @@ _in_process_moto_serves_one_request_at_a_time()
 TESTS = Path(__file__).parent
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep tests that share an expensive fixture on one xdist worker (``--dist loadgroup``).
 
@@ -145,6 +146,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slowest fixtures of all) form one group; an infra module that synthesizes only its own, and an
     end-to-end module (which shares its local stack), are each a group of their own. Every other
     test is spread one by one.
+
+    It runs first: each worker's xdist plugin reads the groups in its own hook, which would
+    otherwise run before this one (the plugin registers after the initial conftests) and find none.
     """
     # (any_synth and every_synth pick their app at run time, so they name no synth fixture of their own)
     shared = {"synth_factory", "any_synth", "every_synth"}

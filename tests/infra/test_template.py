@@ -1024,3 +1024,14 @@ def _inbox_mapping(synth: Synth) -> dict[str, Any]:
         if json.dumps(m["Properties"]["EventSourceArn"]) == inbox
     ]
     return mapping
+
+
+def test_the_tests_reading_the_shared_apps_run_on_one_worker(
+    request: pytest.FixtureRequest, default_synth: Synth
+) -> None:
+    """Under ``make test`` (xdist, ``--dist loadgroup``) the synthesized apps are built once, on the
+    worker that runs every test reading them: the test's node id carries its group, as xdist's
+    scheduler reads it. Without the group every worker synthesizes every app again."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("runs under make test (pytest-xdist with --dist loadgroup)")
+    assert request.node.nodeid.endswith("@infra"), request.node.nodeid

@@ -63,6 +63,14 @@ def _locks_copied_as_new_locks() -> Iterator[None]:
             del copyreg.dispatch_table[kind]
 
 
+def _restored_method(client: Any, attribute: str) -> bool:
+    """Whether ``client.<attribute>`` is the client's own method, bound to it, as its class has it."""
+    value = vars(client)[attribute]
+    return getattr(value, "__self__", None) is client and getattr(value, "__func__", None) is getattr(
+        type(client), attribute, None
+    )
+
+
 class SharedClients:
     """One client per service for every test of a worker (a client costs a few milliseconds to make).
 
@@ -105,10 +113,17 @@ class SharedClients:
         left = {
             name: sorted(set(vars(client)) - self._attributes[name]) for name, client in self.clients.items()
         }
-        left = {name: attributes for name, attributes in left.items() if attributes}
+        restored = {
+            name: {a for a in attributes if _restored_method(self.clients[name], a)}
+            for name, attributes in left.items()
+        }
         for name, attributes in left.items():
             for attribute in attributes:
                 delattr(self.clients[name], attribute)
+        # Undoing a patched method, monkeypatch sets the client's own method back on the client
+        # itself (before pytest 9.2): put back as it was, it is not left over.
+        left = {name: [a for a in attributes if a not in restored[name]] for name, attributes in left.items()}
+        left = {name: attributes for name, attributes in left.items() if attributes}
         if left:
             raise AssertionError(
                 f"{self._borrower} set {left} on the shared clients and left it: use monkeypatch.setattr"

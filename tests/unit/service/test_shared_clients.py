@@ -50,3 +50,14 @@ def test_an_attribute_left_on_a_client_fails_the_next_borrower_naming_the_one_wh
             pass
     with shared.lent("tests/c.py::test_after") as clients:
         clients["sqs"].list_queues()  # the attribute was removed
+
+
+def test_a_method_monkeypatch_put_back_is_not_left_over(shared: SharedClients) -> None:
+    patch = pytest.MonkeyPatch()
+    with shared.lent("tests/a.py::test_patching") as clients:
+        patch.setattr(clients["sqs"], "list_queues", _refuse)
+    # monkeypatch's undo may set the client's own method on the client itself (pytest before 9.2)
+    patch.undo()
+    with shared.lent("tests/b.py::test_next") as clients:
+        assert "list_queues" not in vars(clients["sqs"])
+        clients["sqs"].list_queues()

@@ -12,6 +12,10 @@ from wait_service.http.api_models import JSON, RouteContext, is_local
 from wait_service.http.openapi_doc import responses
 from wait_service.stream.analytics import StatsView, parse_window
 
+# The window's days are documented as dates, so a client (and a generator of requests) knows a
+# value that is not one is refused; parse_window answers it invalid_window, naming the parameter.
+DAY = {"format": "date"}
+
 
 def register_stats_route(app: APIGatewayRestResolver, api: RouteContext) -> None:
     """``GET /stats`` (``wait_service.stream.analytics``)."""
@@ -32,10 +36,17 @@ def register_stats_route(app: APIGatewayRestResolver, api: RouteContext) -> None
     def get_stats(
         since: Annotated[
             str | None,
-            Query(max_length=40, description="first day (UTC), YYYY-MM-DD; default: six days before until"),
+            Query(
+                max_length=40,
+                description="first day (UTC), YYYY-MM-DD; default: six days before until",
+                json_schema_extra=DAY,
+            ),
         ] = None,
         until: Annotated[
-            str | None, Query(max_length=40, description="last day (UTC), YYYY-MM-DD; default: today")
+            str | None,
+            Query(
+                max_length=40, description="last day (UTC), YYYY-MM-DD; default: today", json_schema_extra=DAY
+            ),
         ] = None,
         function: Annotated[
             str | None, Query(min_length=1, max_length=256, description="only this function's questions")

@@ -780,8 +780,13 @@ def parse_window(since: str | None, until: str | None, *, today: date) -> tuple[
         except ValueError as exc:
             raise InvalidWindowError(f"{name}: {exc}", field=name) from exc
 
-    last = day("until", until) if until else today
-    first = day("since", since) if since else last - timedelta(days=6)
+    last = day("until", until) if until is not None else today
+    # The week before the first calendar day starts on that day.
+    first = (
+        day("since", since)
+        if since is not None
+        else max(last, date.min + timedelta(days=6)) - timedelta(days=6)
+    )
     if last < first:
         raise InvalidWindowError("until is before since", field="until")
     if (last - first).days + 1 > MAX_WINDOW_DAYS:

@@ -92,6 +92,8 @@ def test_stats_default_to_the_last_seven_days(aws: Aws, call: Call) -> None:
         ({"since": "2026-11-30", "until": "2026-11-01"}, "until"),
         ({"since": "2020-01-01", "until": "2026-11-30"}, "since"),
         ({"until": "2026-11-30T00:00:00Z"}, "until"),
+        ({"until": ""}, "until"),
+        ({"since": ""}, "since"),
     ],
 )
 def test_a_bad_date_is_422_naming_the_field(call: Call, query: dict[str, str], field: str) -> None:
@@ -100,6 +102,19 @@ def test_a_bad_date_is_422_naming_the_field(call: Call, query: dict[str, str], f
     assert response["statusCode"] == 422
     body = body_of(response)
     assert (body["error"], body["field"]) == ("invalid_window", field)
+
+
+def test_a_window_ending_in_the_first_week_of_the_calendar_starts_on_its_first_day(call: Call) -> None:
+    body = body_of(call(stats_event({"until": "0001-01-03"})))
+
+    assert (body["since"], body["until"], len(body["by_day"])) == ("0001-01-01", "0001-01-03", 3)
+
+
+def test_the_document_says_the_window_ends_are_dates(call: Call) -> None:
+    spec = body_of(call(get_event("/openapi.json", "/openapi.json")))
+    parameters = {p["name"]: p["schema"] for p in spec["paths"]["/stats"]["get"]["parameters"]}
+
+    assert parameters["since"]["format"] == parameters["until"]["format"] == "date"
 
 
 def test_an_empty_filter_is_400_naming_it(call: Call) -> None:

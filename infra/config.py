@@ -26,6 +26,7 @@ from infra.options import (
     context_accounts,
     context_arn,
     context_bool,
+    context_choice,
     context_email,
     context_stack_name,
     context_tags,
@@ -69,6 +70,8 @@ API_BURST_RANGE = (1, 100_000)
 RUNNER_MAX_CONCURRENCY_RANGE = (2, 1000)
 # Reserved concurrency of one function: Lambda keeps 100 of the account's unreserved.
 RUNNER_RESERVED_RANGE = (1, 100_000)
+# Lambda's own lines per invocation (platform.start and platform.report) are INFO; WARN drops them.
+SYSTEM_LOG_LEVELS = ("DEBUG", "INFO", "WARN")
 _USER_POOL_ARN = re.compile(r"^arn:aws[a-z-]*:cognito-idp:[a-z0-9-]+:\d{12}:userpool/[\w-]+_[0-9A-Za-z]+$")
 # A resource server's scope: <resource server identifier>/<scope name>, no spaces.
 _SCOPE = re.compile(r"^\S+/[^\s/]+$")
@@ -301,6 +304,11 @@ class StackConfig:
         Lambda SnapStart on the runner and the api: each deploy publishes a version whose
         initialized environment is snapshotted, and an alias of it is what the inbox and API Gateway
         invoke (see docs/deploy.md, section SnapStart, for its cost and trade-offs).
+    lambda_system_log_level
+        The level of the lines Lambda itself writes in every function's log group: ``INFO`` (the
+        default: each invocation's start and report, with its duration and memory used), ``WARN``
+        (only Lambda's warnings and errors, about half of CloudWatch Logs' bytes per question) or
+        ``DEBUG``.
 
     Examples
     --------
@@ -360,6 +368,7 @@ class StackConfig:
     audit_object_lock: str | None = None
     webhooks: tuple[WebhookConfig, ...] = ()
     snapstart: bool = False
+    lambda_system_log_level: str = "INFO"
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
@@ -501,6 +510,9 @@ class StackConfig:
             audit_object_lock=text("audit_object_lock"),
             webhooks=_webhooks(get("webhooks")),
             snapstart=context_bool("snapstart", get("snapstart"), default=False),
+            lambda_system_log_level=context_choice(
+                "lambda_system_log_level", get("lambda_system_log_level"), SYSTEM_LOG_LEVELS, default="INFO"
+            ),
         )
         if config.audit_object_lock is not None and config.audit_object_lock not in AUDIT_OBJECT_LOCK_MODES:
             raise ConfigError(

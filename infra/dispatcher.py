@@ -97,6 +97,7 @@ class Dispatcher(Construct):
             description="agent-wait dispatcher: enqueues starts and resumes, publishes resolution events",
             # Named: `agent-wait dlq redrive` invokes `<stack>-dispatcher` with a failed stream batch.
             function_name=prefix + DISPATCHER.logical_id.lower(),
+            system_log_level=config.lambda_system_log_level,
         )
         fn = self.service
         self.function = fn.function

@@ -358,6 +358,7 @@ class ServiceFunction(Construct):
         function_name: str | None = None,
         reserved_concurrency: int | None = None,
         snapstart: bool = False,
+        system_log_level: str = "INFO",
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -390,6 +391,7 @@ class ServiceFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
+            system_log_level_v2=lambda_.SystemLogLevel[system_log_level],
             snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snapstart else None,
             environment={
                 "POWERTOOLS_SERVICE_NAME": service,
@@ -472,6 +474,7 @@ class ApiFunction(ServiceFunction):
             service=config.stack_name,
             description="agent-wait api: threads, questions and replies",
             snapstart=config.snapstart,
+            system_log_level=config.lambda_system_log_level,
         )
         self.allow(LEDGER_API_ACTIONS, [ledger.table.table_arn])
         self.allow(LEDGER_API_INDEX_ACTIONS, ledger.index_arns)
@@ -578,6 +581,7 @@ class RunnerFunction(ServiceFunction):
             service=config.stack_name,
             description="agent-wait runner: runs and resumes graphs from the inbox",
             snapstart=config.snapstart,
+            system_log_level=config.lambda_system_log_level,
         )
         checkpoint_actions = (
             CHECKPOINT_AWS_ACTIONS if config.checkpointer == "aws" else CHECKPOINT_DYNAMODB_ACTIONS

@@ -147,6 +147,23 @@ def context_arn(key: str, value: Any, kind: str) -> str | None:
     return arn
 
 
+def context_choice(key: str, value: Any, choices: tuple[str, ...], *, default: str) -> str:
+    """One of ``choices`` (any case; ``default`` when unset), as ``choices`` spells it.
+
+    Examples
+    --------
+    >>> context_choice("lambda_system_log_level", "warn", ("DEBUG", "INFO", "WARN"), default="INFO")
+    'WARN'
+    """
+    if _blank(value):
+        return default
+    text = str(value).strip().upper()
+    for choice in choices:
+        if text == choice.upper():
+            return choice
+    raise ConfigError(f"context {key}={value!r}: expected one of {', '.join(choices)}")
+
+
 def context_email(key: str, value: Any) -> str | None:
     """An email address (``alarm_email``)."""
     if _blank(value):

@@ -136,6 +136,7 @@ class Timers(Construct):
             service=config.stack_name,
             description="agent-wait lifecycle: expiry, escalation and reminders of questions",
             function_name=function_name,
+            system_log_level=config.lambda_system_log_level,
         )
         fn = self.lifecycle
         fn.allow(LEDGER_LIFECYCLE_ACTIONS, [ledger.table.table_arn])

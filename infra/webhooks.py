@@ -123,6 +123,7 @@ class Webhooks(Construct):
             timeout_seconds=WEBHOOK_TIMEOUT_SECONDS,
             service=config.stack_name,
             description="agent-wait webhooks: signed POSTs of the topic's events, retried through the queue",
+            system_log_level=config.lambda_system_log_level,
         )
         fn = self.delivery
         queue_arns = [queue.queue_arn for queue in self.queues]

@@ -92,6 +92,7 @@ OPTIONS_CONTEXT = {
     "slack_channel": "C0123456789",
     "slack_bot_token_secret": _SECRETS + "slack-bot-MnOpQr",
     "slack_signing_secret": _SECRETS + "slack-signing-StUvWx",
+    "lambda_system_log_level": "warn",
     # And a Pydantic AI agent instead of a LangGraph graph (the runner's layer carries its package).
     "framework": "pydantic_ai",
     "agent": "examples.pydantic_ai_agent:agent",

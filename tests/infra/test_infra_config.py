@@ -53,6 +53,15 @@ def test_snapstart_is_off_unless_asked_for() -> None:
     assert StackConfig.from_context({"snapstart": ""}.get).snapstart is False
 
 
+def test_lambdas_own_log_lines_are_kept_unless_asked_otherwise() -> None:
+    assert StackConfig().lambda_system_log_level == "INFO"
+
+    def level(value: str) -> str:
+        return StackConfig.from_context({"lambda_system_log_level": value}.get).lambda_system_log_level
+
+    assert (level(" warn "), level("Debug"), level("")) == ("WARN", "DEBUG", "INFO")
+
+
 def test_empty_strings_from_cdk_json_mean_unset() -> None:
     assert StackConfig.from_context({"default_ttl": "", "auth": "", "jwt_issuer": ""}.get) == StackConfig()
 
@@ -83,6 +92,7 @@ def test_empty_strings_from_cdk_json_mean_unset() -> None:
             "runner_reserved_concurrency",
         ),
         ({"snapstart": "sometimes"}, "snapstart"),
+        ({"lambda_system_log_level": "ERROR"}, "lambda_system_log_level"),
     ],
 )
 def test_bad_context_names_the_key(context: dict[str, str], key: str) -> None:

@@ -71,6 +71,29 @@ def test_the_stack_sets_api_gateways_logging_role_and_keeps_it_on_destroy(defaul
     assert account_id in stage["DependsOn"]
 
 
+def _system_log_levels(synth: Synth) -> dict[str, tuple[str, str]]:
+    configs = {
+        name: fn["Properties"]["LoggingConfig"]
+        for name, fn in synth.resources("AWS::Lambda::Function").items()
+        if "LoggingConfig" in fn["Properties"]
+    }
+    return {name: (config["LogFormat"], config["SystemLogLevel"]) for name, config in configs.items()}
+
+
+def test_every_function_keeps_lambdas_start_and_report_lines_by_default(default_synth: Synth) -> None:
+    levels = _system_log_levels(default_synth)
+    # The api, runner, dispatcher and lifecycle functions (CDK's own custom-resource functions set
+    # no logging configuration).
+    assert {name[:6] for name in levels} >= {"ApiFun", "Runner", "Dispat", "Timers"}
+    assert set(levels.values()) == {("JSON", "INFO")}
+
+
+def test_lambdas_own_lines_can_be_left_out_of_every_functions_logs(options_synth: Synth) -> None:
+    levels = _system_log_levels(options_synth)
+    assert {name[:6] for name in levels} >= {"ApiFun", "Runner", "Dispat", "Timers"}
+    assert set(levels.values()) == {("JSON", "WARN")}
+
+
 def test_the_account_role_can_be_left_to_the_account(options_synth: Synth) -> None:
     options_synth.template.resource_count_is("AWS::ApiGateway::Account", 0)
     assert not any(

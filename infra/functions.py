@@ -338,7 +338,8 @@ class ServiceFunction(Construct):
     Examples
     --------
     >>> fn = ServiceFunction(stack, "Api", sources=API_SOURCES, layers=[], environment={},
-    ...                      memory_mb=512, timeout_seconds=29, service="agent-wait")  # doctest: +SKIP
+    ...                      memory_mb=512, timeout_seconds=29, service="agent-wait",
+    ...                      system_log_level="INFO")  # doctest: +SKIP
     >>> fn.allow(["sqs:SendMessage"], [queue.queue_arn])  # doctest: +SKIP
     """
 
@@ -358,7 +359,8 @@ class ServiceFunction(Construct):
         function_name: str | None = None,
         reserved_concurrency: int | None = None,
         snapstart: bool = False,
-        system_log_level: str = "INFO",
+        # Every function takes the stack's setting (context lambda_system_log_level): no default here.
+        system_log_level: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from infra.config import ConfigError, StackConfig
+from infra.config import SYSTEM_LOG_LEVELS, ConfigError, StackConfig
 from infra.requirements import layer_requirements, pinned_versions, remove_distributions_in
 
 if TYPE_CHECKING:
@@ -54,12 +54,16 @@ def test_snapstart_is_off_unless_asked_for() -> None:
 
 
 def test_lambdas_own_log_lines_are_kept_unless_asked_otherwise() -> None:
+    from aws_cdk import aws_lambda as lambda_
+
     assert StackConfig().lambda_system_log_level == "INFO"
 
     def level(value: str) -> str:
         return StackConfig.from_context({"lambda_system_log_level": value}.get).lambda_system_log_level
 
     assert (level(" warn "), level("Debug"), level("")) == ("WARN", "DEBUG", "INFO")
+    # The levels the setting takes are the ones the CDK (and Lambda) have.
+    assert set(SYSTEM_LOG_LEVELS) == {level.name for level in lambda_.SystemLogLevel}
 
 
 def test_empty_strings_from_cdk_json_mean_unset() -> None:

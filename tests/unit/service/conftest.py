@@ -110,20 +110,14 @@ class SharedClients:
 
     def _check_nothing_left(self) -> None:
         """An attribute ``monkeypatch`` set is gone by now (it is undone after this fixture's end)."""
-        left = {
-            name: sorted(set(vars(client)) - self._attributes[name]) for name, client in self.clients.items()
-        }
-        restored = {
-            name: {a for a in attributes if _restored_method(self.clients[name], a)}
-            for name, attributes in left.items()
-        }
-        for name, attributes in left.items():
-            for attribute in attributes:
-                delattr(self.clients[name], attribute)
-        # Undoing a patched method, monkeypatch sets the client's own method back on the client
-        # itself (before pytest 9.2): put back as it was, it is not left over.
-        left = {name: [a for a in attributes if a not in restored[name]] for name, attributes in left.items()}
-        left = {name: attributes for name, attributes in left.items() if attributes}
+        left: dict[str, list[str]] = {}
+        for name, client in self.clients.items():
+            for attribute in sorted(set(vars(client)) - self._attributes[name]):
+                # Undoing a patched method, monkeypatch sets the client's own method back on the
+                # client itself (before pytest 9.2): put back as it was, it is not left over.
+                if not _restored_method(client, attribute):
+                    left.setdefault(name, []).append(attribute)
+                delattr(client, attribute)
         if left:
             raise AssertionError(
                 f"{self._borrower} set {left} on the shared clients and left it: use monkeypatch.setattr"

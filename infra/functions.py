@@ -285,8 +285,8 @@ LEDGER_API_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:BatchGetIte
 LEDGER_API_ACTIONS += ("dynamodb:PutItem", "dynamodb:DeleteItem")
 LEDGER_API_INDEX_ACTIONS = ("dynamodb:Query", "dynamodb:Scan")
 LEDGER_RUNNER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
-# The dispatcher queues an async answer's run on its thread item and notes `resume_enqueued_at` on
-# the question; it reads nothing but the stream records it is handed.
+# The dispatcher queues an async answer's run on its thread item; it writes nothing on questions and
+# reads nothing but the stream records it is handed.
 LEDGER_DISPATCHER_ACTIONS = ("dynamodb:UpdateItem",)
 # The analytics counters: each fact is a transaction of a marker put and a counters update, then a
 # conditional update of the max (wait_service.stream.analytics); the api queries them for GET /stats.

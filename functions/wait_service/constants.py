@@ -75,7 +75,6 @@ RECORD_ATTRIBUTES: tuple[str, ...] = (
     "answered_by",
     "answered_at",
     "reason",
-    "resume_enqueued_at",
     "escalation",
     "resumed_at",
     "reminders_sent",
@@ -103,7 +102,6 @@ RECORD_ATTRIBUTES: tuple[str, ...] = (
 NOT_LISTED = frozenset(
     {
         "created_at",
-        "resume_enqueued_at",
         "reminders_sent",
         "envelope",
         "event_id",

@@ -70,8 +70,7 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
             # the run record inserted → inbox SendMessage: the start message (group = thread id);
             # the question moved into answered → inbox SendMessage: the resume message
             ("dispatcher", "inbox.fifo", "sqs.SendMessage"): 1 + 1,
-            # ... and ledger UpdateItem: the resume is marked enqueued (resume_enqueued_at)
-            ("dispatcher", "ledger", "dynamodb.UpdateItem"): 1,
+            # (and writes nothing on the question)
             # resolution events wait.answered, wait.resumed and thread.done, each to the outbox and
             # the topic (the question's move to resumed and the thread's to done are one transaction)
             ("dispatcher", "outbox.fifo", "sqs.SendMessage"): 3,
@@ -127,7 +126,7 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
 
 def test_the_archive_records_are_counted_for_firehose(one_question: capacity_report.Sample) -> None:
     # The question's first decided state (answered) and its move to resumed each change what a
-    # decided question holds: two records; the dispatcher's resume_enqueued_at mark adds none.
+    # decided question holds: two records.
     # They leave in two stream batches (the resume is written after the answer's batch sent it):
     # one PutRecordBatch each, one record each. Each is under 5 KB, so Firehose bills each as 5 KB.
     assert len(one_question.archive_records) == 2

@@ -167,7 +167,7 @@ def test_the_archive_holds_every_decided_question_as_the_ledger_does(
     # The columns are the Glue table's, in its order, and every record lies under its day
     assert all(list(record)[: len(ARCHIVE_COLUMNS)] == [c for c, _ in ARCHIVE_COLUMNS] for record in records)
     assert all(record["date"] == record["archived_at"][:10] for record in records)
-    # One record per change of what a decided question holds: resume_enqueued_at notes add none
+    # One record per change of what a decided question holds
     by_question: dict[str, int] = {}
     for record in records:
         by_question[record["question_id"]] = by_question.get(record["question_id"], 0) + 1

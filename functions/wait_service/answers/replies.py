@@ -66,7 +66,6 @@ NOT_READ_BY_REPLIES = frozenset(
         "receipt",
         "error",
         "reminders_sent",
-        "resume_enqueued_at",
         "resumed_at",
         "updated_at",
     }

@@ -98,16 +98,6 @@ class QuestionMoves(QuestionItems):
             ExpressionAttributeValues={":receipt": to_attribute(dict(receipt))},
         )
 
-    def mark_resume_enqueued(self, question_id: str) -> None:
-        """Note that the resume message for the recorded answer reached the inbox."""
-        self._client.update_item(
-            TableName=self.table_name,
-            Key={"dedupe_key": {"S": question_key(question_id)}},
-            UpdateExpression="SET resume_enqueued_at = :now",
-            ConditionExpression="attribute_exists(dedupe_key)",
-            ExpressionAttributeValues={":now": {"S": iso(self._clock())}},
-        )
-
     def mark_resumed(
         self, question: QuestionRecord, *, actor: str = "runner", receipt: Mapping[str, Any] | None = None
     ) -> bool:

@@ -110,7 +110,6 @@ class QuestionRecord:
     answered_by: str | None = None
     answered_at: str | None = None
     reason: str | None = None
-    resume_enqueued_at: str | None = None
     resumed_at: str | None = None
     # The rung of its escalation ladder the question is on (0: not escalated).
     escalation: int = 0
@@ -166,7 +165,6 @@ class QuestionRecord:
             answered_by=data.get("answered_by"),
             answered_at=data.get("answered_at"),
             reason=data.get("reason"),
-            resume_enqueued_at=data.get("resume_enqueued_at"),
             resumed_at=data.get("resumed_at"),
             escalation=int(data.get("escalation") or 0),
             reminders_sent=tuple(sorted(int(n) for n in data.get("reminders_sent") or ())),

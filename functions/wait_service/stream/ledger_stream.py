@@ -281,8 +281,9 @@ class OutboxDispatcher:
     Parameters
     ----------
     ledger:
-        Where ``resume_enqueued_at`` is noted once the resume is on the inbox, and an async
-        question's answer run is queued.
+        Where an async question's answer run is queued. Nothing is written on the question: the
+        decision already guarantees its resume, and a write there would contend with the
+        runner's transaction that records the resume.
     inbox:
         Where starts and resumes go.
     """
@@ -302,6 +303,9 @@ class OutboxDispatcher:
     def enqueue_resume(self, question: QuestionRecord) -> None:
         """Send the resume of a decided question; the runner reads the answer from the ledger.
 
+        The send is the relay's last step: the dispatcher notes nothing on the question (its
+        metric and log line say the resume went).
+
         An async question's thread is not parked on it: the runner starts a new run with the
         answer as input, so the thread is marked queued for that run first (when it is parked on
         other questions, the runner keeps the run for after them).
@@ -309,7 +313,6 @@ class OutboxDispatcher:
         if is_async_question(question):
             self.ledger.queue_answer_run(question.thread_id, answer_run_id(question.question_id))
         self.inbox.resume(question.thread_id, question.question_id)
-        self.ledger.mark_resume_enqueued(question.question_id)
         metrics.add_metric(name=RESUMES_DISPATCHED, unit=MetricUnit.Count, value=1)
         logger.info(
             "resume enqueued", extra={"question_id": question.question_id, "thread_id": question.thread_id}

@@ -81,7 +81,6 @@ def test_the_indexes_leave_out_what_no_page_shows() -> None:
         "envelope",
         "kind",
         "reminders_sent",
-        "resume_enqueued_at",
         "expires_ttl",
         "voters",
         "extended_seconds",

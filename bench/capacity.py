@@ -120,7 +120,7 @@ def _recording_stack_class() -> type[LocalStack]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.invocations: list[Invocation] = []
-            self.ids: dict[str, str] = {}  # a thread id or question id of the sample → its thread id
+            self.ids: dict[str, str] = {}  # a thread, question or run id of the sample → its thread id
             self._invocations_lock = threading.Lock()
             # Ids in the new items the dispatcher has handled (a question's raise among them).
             self._inserted: set[str] = set()
@@ -368,6 +368,7 @@ def run_sample(
                             for table in name.split(","):
                                 if table:
                                     recorder.table(table)
+                        stack.ids.update(_run_ids(stack.client("dynamodb"), resources.ledger_table))
                 finally:
                     for handler, previous in rerouted:
                         handler.setStream(previous)
@@ -407,6 +408,26 @@ def _archive_record_sizes(folder: Path | None) -> list[int]:
     for path in sorted(folder.glob(f"{ARCHIVE_PREFIX}/*/{LOCAL_FILE}")):
         sizes += [len(line) for line in path.read_bytes().splitlines(keepends=True) if line.strip()]
     return sizes
+
+
+def _run_ids(dynamodb: Any, ledger_table: str) -> dict[str, str]:
+    """Each run's id → its thread's id, from the ledger's run items (the api names a run's id to
+    nobody): a run's item is one question's key, like its thread's."""
+    found: dict[str, str] = {}
+    request: dict[str, Any] = {
+        "TableName": ledger_table,
+        "FilterExpression": "kind = :run",
+        "ExpressionAttributeValues": {":run": {"S": "run"}},
+        "ProjectionExpression": "run_id, thread_id",
+    }
+    while True:
+        page = dynamodb.scan(**request)
+        for item in page.get("Items", []):
+            if "run_id" in item and "thread_id" in item:
+                found[item["run_id"]["S"]] = item["thread_id"]["S"]
+        if "LastEvaluatedKey" not in page:
+            return found
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def _drive_wave(

@@ -186,3 +186,19 @@ def test_one_question_is_timed_and_attributed(one_question: capacity_report.Samp
     assert start.calls == ("dynamodb.TransactWriteItems",)
     dispatcher_calls = [c for i in one_question.invocations if i.function == "dispatcher" for c in i.calls]
     assert dispatcher_calls.count("firehose.PutRecordBatch") == 2
+
+
+def test_each_key_the_question_alone_writes_is_counted_as_its_own(
+    one_question: capacity_report.Sample,
+) -> None:
+    # The question's item, its thread's and its run's (whose id the api names to nobody: the
+    # sample reads it from the ledger) are one question's keys, whatever the rate; the listing's
+    # shards and the counters' are shared, even where this one question was their only writer.
+    parts = capacity_report.partitions(one_question.calls)
+    own = {
+        key
+        for (_, key), part in parts.items()
+        if capacity_report.per_question_key(part, one_question.per_thread_ids)
+    }
+    assert {key.split(":")[0] for key in own} >= {"wait.created", "thread", "run"}
+    assert not [key for key in own if key.startswith(("stats#", "open#", "answered#", "resumed#"))]

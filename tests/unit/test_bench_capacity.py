@@ -285,6 +285,23 @@ def test_a_shared_key_heats_up_with_the_rate_and_a_per_question_key_does_not() -
     assert api.at_rate == pytest.approx(0.1 * 200)  # 0.1 s per question × 200 a second
 
 
+def test_a_counter_shard_one_question_happened_to_touch_is_still_a_shared_key() -> None:
+    # One question writes 20 WRU to a counter shard no other question of the sample touched, and
+    # 3 WRU to its run's item (keyed on the run's id, which the sample records for its thread)
+    call = Call("dynamodb", "TransactWriteItems", "dispatcher", "t0", target="t")
+    call.usage = [Usage("stats", "stats#2026-12#11", wru=20), Usage("t", "run:01RUN", wru=3)]
+    sample = _sample([call], 1)
+    sample.per_thread_ids["01RUN"] = "t0"
+
+    rows = {
+        row.figure.split(":")[0]: row for row in capacity_report.analyse(sample, 200, answer_after=None).rows
+    }
+
+    # Then the shard heats with the rate (more questions land on it), the run's key does not
+    assert rows["hottest shared partition, writes"].at_rate == 20 * 200
+    assert rows["hottest per-question partition, writes over its whole life (any rate)"].at_rate == 3
+
+
 def test_a_sharded_listing_is_also_shown_at_an_even_spread_over_its_shards() -> None:
     # Sixteen questions, unevenly hashed: twelve in shard 3, four in shard 7, 4 WRU each.
     calls = []

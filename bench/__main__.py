@@ -72,7 +72,7 @@ HOW_TO_READ = """## How to read these figures
 
 
 def _print(figure: f.Figure) -> None:
-    ratio = "" if figure.ratio is None else f"  ratio {figure.ratio:.2f}"
+    ratio = "" if figure.ratio is None else f"  ratio {figure.ratio_text()}"
     verdict = "—" if figure.passed is None else ("pass" if figure.passed else "FAIL")
     print(f"{figure.name}")
     print(f"    ours: {figure.ours}")

@@ -50,6 +50,31 @@ class Figure:
     notes: list[str] = field(default_factory=list)
     # The ratio of instructions executed (valgrind), for cold starts when valgrind is on PATH.
     instructions: str | None = None
+    # The goal's number and its direction, for a ratio judged against it (see ratio_text).
+    bound: float | None = None
+    higher: bool = False
+
+    def ratio_text(self) -> str:
+        """The ratio to two decimals, or as many more (up to four) as it takes for the number shown
+        to say what the verdict says: 0.8997 against ``≥ 0.9`` shows as 0.8997, not 0.90.
+
+        Examples
+        --------
+        >>> Figure("f", "", "", 0.8997, "≥ 0.9", False, bound=0.9, higher=True).ratio_text()
+        '0.8997'
+        >>> Figure("f", "", "", 0.8912, "≥ 0.9", False, bound=0.9, higher=True).ratio_text()
+        '0.89'
+        """
+        if self.ratio is None:
+            return "—"
+        for digits in (2, 3, 4):
+            text = f"{self.ratio:.{digits}f}"
+            if self.bound is None or self.passed is None:
+                return text
+            shown = float(text)
+            if (shown >= self.bound if self.higher else shown <= self.bound) == self.passed:
+                return text
+        return text
 
 
 @dataclass
@@ -277,6 +302,8 @@ def _ratio_figure(name: str, pairs: Pairs, baseline: str, *, goal: float, higher
         goal=f"≥ {goal}" if higher else f"≤ {goal}",
         passed=median >= goal if higher else median <= goal,
         spread=pairs.spread(inverse=higher),
+        bound=goal,
+        higher=higher,
     )
 
 
@@ -804,7 +831,7 @@ def write_results(figures: list[Figure], path: Path, header: str, *, preface: st
         "|---|---|---|---|" + ("---|" if counted else "") + "---|---|",
     ]
     for f in figures:
-        ratio = "—" if f.ratio is None else f"{f.ratio:.2f}"
+        ratio = f.ratio_text()
         passed = "—" if f.passed is None else ("yes" if f.passed else "**no**")
         instructions = f"{f.instructions or '—'} | " if counted else ""
         lines.append(f"| {f.name} | {f.ours} | {f.baseline} | {ratio} | {instructions}{f.goal} | {passed} |")

@@ -67,3 +67,20 @@ def test_the_cpu_figure_says_how_many_calls_its_goal_leaves_room_for() -> None:
     beyond = calls_within_goal(11.0, 19.1, goal=1.3)
     assert "ours makes 8.1 more" in beyond
     assert beyond.endswith("the goal needs a checkpointer making fewer calls than plain LangGraph's")
+
+
+def test_a_ratio_is_shown_with_the_decimals_its_verdict_needs() -> None:
+    from bench.figures import Figure
+
+    def shown(ratio: float, passed: bool, *, bound: float = 0.9, higher: bool = True) -> str:
+        return Figure("f", "", "", ratio, "goal", passed, bound=bound, higher=higher).ratio_text()
+
+    # Just under a "≥ 0.9" goal: two decimals would show 0.90 beside a "no"
+    assert shown(0.8997, passed=False) == "0.8997"
+    assert shown(0.8994, passed=False) == "0.899"
+    # Clear of the line, and on it: two decimals
+    assert shown(0.8912, passed=False) == "0.89"
+    assert shown(0.9000, passed=True) == "0.90"
+    # The same for a "≤" goal, and for a figure with no goal's number
+    assert shown(1.3004, passed=False, bound=1.3, higher=False) == "1.3004"
+    assert Figure("f", "", "", 0.8997, "goal", None).ratio_text() == "0.90"

@@ -416,9 +416,10 @@ def _run_ids(dynamodb: Any, ledger_table: str) -> dict[str, str]:
     found: dict[str, str] = {}
     request: dict[str, Any] = {
         "TableName": ledger_table,
-        "FilterExpression": "kind = :run",
+        "FilterExpression": "#kind = :run",
+        "ExpressionAttributeNames": {"#kind": "kind", "#run": "run_id", "#thread": "thread_id"},
         "ExpressionAttributeValues": {":run": {"S": "run"}},
-        "ProjectionExpression": "run_id, thread_id",
+        "ProjectionExpression": "#run, #thread",
     }
     while True:
         page = dynamodb.scan(**request)

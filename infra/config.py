@@ -236,6 +236,10 @@ class StackConfig:
         An S3 bucket ``DynamoDBSaver`` offloads checkpoints over 350 KB to: on by default with
         ``checkpointer=aws``, impossible with ``dynamodb`` (no offload there). Without it the api
         accepts smaller answers (``wait_service.answer_limits``).
+    checkpoint_compression
+        ``DynamoDBSaver`` gzips each checkpoint and write of 1 KB or more that shrinks by a tenth:
+        on by default with ``checkpointer=aws``, impossible with ``dynamodb``. It reads either form,
+        so turning it on or off strands no parked thread.
     api_rate, api_burst
         The api stage's throttle per method: steady requests a second (default 50) and burst
         (default 100). Above 10,000 a second (burst 5,000) raise API Gateway's account quota too.
@@ -325,6 +329,7 @@ class StackConfig:
     default_ttl: int | None = None
     checkpointer: Checkpointer = "aws"
     checkpoint_bucket: bool = True
+    checkpoint_compression: bool = True
     runner_max_concurrency: int = RUNNER_MAX_CONCURRENCY
     runner_reserved_concurrency: int | None = None
     api_rate: int = API_THROTTLE_RATE
@@ -421,6 +426,9 @@ class StackConfig:
         checkpoint_bucket = context_bool(
             "checkpoint_bucket", get("checkpoint_bucket"), default=checkpointer == "aws"
         )
+        checkpoint_compression = context_bool(
+            "checkpoint_compression", get("checkpoint_compression"), default=checkpointer == "aws"
+        )
         concurrency_text = text("runner_max_concurrency") or str(RUNNER_MAX_CONCURRENCY)
         low, high = RUNNER_MAX_CONCURRENCY_RANGE
         if not concurrency_text.isdigit() or not low <= int(concurrency_text) <= high:
@@ -449,6 +457,7 @@ class StackConfig:
             default_ttl=default_ttl,
             checkpointer=checkpointer,  # type: ignore[arg-type]
             checkpoint_bucket=checkpoint_bucket,
+            checkpoint_compression=checkpoint_compression,
             runner_max_concurrency=int(concurrency_text),
             runner_reserved_concurrency=reserved,
             api_rate=context_int(
@@ -579,6 +588,10 @@ class StackConfig:
         if config.checkpoint_bucket and config.checkpointer != "aws":
             raise ConfigError(
                 "context checkpoint_bucket needs checkpointer=aws (only DynamoDBSaver offloads)"
+            )
+        if config.checkpoint_compression and config.checkpointer != "aws":
+            raise ConfigError(
+                "context checkpoint_compression needs checkpointer=aws (only DynamoDBSaver compresses)"
             )
         return config
 

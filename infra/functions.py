@@ -556,6 +556,10 @@ class RunnerFunction(ServiceFunction):
             environment["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] = checkpoints.writes_table.table_name
         if checkpoints.bucket is not None:
             environment["AGENT_WAIT_CHECKPOINT_BUCKET"] = checkpoints.bucket.bucket_name
+        if config.checkpointer == "aws":
+            environment["AGENT_WAIT_CHECKPOINT_COMPRESSION"] = (
+                "true" if config.checkpoint_compression else "false"
+            )
         if config.default_ttl is not None:
             environment["AGENT_WAIT_DEFAULT_TTL"] = str(config.default_ttl)
         if config.slack_channel and config.slack_bot_token_secret:

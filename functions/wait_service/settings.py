@@ -44,6 +44,7 @@ ENV_FIELDS: dict[str, str] = {
     "AGENT_WAIT_CHECKPOINT_TABLE": "checkpoint_table",
     "AGENT_WAIT_CHECKPOINT_WRITES_TABLE": "checkpoint_writes_table",
     "AGENT_WAIT_CHECKPOINT_BUCKET": "checkpoint_bucket",
+    "AGENT_WAIT_CHECKPOINT_COMPRESSION": "checkpoint_compression",
     "AGENT_WAIT_REPLY_URL": "reply_url",
     "AGENT_WAIT_DEFAULT_TTL": "default_ttl",
     "AGENT_WAIT_LEDGER_TTL_DAYS": "ledger_ttl_days",
@@ -110,6 +111,9 @@ class Settings(BaseModel):
     checkpoint_table: str | None = None
     checkpoint_writes_table: str | None = None
     checkpoint_bucket: str | None = None
+    # DynamoDBSaver gzips a checkpoint or write of 1 KB or more when that saves a tenth; it reads
+    # either form, so turning this on or off strands no thread (no effect with checkpointer=dynamodb).
+    checkpoint_compression: bool = True
     reply_url: str | None = None
     default_ttl: int | None = Field(default=None, ge=1)
     # Ledger items and checkpoints expire this many days after their last write.

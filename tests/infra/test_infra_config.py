@@ -47,6 +47,12 @@ def test_checkpoint_bucket_defaults_to_on_where_the_checkpointer_can_offload() -
     assert StackConfig.from_context({"runner_max_concurrency": "200"}.get).runner_max_concurrency == 200
 
 
+def test_checkpoint_compression_is_on_where_the_checkpointer_compresses() -> None:
+    assert StackConfig().checkpoint_compression is True
+    assert StackConfig.from_context({"checkpointer": "dynamodb"}.get).checkpoint_compression is False
+    assert StackConfig.from_context({"checkpoint_compression": "false"}.get).checkpoint_compression is False
+
+
 def test_snapstart_is_off_unless_asked_for() -> None:
     assert StackConfig().snapstart is False
     assert StackConfig.from_context({"snapstart": "true"}.get).snapstart is True
@@ -80,6 +86,8 @@ def test_empty_strings_from_cdk_json_mean_unset() -> None:
         ({"auth": "jwt"}, "auth=jwt"),
         ({"auth": "jwt", "jwt_issuer": "https://login.example.com/"}, "auth=jwt"),
         ({"checkpoint_bucket": "true", "checkpointer": "dynamodb"}, "checkpoint_bucket"),
+        ({"checkpoint_compression": "true", "checkpointer": "dynamodb"}, "checkpoint_compression"),
+        ({"checkpoint_compression": "maybe"}, "checkpoint_compression"),
         ({"alarm_topic_arn": "on-call"}, "alarm_topic_arn"),
         ({"inbox_client_id": "c1"}, "inbox_client_id and inbox_domain"),
         ({"inbox_client_id": "c1", "inbox_domain": "auth.example.com"}, "inbox_client_id needs auth=jwt"),

@@ -424,6 +424,7 @@ def test_runner_environment_is_wired(default_synth: Synth) -> None:
         "AGENT_WAIT_CHECKPOINTER": "aws",
         "AGENT_WAIT_CHECKPOINT_TABLE": {"Ref": logical_id(default_synth, stack.checkpoints.table)},
         "AGENT_WAIT_CHECKPOINT_BUCKET": {"Ref": logical_id(default_synth, stack.checkpoints.bucket)},
+        "AGENT_WAIT_CHECKPOINT_COMPRESSION": "true",
         "AGENT_WAIT_LEDGER_TTL_DAYS": str(constants.LEDGER_TTL_DAYS),
         "AGENT_WAIT_LISTING_SHARDS": "1",
         "AGENT_WAIT_POLICY_TABLE": {"Ref": logical_id(default_synth, stack.policies.table)},
@@ -446,6 +447,8 @@ def test_runner_environment_for_the_dynamodb_backend(jwt_synth: Synth) -> None:
     ]["Environment"]["Variables"]
     assert stack.checkpoints.writes_table is not None
     assert variables["AGENT_WAIT_CHECKPOINTER"] == "dynamodb"
+    # Only DynamoDBSaver compresses: the other backend is not told to
+    assert "AGENT_WAIT_CHECKPOINT_COMPRESSION" not in variables
     assert variables["AGENT_WAIT_CHECKPOINT_TABLE"] == {"Ref": logical_id(jwt_synth, stack.checkpoints.table)}
     assert variables["AGENT_WAIT_CHECKPOINT_WRITES_TABLE"] == {
         "Ref": logical_id(jwt_synth, stack.checkpoints.writes_table)

@@ -73,6 +73,9 @@ def make_checkpointer(
             session=session,
             s3_offload_config=offload,
             ttl_seconds=settings.checkpoint_ttl_seconds,
+            # An agent's state (a conversation's messages) is text: stored gzipped it takes a
+            # fraction of the write and read units, and of the 400 KB an item may hold.
+            enable_checkpoint_compression=settings.checkpoint_compression,
             # Merged into the package's own (its retries and user agent).
             boto_config=CLIENT_CONFIG,
         )

@@ -43,6 +43,7 @@ def test_settings_from_env_maps_every_variable() -> None:
             "AGENT_WAIT_CHECKPOINT_TABLE": "cp",
             "AGENT_WAIT_CHECKPOINT_WRITES_TABLE": "cpw",
             "AGENT_WAIT_CHECKPOINT_BUCKET": "bucket",
+            "AGENT_WAIT_CHECKPOINT_COMPRESSION": "false",
             "AGENT_WAIT_REPLY_URL": "https://x/questions/{question_id}/reply",
             "AGENT_WAIT_DEFAULT_TTL": "3600",
             "AGENT_WAIT_LEDGER_TTL_DAYS": "30",
@@ -87,6 +88,7 @@ def test_settings_from_env_maps_every_variable() -> None:
         "checkpoint_table": "cp",
         "checkpoint_writes_table": "cpw",
         "checkpoint_bucket": "bucket",
+        "checkpoint_compression": False,
         "reply_url": "https://x/questions/{question_id}/reply",
         "default_ttl": 3600,
         "ledger_ttl_days": 30,
@@ -124,6 +126,7 @@ def test_settings_defaults_and_empty_values() -> None:
         ({"AGENT_WAIT_DEFAULT_TTL": "soon"}, "AGENT_WAIT_DEFAULT_TTL"),
         ({"AGENT_WAIT_CHECKPOINTER": "redis"}, "AGENT_WAIT_CHECKPOINTER"),
         ({"AGENT_WAIT_REPLY_URL": "https://x/reply"}, "AGENT_WAIT_REPLY_URL"),
+        ({"AGENT_WAIT_CHECKPOINT_COMPRESSION": "sometimes"}, "AGENT_WAIT_CHECKPOINT_COMPRESSION"),
     ],
 )
 def test_malformed_settings_name_the_variable(env: dict[str, str], named: str) -> None:
@@ -160,6 +163,68 @@ def test_aws_checkpointer_parks_and_resumes_across_instances(aws: Aws) -> None:
     )
 
     assert done["refund"]["amount"] == 40
+
+
+def _conversation(turns: int) -> dict[str, Any]:
+    """A state like an LLM agent's: a conversation's messages, prose of about 60 words each (drawn
+    from a few hundred words, the same every run)."""
+    import random
+
+    rng = random.Random(17)
+    words = [
+        f"{rng.choice('bcdfglmnprst')}{rng.choice('aeiou')}{rng.choice('lmnrst')}{n}" for n in range(300)
+    ]
+    return {
+        "customer": "c-17",
+        "amount": 40,
+        "messages": [
+            {"role": "user" if n % 2 else "assistant", "content": " ".join(rng.choices(words, k=60)) + "."}
+            for n in range(turns)
+        ],
+    }
+
+
+def _checkpoint_items(aws: Aws, thread_id: str, kind: str) -> list[dict[str, Any]]:
+    """The thread's ``CHECKPOINT`` (metadata) or ``CHUNK`` (payload) items as DynamoDBSaver stored them."""
+    items = aws.dynamodb.scan(TableName=aws.settings.require("checkpoint_table"))["Items"]
+    return [item for item in items if item["PK"]["S"].startswith(f"{kind}_{thread_id}")]
+
+
+@pytest.mark.parametrize("compression", [True, False])
+def test_checkpoints_are_stored_gzipped_unless_turned_off_and_read_back_either_way(
+    aws: Aws, compression: bool
+) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    # Given a thread whose state is a 40-turn conversation (about 17 KB as stored raw)
+    settings = aws.settings.model_copy(update={"checkpoint_compression": compression})
+    saver = make_checkpointer(settings)
+    config: Any = {"configurable": {"thread_id": "t-big", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = _conversation(40)
+
+    # When it is checkpointed
+    saved = saver.put(config, checkpoint, {"source": "loop", "step": 1}, {})
+
+    # Then the payload is gzipped (well under the raw size, so under its write units), or raw
+    [base] = _checkpoint_items(aws, "t-big", "CHECKPOINT")
+    [chunk] = _checkpoint_items(aws, "t-big", "CHUNK")
+    payload = chunk["payload"]["B"]
+    raw_size = len(saver.serde.dumps_typed({"checkpoint": checkpoint, "metadata": {}})[1])
+    if compression:
+        assert base["compression"]["S"] == "gzip"
+        assert len(payload) < raw_size * 0.6
+    else:
+        assert "compression" not in base
+        assert len(payload) >= raw_size
+    # And any saver reads it back, whatever it writes itself
+    for reader_compresses in (True, False):
+        reader = make_checkpointer(
+            aws.settings.model_copy(update={"checkpoint_compression": reader_compresses})
+        )
+        read = reader.get_tuple(saved)
+        assert read is not None
+        assert read.checkpoint["channel_values"] == _conversation(40)
 
 
 def test_dynamodb_checkpointer_is_the_optional_backend(aws: Aws) -> None:

@@ -14,6 +14,7 @@ import boto3
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from moto import mock_aws
+from payloads import incompressible_text
 from test_template import arn_of, logical_id, role_actions
 
 from agent_wait.errors import ThreadBusyError
@@ -328,10 +329,12 @@ def checkpoint_calls() -> Iterator[set[str]]:
         graph = ask_agent.build_graph(saver)
         config: Any = {"configurable": {"thread_id": "t-large"}}
         parked = graph.invoke({"order": "o-1"}, config)
-        # 200 KiB kept twice in the state: the checkpoint is offloaded to the bucket.
-        graph.invoke(Command(resume={parked["__interrupt__"][0].id: "x" * 200 * 1024}), config)
+        # 300 KiB gzip cannot shrink, kept twice in the state: the checkpoint, gzipped, is still
+        # over the 350 KB the saver keeps in DynamoDB, and is offloaded to the bucket.
+        answer = incompressible_text(300 * 1024)
+        graph.invoke(Command(resume={parked["__interrupt__"][0].id: answer}), config)
         # A later run (or the runner's read of the thread's state) loads the offloaded checkpoint.
-        assert graph.get_state(config).values["shipping_to"] == "x" * 200 * 1024
+        assert graph.get_state(config).values["shipping_to"] == answer
         objects = setup.client("s3").list_objects_v2(Bucket=resources.checkpoint_bucket)["Contents"]
         assert objects
         yield recorder.actions

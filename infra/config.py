@@ -119,6 +119,15 @@ AUDIT_RETENTION_RANGE = (TTL_DAYS, 36_500)
 AUDIT_OBJECT_LOCK_MODES = ("governance", "compliance")
 
 
+def _saver_option(key: str, get: Callable[[str], Any], checkpointer: str, does: str) -> bool:
+    """A setting only langgraph-checkpoint-aws's ``DynamoDBSaver`` has (``does``: what it does):
+    on by default with ``checkpointer=aws``, refused when set true with the other backend."""
+    on = context_bool(key, get(key), default=checkpointer == "aws")
+    if on and checkpointer != "aws":
+        raise ConfigError(f"context {key} needs checkpointer=aws (only DynamoDBSaver {does})")
+    return on
+
+
 def _operator_principals(value: Any) -> tuple[str, ...]:
     """``operator_principals`` context: a JSON list of ARNs, or the ARNs separated by commas."""
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -423,12 +432,8 @@ class StackConfig:
             if not ttl_text.isdigit() or int(ttl_text) <= 0:
                 raise ConfigError(f"context default_ttl={ttl_text!r}: expected a positive number of seconds")
             default_ttl = int(ttl_text)
-        checkpoint_bucket = context_bool(
-            "checkpoint_bucket", get("checkpoint_bucket"), default=checkpointer == "aws"
-        )
-        checkpoint_compression = context_bool(
-            "checkpoint_compression", get("checkpoint_compression"), default=checkpointer == "aws"
-        )
+        checkpoint_bucket = _saver_option("checkpoint_bucket", get, checkpointer, "offloads")
+        checkpoint_compression = _saver_option("checkpoint_compression", get, checkpointer, "compresses")
         concurrency_text = text("runner_max_concurrency") or str(RUNNER_MAX_CONCURRENCY)
         low, high = RUNNER_MAX_CONCURRENCY_RANGE
         if not concurrency_text.isdigit() or not low <= int(concurrency_text) <= high:
@@ -584,14 +589,6 @@ class StackConfig:
                 "context framework=strands keeps each thread's session in the checkpoint bucket, and "
                 "checkpoint_bucket is false",
                 fix="set checkpoint_bucket=true (or unset it)",
-            )
-        if config.checkpoint_bucket and config.checkpointer != "aws":
-            raise ConfigError(
-                "context checkpoint_bucket needs checkpointer=aws (only DynamoDBSaver offloads)"
-            )
-        if config.checkpoint_compression and config.checkpointer != "aws":
-            raise ConfigError(
-                "context checkpoint_compression needs checkpointer=aws (only DynamoDBSaver compresses)"
             )
         return config
 

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 SECTION_START = "<!-- capacity: written by `make capacity`; `make bench` keeps it -->"
 SECTION_END = "<!-- /capacity -->"
 FLAG_SHARE = 0.5
+# The actions that publish to an SNS topic (a batch's messages each count against the quota).
+SNS_PUBLISH = ("Publish", "PublishBatch")
 # Memory per function as the stack deploys it (infra/functions.py, infra/timers.py, infra/dispatcher.py
 # and infra/webhooks.py: the lifecycle and webhooks functions are sized like the api).
 MEMORY_MB = {
@@ -304,7 +306,7 @@ def _sharded_rows(shared: list[Partition], per_second: float, rate: float) -> li
 
 
 def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_second: float) -> list[Row]:
-    """Each queue's actions (against the FIFO mode's limit) and SNS Publish."""
+    """Each queue's actions (against the FIFO mode's limit) and the messages published to SNS."""
     rows = []
     for (queue, action), count in sorted(
         Counter((c.target, c.action) for c in calls if c.service == "sqs").items()
@@ -316,9 +318,10 @@ def _messaging_rows(calls: list[Call], queues: dict[str, dict[str, str]], per_se
         )
         quota = "sqs_fifo_ht_tps" if high else "sqs_fifo_tps"
         rows.append(_row(f"SQS {queue} {action}", count * per_second, "calls/s", quota))
-    publishes = sum(1 for c in calls if c.service == "sns" and c.action == "Publish")
+    # SNS's quota counts messages, a PublishBatch's each (SQS's counts calls, a batch one).
+    publishes = sum(c.messages for c in calls if c.service == "sns" and c.action in SNS_PUBLISH)
     if publishes:
-        rows.append(_row("SNS Publish", publishes * per_second, "calls/s", "sns_publish_tps"))
+        rows.append(_row("SNS messages published", publishes * per_second, "messages/s", "sns_publish_tps"))
     return rows
 
 
@@ -604,7 +607,7 @@ def _per_question(sample: Sample, calls: list[Call]) -> costs.PerQuestion:
         dynamodb_rru=rru / n,
         stream_tables=tuple(sorted(t.name for t in sample.tables.values() if t.stream)),
         sqs_requests=dict(sqs),
-        sns_publishes=sum(c.billable for c in calls if c.service == "sns" and c.action == "Publish") / n,
+        sns_publishes=sum(c.billable for c in calls if c.service == "sns" and c.action in SNS_PUBLISH) / n,
         api_requests=sum(1 for i in sample.invocations if i.function == "api") / n,
         scheduler_invocations=sum(1 for i in sample.invocations if i.scheduled) / n,
         log_bytes=logs / n,

@@ -97,7 +97,9 @@ QUOTAS: Final[dict[str, Quota]] = {
     "sqs_fifo_ht_tps": Quota(
         70000, "SQS FIFO high-throughput transactions per second per API action (us-east-1)", False, _SQS_Q
     ),
-    "sns_publish_tps": Quota(30000, "SNS Publish API transactions per second (us-east-1)", True, _SNS_Q),
+    "sns_publish_tps": Quota(
+        30000, "SNS Publish per second (us-east-1), each message of a PublishBatch counted", True, _SNS_Q
+    ),
     "apigw_account_rps": Quota(10000, "API Gateway throttle quota per account per Region", True, _APIGW_Q),
     "scheduler_create_tps": Quota(5000, "EventBridge Scheduler CreateSchedule request rate", True, _SCHED_Q),
     "scheduler_delete_tps": Quota(1000, "EventBridge Scheduler DeleteSchedule request rate", True, _SCHED_Q),

@@ -239,7 +239,7 @@ class Call:
     ok: bool = True
     usage: list[Usage] = field(default_factory=list)
     billable: int = 1  # requests as billed (64 KiB chunks for SQS and SNS)
-    messages: int = 0  # messages received (ReceiveMessage)
+    messages: int = 0  # messages received (ReceiveMessage) or sent (Publish, SendMessageBatch, PublishBatch)
     schedule_lifetime: float | None = None  # CreateSchedule: seconds from now to its at() time
     at: float = field(default_factory=time.time)
 
@@ -431,7 +431,15 @@ class CallRecorder:
                 self._sqs(call, params, parsed)
             elif call.service == "sns":
                 call.target = str(params.get("TopicArn") or params.get("TargetArn") or "").rsplit(":", 1)[-1]
-                call.billable = _payload_chunks(params.get("Message"), params.get("MessageAttributes"))
+                if call.action == "PublishBatch":
+                    entries = params.get("PublishBatchRequestEntries", [])
+                    call.messages = len(entries)
+                    call.billable = _payload_chunks(
+                        *(part for e in entries for part in (e.get("Message"), e.get("MessageAttributes")))
+                    )
+                else:
+                    call.messages = 1
+                    call.billable = _payload_chunks(params.get("Message"), params.get("MessageAttributes"))
             elif call.service == "scheduler":
                 self._scheduler(call, params)
         finally:
@@ -449,7 +457,11 @@ class CallRecorder:
         if call.action == "SendMessage":
             call.billable = _payload_chunks(params.get("MessageBody"), params.get("MessageAttributes"))
         elif call.action == "SendMessageBatch":
-            call.billable = _payload_chunks(*(e.get("MessageBody") for e in params.get("Entries", [])))
+            entries = params.get("Entries", [])
+            call.messages = len(entries)
+            call.billable = _payload_chunks(
+                *(part for e in entries for part in (e.get("MessageBody"), e.get("MessageAttributes")))
+            )
         elif call.action == "ReceiveMessage":
             messages = parsed.get("Messages") or []
             call.messages = len(messages)

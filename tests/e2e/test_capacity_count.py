@@ -66,15 +66,18 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
             # ledger UpdateItem: the answer, conditional on the question being open (first answer
             #   stands); the resume follows from the stream
             ("api", "ledger", "dynamodb.UpdateItem"): 1,
-            # -- the dispatcher, on the ledger's stream --
-            # the run record inserted → inbox SendMessage: the start message (group = thread id);
-            # the question moved into answered → inbox SendMessage: the resume message
-            ("dispatcher", "inbox.fifo", "sqs.SendMessage"): 1 + 1,
+            # -- the dispatcher, on the ledger's stream: a batch's messages in batch calls --
+            # the run record inserted → inbox SendMessageBatch: the start message (group = thread
+            # id); the question moved into answered, in a later batch → inbox SendMessageBatch: the
+            # resume message
+            ("dispatcher", "inbox.fifo", "sqs.SendMessageBatch"): 1 + 1,
             # (and writes nothing on the question)
-            # resolution events wait.answered, wait.resumed and thread.done, each to the outbox and
-            # the topic (the question's move to resumed and the thread's to done are one transaction)
-            ("dispatcher", "outbox.fifo", "sqs.SendMessage"): 3,
-            ("dispatcher", "wait-created", "sns.Publish"): 3,
+            # resolution events wait.answered, then wait.resumed and thread.done in one batch (the
+            # question's move to resumed and the thread's to done are one transaction): to the
+            # outbox one call each, a call holding one message of a thread (group) at most; to the
+            # standard topic, which keeps no order, the batch's two in one call
+            ("dispatcher", "outbox.fifo", "sqs.SendMessageBatch"): 3,
+            ("dispatcher", "wait-created", "sns.PublishBatch"): 1 + 1,
             # analytics, once per stream batch: the question raised and the question answered come
             #   in two batches (the sample's person answers once the raise is dispatched), each counted once
             #   with its once-only marker in the batch's one TransactWriteItems; the time to answer's

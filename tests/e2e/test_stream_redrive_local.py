@@ -55,7 +55,8 @@ def test_a_stream_batch_the_dispatcher_failed_is_redriven_through_the_lambda_end
 
     def inbox_down(environ: dict[str, Any], body: bytes) -> Fault | None:
         target = str(environ.get("HTTP_X_AMZ_TARGET", "")).rsplit(".", 1)[-1]
-        return SQS_DOWN if target == "SendMessage" and b"inbox.fifo" in body and marker in body else None
+        sends = target in ("SendMessage", "SendMessageBatch")
+        return SQS_DOWN if sends and b"inbox.fifo" in body and marker in body else None
 
     # Given a start the api accepted whose enqueue the dispatcher failed: the batch is dead-lettered
     stack.moto.inject(inbox_down)

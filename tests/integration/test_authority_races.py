@@ -7,13 +7,13 @@ own clients, as separate Lambda invocations are, released together by a barrier.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from sends import watch_sends
 
 from agent_wait import CompositeAnnounce, Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
@@ -85,13 +85,12 @@ class Resumes:
         self.dispatch = dispatch
         self.sent: Counter[str] = Counter()
         self.sqs = aws_client("sqs")
-        self.sqs.meta.events.register("before-parameter-build.sqs.SendMessage", self._sent)
+        watch_sends(self.sqs, self.inbox_url, self._sent)
 
-    def _sent(self, params: dict[str, Any], **_: Any) -> None:
-        if params.get("QueueUrl") == self.inbox_url:
-            question_id = json.loads(params["MessageBody"]).get("question_id")
-            if question_id:
-                self.sent[question_id] += 1
+    def _sent(self, body: dict[str, Any]) -> None:
+        question_id = body.get("question_id")
+        if question_id:
+            self.sent[question_id] += 1
 
     def of(self, question_id: str) -> int:
         self.dispatch(sqs=self.sqs)

@@ -8,12 +8,12 @@ the REST resolver, whose request state is per process), released together by a b
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from sends import watch_sends
 
 from agent_wait import CompositeAnnounce, OnExpiry, Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
@@ -49,13 +49,10 @@ class Sends:
         self._lock = threading.Lock()
 
     def watch(self, sqs: Any) -> Any:
-        sqs.meta.events.register("before-parameter-build.sqs.SendMessage", self._sent)
-        return sqs
+        return watch_sends(sqs, self.inbox_url, self._sent)
 
-    def _sent(self, params: dict[str, Any], **_: Any) -> None:
-        if params.get("QueueUrl") != self.inbox_url:
-            return
-        if json.loads(params["MessageBody"]).get("question_id") != self.question_id:
+    def _sent(self, body: dict[str, Any]) -> None:
+        if body.get("question_id") != self.question_id:
             return
         with self._lock:
             self.count += 1

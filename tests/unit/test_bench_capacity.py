@@ -434,3 +434,45 @@ def test_lambda_durations_are_modelled_from_cpu_time_and_calls_not_the_wall_time
         math.ceil(modelled * 1000) / 1000 * 512 / 1024
     )
     assert any("measured wall time 900 ms" in note for note in report.notes)
+
+
+def test_batch_sends_are_billed_per_64_kib_of_the_batch_and_count_each_message_against_snss_quota() -> None:
+    with mock_aws():
+        sns, sqs = boto3.client("sns", region_name=REGION), boto3.client("sqs", region_name=REGION)
+        topic = sns.create_topic(Name="events")["TopicArn"]
+        queue = sqs.create_queue(QueueName="outbox.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        recorder = CallRecorder(lambda: boto3.client("dynamodb", region_name=REGION))
+        with recorder.installed():
+            sns, sqs = boto3.client("sns", region_name=REGION), boto3.client("sqs", region_name=REGION)
+            token = current_function.set("dispatcher")
+            try:
+                # Three small messages in one call each way; one 70 KiB message alone
+                sns.publish_batch(
+                    TopicArn=topic,
+                    PublishBatchRequestEntries=[{"Id": str(n), "Message": "x" * 100} for n in range(3)],
+                )
+                sqs.send_message_batch(
+                    QueueUrl=queue,
+                    Entries=[
+                        {
+                            "Id": str(n),
+                            "MessageBody": "y" * 100,
+                            "MessageGroupId": f"t-{n}",
+                            "MessageDeduplicationId": f"d-{n}",
+                        }
+                        for n in range(3)
+                    ],
+                )
+                sns.publish(TopicArn=topic, Message="z" * 70 * 1024)
+            finally:
+                current_function.reset(token)
+    batch, send, single = [c for c in recorder.calls if c.service in ("sns", "sqs")]
+    assert (batch.action, batch.messages, batch.billable) == ("PublishBatch", 3, 1)
+    assert (send.action, send.messages, send.billable) == ("SendMessageBatch", 3, 1)
+    assert (single.action, single.messages, single.billable) == ("Publish", 1, 2)
+
+    report = capacity_report.analyse(_sample(recorder.calls, 1), rate=10, answer_after=None)
+    [row] = [r for r in report.rows if r.figure.startswith("SNS")]
+    assert row.at_rate == 10 * (3 + 1)
+    assert report.per_question.sns_publishes == 1 + 2
+    assert report.per_question.sqs_requests == {"outbox.fifo": 1}

@@ -8,17 +8,28 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from ulid import ULID
 
 from agent_wait import exact_json
+from agent_wait.aws.batches import BatchEntry, send_in_batches
 from wait_service.clients import CLIENT_CONFIG
 from wait_service.limits import ExactJson  # noqa: TC001 - pydantic reads it at runtime
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from mypy_boto3_sqs import SQSClient
+
+
+class OutgoingMessage(TypedDict):
+    """A message's ``SendMessage`` fields, as :meth:`Inbox.send_batch` takes them."""
+
+    MessageBody: str
+    MessageGroupId: str
+    MessageDeduplicationId: str
 
 
 class StartMessage(BaseModel):
@@ -113,24 +124,44 @@ class Inbox:
         The dispatcher sends a run's input as the ledger recorded it: the characters go on the
         queue unparsed, so no number is ever read as a float on the way.
         """
+        message = self.start_json_message(thread_id, input_json, run_id=run_id)
+        self._client.send_message(QueueUrl=self.queue_url, **message)
+        return message["MessageDeduplicationId"]
+
+    def start_json_message(self, thread_id: str, input_json: str, *, run_id: str) -> OutgoingMessage:
+        """The request fields of :meth:`start_json`'s message, for :meth:`send_batch`."""
         if not input_json.strip():
             raise ValueError("a start message needs its input as JSON text")
-        dedup_id = f"run:{thread_id}:{run_id}"
         head = json.dumps({"thread_id": thread_id, "run_id": run_id}, ensure_ascii=False)
-        body = f'{head[:-1]}, "input": {input_json}}}'
-        self._client.send_message(
-            QueueUrl=self.queue_url,
-            MessageBody=body,
-            MessageGroupId=thread_id,
-            MessageDeduplicationId=dedup_id,
-        )
-        return dedup_id
+        return {
+            "MessageBody": f'{head[:-1]}, "input": {input_json}}}',
+            "MessageGroupId": thread_id,
+            "MessageDeduplicationId": f"run:{thread_id}:{run_id}",
+        }
 
     def resume(self, thread_id: str, question_id: str) -> str:
         """Enqueue the resume for ``question_id``; a resend within the FIFO window is dropped."""
-        dedup_id = f"resume:{question_id}"
-        self._send(ResumeMessage(thread_id=thread_id, question_id=question_id), thread_id, dedup_id)
-        return dedup_id
+        message = self.resume_message(thread_id, question_id)
+        self._client.send_message(QueueUrl=self.queue_url, **message)
+        return message["MessageDeduplicationId"]
+
+    def resume_message(self, thread_id: str, question_id: str) -> OutgoingMessage:
+        """The request fields of :meth:`resume`'s message, for :meth:`send_batch`."""
+        return self._message(
+            ResumeMessage(thread_id=thread_id, question_id=question_id), thread_id, f"resume:{question_id}"
+        )
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> None:
+        """Send ``messages`` (:meth:`resume_message`, :meth:`start_json_message`) in order, in
+        ``SendMessageBatch`` calls that keep each thread's order (:mod:`agent_wait.aws.batches`).
+
+        Raises :class:`agent_wait.aws.batches.PartialDelivery` naming the first message not known
+        to be sent; those before it were.
+        """
+        send_in_batches(
+            [BatchEntry.of(message, "MessageBody") for message in messages],
+            lambda batch: self._client.send_message_batch(QueueUrl=self.queue_url, Entries=batch),
+        )
 
     def delay(self, receipt_handle: str, seconds: int) -> None:
         """Make a received message visible again in ``seconds`` (a retry's backoff)."""
@@ -139,12 +170,15 @@ class Inbox:
         )
 
     def _send(self, message: BaseModel, group: str, dedup_id: str) -> Any:
+        return self._client.send_message(QueueUrl=self.queue_url, **self._message(message, group, dedup_id))
+
+    @staticmethod
+    def _message(message: BaseModel, group: str, dedup_id: str) -> OutgoingMessage:
         # SQS caps both ids at 128 characters; thread and question ids are well below it.
-        return self._client.send_message(
-            QueueUrl=self.queue_url,
-            MessageBody=exact_json.dumps(
+        return {
+            "MessageBody": exact_json.dumps(
                 message.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False
             ),
-            MessageGroupId=group,
-            MessageDeduplicationId=dedup_id,
-        )
+            "MessageGroupId": group,
+            "MessageDeduplicationId": dedup_id,
+        }

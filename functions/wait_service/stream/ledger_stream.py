@@ -17,6 +17,11 @@ The consumers today:
 - :class:`~wait_service.stream.resolution_events.ResolutionEvents`: a question answered, expired,
   revoked, resumed or failing to resume, a run ending -> its event on the topic and the outbox.
 
+Both are :class:`BatchConsumer` objects: a batch's messages go in batch calls of up to 10
+(:mod:`agent_wait.aws.batches`), in order, each thread's kept; a call that fails stops the
+batch there, and the stream retries from the first record whose message did not go
+(:class:`BatchNotWritten`).
+
 - :class:`wait_service.stream.archive.ArchiveConsumer`: each change of a decided question -> one record
   of the audit archive (Firehose deployed, JSON Lines locally), when an archive is configured;
   a :class:`BatchConsumer`: a batch's records are put together, one call per batch.
@@ -46,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from agent_wait.aws.batches import PartialDelivery
 from wait_service.ledger import QuestionRecord, from_attribute
 from wait_service.ledger.statuses import RESUMING
 from wait_service.metric_names import RESUMES_DISPATCHED, STARTS_DISPATCHED
@@ -58,7 +64,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
     from wait_service.ledger import Ledger
-    from wait_service.runs.inbox import Inbox
+    from wait_service.runs.inbox import Inbox, OutgoingMessage
 
 EventName = Literal["INSERT", "MODIFY", "REMOVE"]
 ItemKind = Literal["question", "thread", "run", "other"]
@@ -181,6 +187,18 @@ class BatchConsumer(Consumer, Protocol):
     def flush(self) -> None: ...
 
 
+class BatchNotWritten(Exception):
+    """A batch consumer's ``flush`` that wrote the work of the records before ``retry_from`` only.
+
+    The stream retries from ``retry_from`` (a record's sequence number) instead of from the
+    first record the consumer gathered work from.
+    """
+
+    def __init__(self, retry_from: str, reason: str) -> None:
+        self.retry_from = retry_from
+        super().__init__(f"not written from record {retry_from} on: {reason}")
+
+
 def _sequence_key(sequence_number: str) -> tuple[int, str]:
     """Orders a shard's sequence numbers (decimal strings of varying length) as numbers."""
     return len(sequence_number), sequence_number
@@ -261,7 +279,8 @@ class LedgerStream:
                 sequences = gathered.get(id(consumer))
                 if not sequences:
                     raise
-                first = min(sequences, key=_sequence_key)
+                # A consumer that wrote part of its work names the record to retry from.
+                first = getattr(exc, "retry_from", None) or min(sequences, key=_sequence_key)
                 logger.exception(
                     "ledger stream batch not written",
                     extra={"consumer": consumer.name, "records": len(sequences), "retry_from": first},
@@ -273,10 +292,12 @@ class LedgerStream:
 class OutboxDispatcher:
     """Enqueues what a recorded decision or start needs: the transactional outbox's relay.
 
-    The FIFO deduplication id is the change's own id (``resume:<question_id>``,
-    ``run:<thread_id>:<run_id>``), so a record handled twice within SQS's five-minute window sends
-    one message; past it, the runner's ledger checks refuse a second resume of a question and a
-    second run of a run id.
+    A batch consumer: each change's message is gathered, and a batch's messages go to the inbox
+    in ``SendMessageBatch`` calls that keep each thread's order (one call for up to 10 threads'
+    messages instead of one call a message). The FIFO deduplication id is the change's own id
+    (``resume:<question_id>``, ``run:<thread_id>:<run_id>``), so a record handled twice within
+    SQS's five-minute window sends one message; past it, the runner's ledger checks refuse a
+    second resume of a question and a second run of a run id.
 
     Parameters
     ----------
@@ -293,35 +314,79 @@ class OutboxDispatcher:
     def __init__(self, ledger: Ledger, inbox: Inbox) -> None:
         self.ledger = ledger
         self.inbox = inbox
+        self._messages: list[_Outgoing] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self._messages)
 
     def handle(self, change: LedgerChange) -> None:
         if change.decided:
-            self.enqueue_resume(change.question())
+            self.enqueue_resume(change.question(), change.sequence_number)
         elif change.new_run:
             self.enqueue_start(change)
 
-    def enqueue_resume(self, question: QuestionRecord) -> None:
-        """Send the resume of a decided question; the runner reads the answer from the ledger.
+    def enqueue_resume(self, question: QuestionRecord, sequence_number: str) -> None:
+        """Gather the resume of a decided question; the runner reads the answer from the ledger.
 
         The send is the relay's last step: the dispatcher notes nothing on the question (its
         metric and log line say the resume went).
 
         An async question's thread is not parked on it: the runner starts a new run with the
-        answer as input, so the thread is marked queued for that run first (when it is parked on
-        other questions, the runner keeps the run for after them).
+        answer as input, so the thread is marked queued for that run now, before its message is
+        sent (when it is parked on other questions, the runner keeps the run for after them).
         """
         if is_async_question(question):
             self.ledger.queue_answer_run(question.thread_id, answer_run_id(question.question_id))
-        self.inbox.resume(question.thread_id, question.question_id)
-        metrics.add_metric(name=RESUMES_DISPATCHED, unit=MetricUnit.Count, value=1)
-        logger.info(
-            "resume enqueued", extra={"question_id": question.question_id, "thread_id": question.thread_id}
+        self._messages.append(
+            _Outgoing(
+                sequence_number,
+                self.inbox.resume_message(question.thread_id, question.question_id),
+                RESUMES_DISPATCHED,
+                "resume enqueued",
+                {"question_id": question.question_id, "thread_id": question.thread_id},
+            )
         )
 
     def enqueue_start(self, change: LedgerChange) -> None:
-        """Send the start message of a run the ledger recorded queued."""
+        """Gather the start message of a run the ledger recorded queued."""
         thread_id = str(change.new_value("thread_id"))
         run_id = str(change.new_value("run_id"))
-        self.inbox.start_json(thread_id, str(change.new_value("input")), run_id=run_id)
-        metrics.add_metric(name=STARTS_DISPATCHED, unit=MetricUnit.Count, value=1)
-        logger.info("start enqueued", extra={"run_id": run_id, "thread_id": thread_id})
+        self._messages.append(
+            _Outgoing(
+                change.sequence_number,
+                self.inbox.start_json_message(thread_id, str(change.new_value("input")), run_id=run_id),
+                STARTS_DISPATCHED,
+                "start enqueued",
+                {"run_id": run_id, "thread_id": thread_id},
+            )
+        )
+
+    def flush(self) -> None:
+        """Send the gathered messages; raises :class:`BatchNotWritten` from the first not sent."""
+        messages, self._messages = self._messages, []
+        if not messages:
+            return
+        try:
+            self.inbox.send_batch([m.fields for m in messages])
+        except PartialDelivery as exc:
+            _sent(messages[: exc.first_failed])
+            raise BatchNotWritten(messages[exc.first_failed].sequence_number, str(exc)) from exc
+        _sent(messages)
+
+
+@dataclass(frozen=True)
+class _Outgoing:
+    """A message the relay gathered: its record, request fields, metric and log line."""
+
+    sequence_number: str
+    fields: OutgoingMessage
+    metric: str
+    log: str
+    extra: dict[str, str]
+
+
+def _sent(messages: Sequence[_Outgoing]) -> None:
+    for message in messages:
+        metrics.add_metric(name=message.metric, unit=MetricUnit.Count, value=1)
+        logger.info(message.log, extra=message.extra)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_wait.aws._attributes import BARE_FUNCTION
+from agent_wait.aws.batches import PartialDelivery
 from agent_wait.events import (
     ThreadDone,
     ThreadFailed,
@@ -39,6 +40,7 @@ from wait_service.ledger import QuestionRecord
 from wait_service.ledger.questions import EXPIRED_ANSWER
 from wait_service.metric_names import EVENTS_PUBLISHED
 from wait_service.observability import logger, metrics
+from wait_service.stream.ledger_stream import BatchNotWritten
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -51,12 +53,17 @@ if TYPE_CHECKING:
 class ResolutionEvents:
     """Publishes the resolution event of each ledger change that ends a wait or a run.
 
+    A batch consumer: a batch's events are gathered, then delivered to each sink in turn in batch
+    calls (``deliver_batch``: up to 10 events a call, in order), the outbox first. A sink that
+    does not take them all stops there: the sinks after it get only the events before the first
+    that failed, and the stream retries from that event's record (the FIFO outbox drops what it
+    already took; a topic subscriber drops a repeat on ``dedupe_key``).
+
     Parameters
     ----------
     sinks:
         The announcers to deliver to (the outbox's :class:`SqsAnnounce`, the topic's
-        :class:`SnsAnnounce`). ``deliver`` is called, not ``announce``: a sink that fails raises,
-        and the stream record is retried (the FIFO outbox drops what it already took).
+        :class:`SnsAnnounce`).
 
     Examples
     --------
@@ -68,16 +75,35 @@ class ResolutionEvents:
 
     def __init__(self, sinks: Sequence[SnsAnnounce | SqsAnnounce]) -> None:
         self.sinks = list(sinks)
+        self._events: list[tuple[str, ResolutionEvent]] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self._events)
 
     def handle(self, change: LedgerChange) -> None:
-        for event in events_of(change):
-            for sink in self.sinks:
-                sink.deliver(event)
+        self._events += [(change.sequence_number, event) for event in events_of(change)]
+
+    def flush(self) -> None:
+        """Deliver the gathered events; raises :class:`BatchNotWritten` from the first not delivered
+        to every sink."""
+        gathered, self._events = self._events, []
+        delivered, failure = len(gathered), None
+        for sink in self.sinks:
+            if not delivered:
+                break
+            try:
+                sink.deliver_batch([event for _, event in gathered[:delivered]])
+            except PartialDelivery as exc:
+                delivered, failure = exc.first_failed, exc
+        for _, event in gathered[:delivered]:
             metrics.add_metric(name=EVENTS_PUBLISHED, unit=MetricUnit.Count, value=1)
             logger.info(
                 "event published",
                 extra={"type": event.type, "dedupe_key": event.dedupe_key, "thread_id": event.thread_id},
             )
+        if failure is not None:
+            raise BatchNotWritten(gathered[delivered][0], str(failure)) from failure
 
 
 def events_of(change: LedgerChange) -> list[ResolutionEvent]:

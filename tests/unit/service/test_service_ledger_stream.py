@@ -49,7 +49,7 @@ def inbox(aws: Aws) -> list[dict[str, Any]]:
 
 
 def fail_sends(aws: Aws, times: int) -> list[int]:
-    """Make the next ``times`` SendMessage calls of ``aws.sqs`` fail as an SQS outage would."""
+    """Make the next ``times`` sends of ``aws.sqs`` (one by one or in a batch) fail as an SQS outage would."""
     failed = [0]
 
     def refuse(**_: Any) -> None:
@@ -57,7 +57,8 @@ def fail_sends(aws: Aws, times: int) -> list[int]:
             failed[0] += 1
             raise ClientError({"Error": {"Code": "InternalFailure", "Message": "injected"}}, "SendMessage")
 
-    aws.sqs.meta.events.register("before-call.sqs.SendMessage", refuse)
+    for action in ("SendMessage", "SendMessageBatch"):
+        aws.sqs.meta.events.register(f"before-call.sqs.{action}", refuse)
     return failed
 
 
@@ -136,8 +137,9 @@ def test_a_failing_enqueue_is_retried_from_the_stream_until_it_goes(aws: Aws, ap
     # When the mapping reads the stream: each failed batch is retried, halved, from the failure
     reader.drain()
 
-    # Then the resume went once the queue took sends again, with no client
-    assert failed[0] == 3 and reader.failed_batches == 3
+    # Then the resume went once the queue took sends again, with no client (a batch's sends are the
+    # inbox's resume and the outbox's event: the first failed batch failed both, the second one)
+    assert failed[0] == 3 and reader.failed_batches == 2
     assert [m["body"] for m in inbox(aws)] == [{"thread_id": "t-1", "question_id": "q-1"}]
 
 
@@ -159,6 +161,67 @@ def test_a_record_handled_twice_sends_one_message(aws: Aws, api: WaitApi) -> Non
     assert len(messages) == len(by_thread) == 2
     assert by_thread["t-1"] == {"thread_id": "t-1", "question_id": "q-1"}
     assert by_thread["t-2"]["input"] == {"customer": "c-17", "amount": 40}
+
+
+def _sqs_calls(aws: Aws) -> list[str]:
+    calls: list[str] = []
+    aws.sqs.meta.events.register("before-call.sqs.*", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+def test_a_batch_of_starts_goes_in_batch_calls_with_each_threads_runs_in_order(
+    aws: Aws, api: WaitApi
+) -> None:
+    # Given 12 threads started, the first of them twice (its second run queued behind the first)
+    for n in range(12):
+        api.runs.start(f"t-{n}", {"customer": "c-17", "amount": n})
+    api.runs.start("t-0", {"customer": "c-17", "amount": 100})
+    event = {"Records": stream_records(aws)}
+    service = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs, sns=aws.sns)
+    calls = _sqs_calls(aws)
+
+    # When the dispatcher handles them as one batch
+    assert _handle(event, None, service) == {"batchItemFailures": []}
+
+    # Then 13 start messages went in batch calls of up to 10, never two of one thread in a call
+    assert calls == ["SendMessageBatch", "SendMessageBatch"]
+    messages = inbox(aws)
+    assert len(messages) == 13
+    first = [m["body"]["input"]["amount"] for m in messages if m["body"]["thread_id"] == "t-0"]
+    assert first == [0, 100]
+
+
+def test_a_start_the_inbox_refuses_in_a_batch_is_retried_from_its_record_and_nothing_is_lost(
+    aws: Aws, api: WaitApi
+) -> None:
+    from sends import refuse_entries
+
+    # Given 6 threads started, and the inbox refusing t-3's start once within a batch call that
+    # takes the others
+    for n in range(6):
+        api.runs.start(f"t-{n}", {"customer": "c-17", "amount": n})
+    refused = refuse_entries(aws.sqs, "SendMessageBatch", lambda e: '"t-3"' in e["MessageBody"])
+    records = stream_records(aws)
+    service = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs, sns=aws.sns)
+
+    # When the dispatcher handles the batch
+    response = _handle({"Records": records}, None, service)
+
+    # Then the batch is retried from t-3's run record, not from its first
+    [failure] = response["batchItemFailures"]
+    [t3] = [
+        r["dynamodb"]["SequenceNumber"]
+        for r in records
+        if r["eventName"] == "INSERT"
+        and r["dynamodb"]["NewImage"].get("thread_id", {}).get("S") == "t-3"
+        and r["dynamodb"]["Keys"]["dedupe_key"]["S"].startswith("run:")
+    ]
+    assert len(refused) == 1 and failure["itemIdentifier"] == t3
+
+    # When the mapping retries from there: every start is on the inbox once
+    retried = [r for r in records if int(r["dynamodb"]["SequenceNumber"]) >= int(t3)]
+    assert _handle({"Records": retried}, None, service) == {"batchItemFailures": []}
+    assert sorted(m["body"]["thread_id"] for m in inbox(aws)) == [f"t-{n}" for n in range(6)]
 
 
 def test_a_second_message_for_a_run_is_refused_by_the_run_record(

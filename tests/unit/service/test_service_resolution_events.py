@@ -237,7 +237,7 @@ def test_a_failing_sink_fails_the_record_and_the_retry_publishes_the_event(
             refused[0] += 1
             raise ClientError({"Error": {"Code": "InternalError", "Message": "injected"}}, "Publish")
 
-    aws.sns.meta.events.register("before-call.sns.Publish", refuse)
+    aws.sns.meta.events.register("before-call.sns.PublishBatch", refuse)
     stream = LedgerStream(
         [
             ResolutionEvents(
@@ -262,6 +262,43 @@ def test_a_failing_sink_fails_the_record_and_the_retry_publishes_the_event(
     assert refused[0] == 1 and reader.failed_batches == 1
     assert [b["type"] for b, _ in aws.subscribed()] == ["wait.answered"]
     assert [e["type"] for e in events(aws)] == ["wait.answered"]
+
+
+def test_an_event_the_outbox_refuses_in_a_batch_stops_the_topic_there_and_the_retry_delivers_each_once(
+    aws: Aws, api: WaitApi
+) -> None:
+    from sends import refuse_entries
+    from test_service_ledger_stream import _handle, stream_records
+
+    # Given five questions of five threads answered, and the outbox refusing q-2's event once in
+    # a batch call that takes the others
+    for n in range(5):
+        envelope = aws.raise_question(f"t-{n}", f"q-{n}")
+        api.replies.reply(f"q-{n}", APPROVE, principal="ann", if_match=f'"{envelope.digest}"')
+    refused = refuse_entries(aws.sqs, "SendMessageBatch", lambda e: '"wait.answered:q-2"' in e["MessageBody"])
+    records = stream_records(aws)
+    service = build_ledger_stream(aws.settings, dynamodb=aws.dynamodb, sqs=aws.sqs, sns=aws.sns)
+
+    # When the dispatcher handles them as one batch
+    response = _handle({"Records": records}, None, service)
+
+    # Then the batch is retried from q-2's answer, and the topic got only the events before it
+    [q2] = [
+        r["dynamodb"]["SequenceNumber"]
+        for r in records
+        if r["dynamodb"]["Keys"]["dedupe_key"]["S"] == "wait.created:q-2" and r["eventName"] == "MODIFY"
+    ]
+    assert len(refused) == 1 and response["batchItemFailures"] == [{"itemIdentifier": q2}]
+    first = [b["dedupe_key"] for b, _ in aws.subscribed()]
+    assert first == ["wait.answered:q-0", "wait.answered:q-1"]
+
+    # When the mapping retries from there: each event is on the outbox and on the topic once
+    retried = [r for r in records if int(r["dynamodb"]["SequenceNumber"]) >= int(q2)]
+    assert _handle({"Records": retried}, None, service) == {"batchItemFailures": []}
+    expected = [f"wait.answered:q-{n}" for n in range(5)]
+    # (q-3's and q-4's went in the call that refused q-2's: other threads, whose order is their own)
+    assert sorted(e["dedupe_key"] for e in events(aws)) == expected
+    assert first + [b["dedupe_key"] for b, _ in aws.subscribed()] == expected
 
 
 def test_unrelated_changes_publish_nothing(aws: Aws, api: WaitApi) -> None:

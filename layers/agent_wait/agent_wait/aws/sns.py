@@ -8,8 +8,11 @@ import boto3
 
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.aws._attributes import message_attributes
+from agent_wait.aws.batches import BatchEntry, send_in_batches
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from agent_wait.envelope import Envelope
     from agent_wait.events import ResolutionEvent
 
@@ -43,12 +46,26 @@ class SnsAnnounce(BaseAnnounce):
         self.name = name
 
     def deliver(self, envelope: Envelope | ResolutionEvent) -> None:
-        kwargs: dict[str, Any] = {
-            "TopicArn": self.topic_arn,
+        self.client.publish(TopicArn=self.topic_arn, **self._message(envelope))
+
+    def deliver_batch(self, envelopes: Sequence[Envelope | ResolutionEvent]) -> None:
+        """Publish ``envelopes`` in order in ``PublishBatch`` calls (:mod:`agent_wait.aws.batches`).
+
+        Raises :class:`agent_wait.aws.batches.PartialDelivery` naming the first envelope not
+        known to be published; those before it were.
+        """
+        entries = [BatchEntry.of(self._message(envelope), "Message") for envelope in envelopes]
+        topic = self.topic_arn
+        send_in_batches(
+            entries, lambda batch: self.client.publish_batch(TopicArn=topic, PublishBatchRequestEntries=batch)
+        )
+
+    def _message(self, envelope: Envelope | ResolutionEvent) -> dict[str, Any]:
+        fields: dict[str, Any] = {
             "Message": envelope.to_json(),
             "MessageAttributes": message_attributes(envelope),
         }
         if self.fifo:
-            kwargs["MessageGroupId"] = envelope.thread_id
-            kwargs["MessageDeduplicationId"] = envelope.dedupe_key
-        self.client.publish(**kwargs)
+            fields["MessageGroupId"] = envelope.thread_id
+            fields["MessageDeduplicationId"] = envelope.dedupe_key
+        return fields

@@ -8,8 +8,11 @@ import boto3
 
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.aws._attributes import message_attributes
+from agent_wait.aws.batches import BatchEntry, send_in_batches
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from agent_wait.envelope import Envelope
     from agent_wait.events import ResolutionEvent
 
@@ -42,12 +45,25 @@ class SqsAnnounce(BaseAnnounce):
         self.name = name
 
     def deliver(self, envelope: Envelope | ResolutionEvent) -> None:
-        kwargs: dict[str, Any] = {
-            "QueueUrl": self.queue_url,
+        self.client.send_message(QueueUrl=self.queue_url, **self._message(envelope))
+
+    def deliver_batch(self, envelopes: Sequence[Envelope | ResolutionEvent]) -> None:
+        """Send ``envelopes`` in order in ``SendMessageBatch`` calls (:mod:`agent_wait.aws.batches`).
+
+        Raises :class:`agent_wait.aws.batches.PartialDelivery` naming the first envelope not
+        known to be delivered; those before it were.
+        """
+        entries = [BatchEntry.of(self._message(envelope), "MessageBody") for envelope in envelopes]
+        send_in_batches(
+            entries, lambda batch: self.client.send_message_batch(QueueUrl=self.queue_url, Entries=batch)
+        )
+
+    def _message(self, envelope: Envelope | ResolutionEvent) -> dict[str, Any]:
+        fields: dict[str, Any] = {
             "MessageBody": envelope.to_json(),
             "MessageAttributes": message_attributes(envelope),
         }
         if self.fifo:
-            kwargs["MessageDeduplicationId"] = envelope.dedupe_key
-            kwargs["MessageGroupId"] = envelope.thread_id
-        self.client.send_message(**kwargs)
+            fields["MessageDeduplicationId"] = envelope.dedupe_key
+            fields["MessageGroupId"] = envelope.thread_id
+        return fields

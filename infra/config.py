@@ -68,6 +68,8 @@ API_RATE_RANGE = (1, 100_000)
 API_BURST_RANGE = (1, 100_000)
 # An SQS event source mapping's maximum concurrency.
 RUNNER_MAX_CONCURRENCY_RANGE = (2, 1000)
+# A DynamoDB stream event source mapping's ParallelizationFactor: batches of one shard at once.
+DISPATCHER_PARALLELIZATION_RANGE = (1, 10)
 # Reserved concurrency of one function: Lambda keeps 100 of the account's unreserved.
 RUNNER_RESERVED_RANGE = (1, 100_000)
 # Lambda's own lines per invocation (platform.start and platform.report) are INFO; WARN drops them.
@@ -260,6 +262,10 @@ class StackConfig:
         Concurrency reserved for the runner (default none: it shares the account's unreserved
         pool). At least ``runner_max_concurrency``, so the inbox never invokes it into a throttle;
         it also caps the runner.
+    dispatcher_parallelization
+        Batches of one shard of the ledger's stream the dispatcher handles at once (the stream
+        mapping's ``ParallelizationFactor``, 1-10, default 1). Each item's changes stay in order
+        whatever the value; raise it when the stream's iterator age grows (docs/performance.md).
     signing_keys
         ``{"key id": "<secret ARN>"}``: the keys the ``/signed`` routes accept (none: every signed
         request is refused with ``unknown_key``).
@@ -341,6 +347,7 @@ class StackConfig:
     checkpoint_compression: bool = True
     runner_max_concurrency: int = RUNNER_MAX_CONCURRENCY
     runner_reserved_concurrency: int | None = None
+    dispatcher_parallelization: int = 1
     api_rate: int = API_THROTTLE_RATE
     api_burst: int = API_THROTTLE_BURST
     # Shards of each status listing of the ledger (wait_service.ledger.shards): 1 reads a page with
@@ -465,6 +472,13 @@ class StackConfig:
             checkpoint_compression=checkpoint_compression,
             runner_max_concurrency=int(concurrency_text),
             runner_reserved_concurrency=reserved,
+            dispatcher_parallelization=context_int(
+                "dispatcher_parallelization",
+                get("dispatcher_parallelization"),
+                1,
+                DISPATCHER_PARALLELIZATION_RANGE,
+                "batches of a stream shard at once",
+            ),
             api_rate=context_int(
                 "api_rate", get("api_rate"), API_THROTTLE_RATE, API_RATE_RANGE, "requests a second"
             ),

@@ -133,6 +133,8 @@ class Dispatcher(Construct):
             batch_size=DISPATCHER.batch_size,
             max_batching_window=cdk.Duration.seconds(DISPATCHER.max_batching_window_seconds),
             bisect_batch_on_error=DISPATCHER.bisect_on_error,
+            # Context dispatcher_parallelization: batches of a shard at once, each item's in order.
+            parallelization_factor=config.dispatcher_parallelization,
             retry_attempts=DISPATCHER.max_retry_attempts,
             max_record_age=cdk.Duration.seconds(DISPATCHER_MAX_RECORD_AGE_SECONDS),
             report_batch_item_failures=True,

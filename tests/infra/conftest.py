@@ -46,6 +46,7 @@ BUCKET_CONTEXT = {
     "api_rate": "1200",
     "api_burst": "2400",
     "runner_reserved_concurrency": "40",
+    "dispatcher_parallelization": "10",
     "listing_shards": "16",
     "operator_principals": json.dumps(
         ["arn:aws:iam::123456789012:role/on-call", "arn:aws:iam::123456789012:role/sre/*"]

@@ -7,7 +7,7 @@ context setting (infra.config) with the defaults docs/deploy.md and docs/perform
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from aws_cdk.assertions import Match
@@ -75,6 +75,25 @@ def test_the_dispatcher_reads_the_ledger_stream_in_batches_sized_for_1000_questi
         logical_id(default_synth, default_synth.stack.dispatcher.function)
     ]["Properties"]
     assert dispatcher["Timeout"] >= 30
+
+
+def _stream_mapping(synth: Synth) -> dict[str, Any]:
+    ledger_id = logical_id(synth, synth.stack.ledger.table)
+    [mapping] = [
+        resource["Properties"]
+        for resource in synth.resources("AWS::Lambda::EventSourceMapping").values()
+        if resource["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [ledger_id, "StreamArn"]}
+    ]
+    return dict(mapping)
+
+
+def test_the_dispatchers_batches_of_a_shard_at_once_default_to_one_and_come_from_context(
+    default_synth: Synth, bucket_synth: Synth
+) -> None:
+    # One batch of a shard at a time by default; dispatcher_parallelization lets a shard's changes
+    # go through up to 10 invocations at once (each item's changes still in order).
+    assert _stream_mapping(default_synth)["ParallelizationFactor"] == 1
+    assert _stream_mapping(bucket_synth)["ParallelizationFactor"] == 10
 
 
 def test_throughput_settings_default_to_the_documented_values(default_synth: Synth) -> None:

@@ -40,6 +40,7 @@ BAD: dict[str, dict[str, Any]] = {
     "checkpointer": {"checkpointer": "postgres"},
     "checkpoint_bucket": {"checkpoint_bucket": "maybe"},
     "runner_max_concurrency": {"runner_max_concurrency": "1"},
+    "dispatcher_parallelization": {"dispatcher_parallelization": "11"},
     "listing_shards": {"listing_shards": "65"},
     "cognito_user_pool_arn": {"auth": "jwt", "cognito_user_pool_arn": "my-pool"},
     "jwt_issuer": {"auth": "jwt", "jwt_issuer": "https://login.example.com"},

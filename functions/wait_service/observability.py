@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
@@ -189,6 +190,10 @@ class QuietWhenDisabledMetrics(Metrics):
     >>> del os.environ["POWERTOOLS_METRICS_DISABLED"]
     """
 
+    # Powertools keeps one metric set per process and updates it without a lock; the dispatcher's
+    # consumers write their batch's work at once, each adding its metrics from its own thread.
+    _adding = threading.Lock()
+
     def add_metric(
         self,
         name: str,
@@ -198,7 +203,8 @@ class QuietWhenDisabledMetrics(Metrics):
     ) -> None:
         if is_metrics_disabled():
             return
-        super().add_metric(name=name, unit=unit, value=value, resolution=resolution)
+        with self._adding:
+            super().add_metric(name=name, unit=unit, value=value, resolution=resolution)
 
 
 logger = Logger(logger_formatter=LeanFormatter())

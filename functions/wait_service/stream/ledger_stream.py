@@ -46,6 +46,8 @@ Examples
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -268,25 +270,53 @@ class LedgerStream:
 
     def _flush(self) -> list[tuple[str, Exception]]:
         gathered, self._gathered = self._gathered, {}
+        flushing = [c for c in self.consumers if getattr(c, "flush", None) is not None]
         errors: list[tuple[str, Exception]] = []
-        for consumer in self.consumers:
-            flush = getattr(consumer, "flush", None)
-            if flush is None:
+        for consumer, exc in zip(flushing, _flush_at_once(flushing), strict=True):
+            if exc is None:
                 continue
-            try:
-                flush()
-            except Exception as exc:
-                sequences = gathered.get(id(consumer))
-                if not sequences:
-                    raise
-                # A consumer that wrote part of its work names the record to retry from.
-                first = getattr(exc, "retry_from", None) or min(sequences, key=_sequence_key)
-                logger.exception(
-                    "ledger stream batch not written",
-                    extra={"consumer": consumer.name, "records": len(sequences), "retry_from": first},
-                )
-                errors.append((first, exc))
+            sequences = gathered.get(id(consumer))
+            if not sequences:
+                raise exc
+            # A consumer that wrote part of its work names the record to retry from.
+            first = getattr(exc, "retry_from", None) or min(sequences, key=_sequence_key)
+            logger.error(
+                "ledger stream batch not written",
+                exc_info=exc,
+                extra={"consumer": consumer.name, "records": len(sequences), "retry_from": first},
+            )
+            errors.append((first, exc))
         return errors
+
+
+# Threads writing the consumers' work of a batch at once (one pool per process, made on first use).
+_FLUSH_WORKERS = 4
+_flush_pool: ThreadPoolExecutor | None = None
+_flush_pool_lock = threading.Lock()
+
+
+def _flush_at_once(consumers: Sequence[Any]) -> list[Exception | None]:
+    """Each consumer's ``flush``, at once when more than one has work (the inbox's sends, the
+    events, the archive's put and the counters' transaction do not wait on each other); what each
+    raised, in order (``None``: it wrote everything)."""
+
+    def flush(consumer: Any) -> Exception | None:
+        try:
+            consumer.flush()
+        except Exception as exc:
+            return exc
+        return None
+
+    busy = [c for c in consumers if getattr(c, "pending", 0)]
+    if len(busy) < 2:
+        return [flush(c) for c in consumers]
+    global _flush_pool
+    with _flush_pool_lock:
+        if _flush_pool is None:
+            _flush_pool = ThreadPoolExecutor(max_workers=_FLUSH_WORKERS, thread_name_prefix="stream-flush")
+        pool = _flush_pool
+    futures = {id(c): pool.submit(flush, c) for c in busy}
+    return [futures[id(c)].result() if id(c) in futures else flush(c) for c in consumers]
 
 
 class OutboxDispatcher:

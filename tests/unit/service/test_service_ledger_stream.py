@@ -293,3 +293,59 @@ def _handle(event: dict[str, Any], context: Any, service: LedgerStream) -> Any:
     from service_events import load_handler
 
     return load_handler("dispatcher").handle(event, context, service)
+
+
+class _Gathering:
+    """A batch consumer that gathers every change and writes them in ``flush`` through ``write``."""
+
+    def __init__(self, name: str, write: Any) -> None:
+        self.name = name
+        self.write = write
+        self.changes: list[str] = []
+        self.written: list[str] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self.changes)
+
+    def handle(self, change: LedgerChange) -> None:
+        self.changes.append(change.sequence_number)
+
+    def flush(self) -> None:
+        changes, self.changes = self.changes, []
+        self.write()
+        self.written += changes
+
+
+def test_the_consumers_write_a_batchs_work_at_once(aws: Aws, api: WaitApi) -> None:
+    import threading
+
+    # Given two batch consumers whose writes each wait for the other's to have started
+    both = threading.Barrier(2, timeout=10)
+    first, second = _Gathering("first", both.wait), _Gathering("second", both.wait)
+    api.runs.start("t-1", {"customer": "c-17", "amount": 40})
+    records = stream_records(aws)
+
+    # When a batch is handled: neither write could finish had they run one after the other
+    assert _handle({"Records": records}, None, LedgerStream([first, second])) == {"batchItemFailures": []}
+
+    # Then both wrote the whole batch
+    assert first.written == second.written == [r["dynamodb"]["SequenceNumber"] for r in records]
+
+
+def test_a_consumer_failing_its_write_at_once_with_others_has_its_records_retried_and_theirs_kept(
+    aws: Aws, api: WaitApi
+) -> None:
+    def broken() -> None:
+        raise RuntimeError("injected: the counters' table is unavailable")
+
+    ok, failing = _Gathering("ok", lambda: None), _Gathering("failing", broken)
+    api.runs.start("t-1", {"customer": "c-17", "amount": 40})
+    records = stream_records(aws)
+
+    response = _handle({"Records": records}, None, LedgerStream([ok, failing]))
+
+    # The batch is retried from the failing consumer's first record; the other's work is written
+    assert response["batchItemFailures"] == [{"itemIdentifier": records[0]["dynamodb"]["SequenceNumber"]}]
+    assert ok.written == [r["dynamodb"]["SequenceNumber"] for r in records]
+    assert failing.written == []

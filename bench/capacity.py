@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.capacity_report import Invocation, Sample, analyse, render, write_section
+from bench.capacity_report import FULL_BATCH, Invocation, Sample, analyse, render, write_section
 from bench.prices import REGION
 from bench.recorder import (
     CallRecorder,
@@ -61,6 +61,7 @@ from bench.recorder import (
 )
 from infra.constants import LOG_LEVEL, REPO_ROOT
 from wait_service.ledger.shards import shards_for_rate
+from wait_service.resources import DISPATCHER
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -369,10 +370,16 @@ def run_sample(
                                 if table:
                                     recorder.table(table)
                         stack.ids.update(_run_ids(stack.client("dynamodb"), resources.ledger_table))
+                    # The sample's own, before the stream is handed over again below.
+                    invocations = list(stack.invocations)
+                    archive_puts = list(puts)
+                    log_bytes = Counter(stream.bytes)
+                    progress(f"==> the sample's ledger stream again, in batches of {DISPATCHER.batch_size}")
+                    replay = Path(archive_folder) / "replay"
+                    full_batches = _full_batches(stack, recorder, replay, listing_shards)
                 finally:
                     for handler, previous in rerouted:
                         handler.setStream(previous)
-                invocations = list(stack.invocations)
                 ids = dict(stack.ids)
         if copy is not None:
             copy.close()
@@ -381,7 +388,7 @@ def run_sample(
         timed=len(timed),
         calls=calls,
         invocations=invocations,
-        log_bytes=Counter(stream.bytes),
+        log_bytes=log_bytes,
         tables=recorder.tables(),
         queues=queues,
         ledger_table=resources.ledger_table,
@@ -393,8 +400,66 @@ def run_sample(
         ttl_seconds=TTL_SECONDS,
         reminders=len(REMINDERS),
         archive_records=archive,
-        archive_puts=list(puts),
+        archive_puts=archive_puts,
+        full_batches=full_batches,
     )
+
+
+def _full_batches(stack: Any, recorder: CallRecorder, archive: Path, listing_shards: int) -> list[Invocation]:
+    """The sample's ledger stream handed again to a dispatcher, in batches as full as Lambda's under load.
+
+    At the sample's pace the local reader hands the dispatcher a few records at a time; under load
+    Lambda's mapping hands it full batches. Every record of the sample's stream, in order, goes in
+    batches of ``DISPATCHER.batch_size`` to the real dispatcher handler wired to fresh resources
+    (inbox, outbox, topic, counters, archive folder: nothing it writes has been written before, so
+    each batch costs what its first handling would), each invocation timed and its calls recorded as
+    the sample's are, under the function name ``dispatcher-full-batch`` (counted apart from the
+    sample). What one shard's dispatcher can take under load is read from these.
+    """
+    from agent_wait_cli.local.runtime import context_factory
+    from agent_wait_cli.local.streams import lambda_record
+    from wait_service.resources import create_resources
+    from wait_service.settings import Settings
+    from wait_service.stream.dispatcher import build_ledger_stream
+
+    with recorder.suspended():
+        streams = stack.client("dynamodbstreams")
+        arn = stack.resources.ledger_stream_arn
+        records: list[dict[str, Any]] = []
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            iterator = streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            ).get("ShardIterator")
+            while iterator:
+                page = streams.get_records(ShardIterator=iterator, Limit=1000)
+                records += [lambda_record(r, arn) for r in page["Records"]]
+                iterator = page.get("NextShardIterator") if page["Records"] else None
+        fresh = create_resources(
+            stack.client("dynamodb"), stack.client("sqs"), stack.client("sns"), prefix="capacity-replay-"
+        )
+    archive.mkdir(parents=True, exist_ok=True)
+    settings = Settings(
+        ledger_table=fresh.ledger_table,
+        inbox_url=fresh.inbox_url,
+        outbox_url=fresh.outbox_url,
+        topic_arn=fresh.topic_arn,
+        stats_table=fresh.stats_table,
+        archive_dir=str(archive),
+        listing_shards=listing_shards,
+    )
+    service = build_ledger_stream(
+        settings, dynamodb=stack.client("dynamodb"), sqs=stack.client("sqs"), sns=stack.client("sns")
+    )
+    module = sys.modules["agent_wait_local_dispatcher_handler"]
+    invoke = stack._recorded(FULL_BATCH, lambda event, context: module.handle(event, context, service))
+    context = context_factory("agent-wait-dispatcher", 60, REGION)
+    before = len(stack.invocations)
+    size = DISPATCHER.batch_size
+    for first in range(0, len(records) - size + 1, size):
+        invoke({"Records": records[first : first + size]}, context())
+    replayed = stack.invocations[before:]
+    del stack.invocations[before:]
+    return list(replayed)
 
 
 def _archive_record_sizes(folder: Path | None) -> list[int]:

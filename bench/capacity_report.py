@@ -46,13 +46,20 @@ FLAG_SHARE = 0.5
 SNS_PUBLISH = ("Publish", "PublishBatch")
 # Memory per function as the stack deploys it (infra/functions.py, infra/timers.py, infra/dispatcher.py
 # and infra/webhooks.py: the lifecycle and webhooks functions are sized like the api).
+# The sample's ledger stream handed to the dispatcher again in full batches (bench.capacity): how
+# much one shard's dispatcher takes under load. Not part of the sample's counts or costs.
+FULL_BATCH = "dispatcher-full-batch"
 MEMORY_MB = {
     "api": API_MEMORY_MB,
     "runner": RUNNER_MEMORY_MB,
     "lifecycle": API_MEMORY_MB,
     "dispatcher": DISPATCHER_MEMORY_MB,
+    FULL_BATCH: DISPATCHER_MEMORY_MB,
     "webhooks": API_MEMORY_MB,
 }
+# DynamoDB splits a table into partitions of at most 1,000 write units a second each; its stream has
+# a shard per partition, so a table taking W write units a second has at least W / 1,000 shards.
+PARTITION_WRU = 1000
 # Firehose bills each record ingested rounded up to the next 5 KB.
 FIREHOSE_RECORD_ROUNDING = 5 * 1024
 MIB = 1024 * 1024
@@ -115,6 +122,8 @@ class Sample:
     # Records of each PutRecordBatch the archive made (deployed: one per dispatcher batch with
     # decided questions in it, per 500 records or 4 MiB; wait_service.stream.archive.ArchiveConsumer).
     archive_puts: list[int] = field(default_factory=list)
+    # The sample's ledger stream handed again to the dispatcher in full batches (FULL_BATCH).
+    full_batches: list[Invocation] = field(default_factory=list)
 
 
 def platform_log_bytes(function: str, memory_mb: int) -> int:
@@ -420,6 +429,52 @@ def _lambda_rows(busy: dict[str, float], per_second: float) -> list[Row]:
     return rows
 
 
+@dataclass(frozen=True)
+class StreamShard:
+    """What one shard of the ledger's stream carries at a rate, and what its dispatcher takes."""
+
+    records_per_second: float  # the stream's records a second on each shard, at the fewest shards
+    shards: int  # the fewest shards the ledger has at this write rate
+    taken_per_batch: float  # records a second the dispatcher takes one full batch at a time
+    parallelization: int  # batches of a shard at once (dispatcher_parallelization, default)
+
+    def needed(self, share: float = FLAG_SHARE) -> int:
+        """The fewest batches of a shard at once that keep the dispatcher under ``share`` busy."""
+        return max(1, math.ceil(self.records_per_second / (self.taken_per_batch * share)))
+
+
+def stream_shard(sample: Sample, calls: list[Call], rate: float) -> StreamShard | None:
+    """The ledger stream's load on one shard at ``rate`` against the dispatcher's full batches."""
+    full = [i for i in sample.full_batches if i.records]
+    sample_batches = [i.records for i in sample.invocations if i.function == "dispatcher"]
+    if not full or not sample_batches:
+        return None
+    ledger_wru = sum(u.wru for c in calls for u in c.usage if u.where == sample.ledger_table)
+    shards = max(1, math.ceil(ledger_wru / sample.questions * rate / PARTITION_WRU))
+    records = sum(sample_batches) / sample.questions * rate
+    taken = sum(i.records for i in full) / sum(_modelled(i) for i in full)
+    parallelization = int(getattr(_infra_config(), "dispatcher_parallelization", 1))
+    return StreamShard(records / shards, shards, taken, parallelization)
+
+
+def _stream_rows(sample: Sample, calls: list[Call], rate: float) -> list[Row]:
+    shard = stream_shard(sample, calls, rate)
+    if shard is None:
+        return []
+    p = shard.parallelization
+    return [
+        Row(
+            f"ledger stream records per shard (at least {shard.shards} shards at this write rate), "
+            f"against what the dispatcher takes in full batches",
+            shard.records_per_second,
+            "records/s",
+            shard.taken_per_batch * p,
+            f"{shard.taken_per_batch:,.0f} records/s a batch at a time × dispatcher_parallelization={p} "
+            f"(default; {shard.needed()} keeps it under half)",
+        )
+    ]
+
+
 def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Report:
     """Every figure at ``rate`` questions a second, and the costs, from one sample's counts."""
     n = sample.questions
@@ -436,6 +491,7 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         *_api_rows(sample.invocations, per_second),
         *_scheduler_rows(calls, sample.invocations, per_second, answer_after),
         *_lambda_rows(busy, per_second),
+        *_stream_rows(sample, calls, rate),
     ]
 
     per_q = _per_question(sample, calls)
@@ -464,6 +520,25 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
             f"records each, batch size up to {DISPATCHER.batch_size}: the local reader's batching; "
             f"Lambda's mapping also gathers a shard's records for up to "
             f"{DISPATCHER.max_batching_window_seconds} s, so under load its invocations are fewer, not more)"
+        )
+    shard = stream_shard(sample, calls, rate)
+    if shard is not None:
+        full = [i for i in sample.full_batches if i.records]
+        modelled = sum(_modelled(i) for i in full) / len(full)
+        cpu = sum(i.cpu_seconds or 0.0 for i in full) / len(full)
+        trips = sum(len(i.round_trips()) for i in full) / len(full)
+        notes.append(
+            f"under load: the sample's stream handed to the dispatcher again in {len(full)} batches of "
+            f"{DISPATCHER.batch_size} records (fresh queues, topic, counters and archive: each batch "
+            f"costs what its first handling would): {sum(len(i.calls) for i in full) / len(full):.1f} "
+            f"calls a batch in {trips:.1f} round trips, modelled {modelled * 1000:,.0f} ms (CPU "
+            f"{cpu * 1000:,.0f} ms × {cpu_scale(DISPATCHER_MEMORY_MB):.2f} at {DISPATCHER_MEMORY_MB} MB, "
+            f"plus the round trips): {shard.taken_per_batch:,.0f} records a second a batch at a time. "
+            f"A DynamoDB stream has a shard per table partition, and a partition takes at most "
+            f"{PARTITION_WRU:,} write units a second: at {rate:g} questions a second the ledger has at "
+            f"least {shard.shards} shards, {shard.records_per_second:,.0f} records a second each (fewer "
+            "with more shards); the mapping hands a shard's records to at most dispatcher_parallelization "
+            "invocations at once, each item's in order"
         )
     if sample.archive_records:
         sizes = sample.archive_records

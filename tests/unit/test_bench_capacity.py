@@ -476,3 +476,40 @@ def test_batch_sends_are_billed_per_64_kib_of_the_batch_and_count_each_message_a
     assert row.at_rate == 10 * (3 + 1)
     assert report.per_question.sns_publishes == 1 + 2
     assert report.per_question.sqs_requests == {"outbox.fifo": 1}
+
+
+def test_a_stream_shard_carries_the_records_of_its_share_of_the_ledgers_writes_against_full_batches() -> None:
+    # Two questions, each writing 20 WRU to the ledger "t" and making 12 stream records
+    calls = []
+    for n in range(2):
+        call = Call("dynamodb", "PutItem", "api", f"t{n}", target="t")
+        call.usage = [Usage("t", f"q{n}", wru=20.0), Usage("t/by-status", "open#0", wru=100.0)]
+        calls.append(call)
+    sample = _sample(calls, 2)
+    sample.invocations += [capacity_report.Invocation("dispatcher", 0.1, None, records=4) for _ in range(6)]
+    # Full batches of 100 records, each 0.05 s of CPU (×6.91 at 256 MB) and two 10 ms round trips
+    sample.full_batches = [
+        capacity_report.Invocation(
+            capacity_report.FULL_BATCH,
+            9.0,
+            None,
+            records=100,
+            cpu_seconds=0.05,
+            calls=("dynamodb.PutItem", "dynamodb.PutItem"),
+        )
+        for _ in range(3)
+    ]
+
+    shard = capacity_report.stream_shard(sample, calls, rate=1000)
+
+    # 20 WRU a question on the table (the index's are not the table's partitions): 20,000 WRU/s at
+    # 1,000 questions/s, so at least 20 shards; 12,000 records/s over them
+    assert shard is not None
+    assert shard.shards == 20 and shard.records_per_second == 600
+    batch_seconds = 0.05 * capacity_report.cpu_scale(capacity_report.DISPATCHER_MEMORY_MB) + 0.02
+    assert shard.taken_per_batch == pytest.approx(100 / batch_seconds)
+    assert shard.parallelization == 1
+    # Under half busy: enough batches of a shard at once for twice the records
+    assert shard.needed() == math.ceil(600 / (shard.taken_per_batch / 2))
+    [row] = [r for r in capacity_report.analyse(sample, 1000, answer_after=None).rows if "stream" in r.figure]
+    assert (row.at_rate, row.limit) == (600, pytest.approx(shard.taken_per_batch))

@@ -61,7 +61,7 @@ from wait_service.observability import logger, metrics
 from wait_service.runs.async_answers import answer_run_id, is_async_question
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
@@ -204,6 +204,16 @@ class BatchNotWritten(Exception):
 def _sequence_key(sequence_number: str) -> tuple[int, str]:
     """Orders a shard's sequence numbers (decimal strings of varying length) as numbers."""
     return len(sequence_number), sequence_number
+
+
+def earliest(sequence_numbers: Iterable[str]) -> str:
+    """The first of a shard's ``sequence_numbers``."""
+    return min(sequence_numbers, key=_sequence_key)
+
+
+def comes_before(sequence_number: str, other: str) -> bool:
+    """Whether the record ``sequence_number`` comes before ``other`` in their shard."""
+    return _sequence_key(sequence_number) < _sequence_key(other)
 
 
 class LedgerStream:
@@ -393,15 +403,18 @@ class OutboxDispatcher:
         )
 
     def flush(self) -> None:
-        """Send the gathered messages; raises :class:`BatchNotWritten` from the first not sent."""
+        """Send the gathered messages; raises :class:`BatchNotWritten` from the first record whose
+        message did not go (the messages of later records are sent again on the retry)."""
         messages, self._messages = self._messages, []
         if not messages:
             return
         try:
             self.inbox.send_batch([m.fields for m in messages])
         except PartialDelivery as exc:
-            _sent(messages[: exc.first_failed])
-            raise BatchNotWritten(messages[exc.first_failed].sequence_number, str(exc)) from exc
+            # Retried from the first record whose message may not have gone: those before it went.
+            cut = earliest(messages[i].sequence_number for i in exc.undelivered)
+            _sent([m for m in messages if comes_before(m.sequence_number, cut)])
+            raise BatchNotWritten(cut, str(exc)) from exc
         _sent(messages)
 
 

@@ -40,7 +40,7 @@ from wait_service.ledger import QuestionRecord
 from wait_service.ledger.questions import EXPIRED_ANSWER
 from wait_service.metric_names import EVENTS_PUBLISHED
 from wait_service.observability import logger, metrics
-from wait_service.stream.ledger_stream import BatchNotWritten
+from wait_service.stream.ledger_stream import BatchNotWritten, comes_before, earliest
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -54,10 +54,10 @@ class ResolutionEvents:
     """Publishes the resolution event of each ledger change that ends a wait or a run.
 
     A batch consumer: a batch's events are gathered, then delivered to each sink in turn in batch
-    calls (``deliver_batch``: up to 10 events a call, in order), the outbox first. A sink that
-    does not take them all stops there: the sinks after it get only the events before the first
-    that failed, and the stream retries from that event's record (the FIFO outbox drops what it
-    already took; a topic subscriber drops a repeat on ``dedupe_key``).
+    calls (``deliver_batch``: up to 10 events a call, each thread's in order), the outbox first.
+    When a sink does not take them all, the stream retries from the first record whose event did
+    not go, and the sinks after it get only the events of the records before it (the FIFO outbox
+    drops what it already took; a topic subscriber drops a repeat on ``dedupe_key``).
 
     Parameters
     ----------
@@ -85,25 +85,33 @@ class ResolutionEvents:
         self._events += [(change.sequence_number, event) for event in events_of(change)]
 
     def flush(self) -> None:
-        """Deliver the gathered events; raises :class:`BatchNotWritten` from the first not delivered
-        to every sink."""
+        """Deliver the gathered events; raises :class:`BatchNotWritten` from the first record whose
+        event did not reach every sink."""
         gathered, self._events = self._events, []
-        delivered, failure = len(gathered), None
+        # Events of records from `cut` on are published again on the retry: none is sent now.
+        cut: str | None = None
+        failure: PartialDelivery | None = None
         for sink in self.sinks:
-            if not delivered:
+            sending = [
+                (sequence, event)
+                for sequence, event in gathered
+                if cut is None or comes_before(sequence, cut)
+            ]
+            if not sending:
                 break
             try:
-                sink.deliver_batch([event for _, event in gathered[:delivered]])
+                sink.deliver_batch([event for _, event in sending])
             except PartialDelivery as exc:
-                delivered, failure = exc.first_failed, exc
-        for _, event in gathered[:delivered]:
-            metrics.add_metric(name=EVENTS_PUBLISHED, unit=MetricUnit.Count, value=1)
-            logger.info(
-                "event published",
-                extra={"type": event.type, "dedupe_key": event.dedupe_key, "thread_id": event.thread_id},
-            )
-        if failure is not None:
-            raise BatchNotWritten(gathered[delivered][0], str(failure)) from failure
+                cut, failure = earliest(sending[i][0] for i in exc.undelivered), exc
+        for sequence, event in gathered:
+            if cut is None or comes_before(sequence, cut):
+                metrics.add_metric(name=EVENTS_PUBLISHED, unit=MetricUnit.Count, value=1)
+                logger.info(
+                    "event published",
+                    extra={"type": event.type, "dedupe_key": event.dedupe_key, "thread_id": event.thread_id},
+                )
+        if failure is not None and cut is not None:
+            raise BatchNotWritten(cut, str(failure)) from failure
 
 
 def events_of(change: LedgerChange) -> list[ResolutionEvent]:

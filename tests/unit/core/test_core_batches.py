@@ -16,7 +16,7 @@ from agent_wait.aws.batches import (
     MAX_BATCH_ENTRIES,
     BatchEntry,
     PartialDelivery,
-    runs,
+    calls,
     send_in_batches,
 )
 from agent_wait.testing import sample_envelope
@@ -35,12 +35,12 @@ def _entry(name: str, group: str | None = None, size: int = 100) -> BatchEntry:
     return BatchEntry({"MessageBody": name}, size, group)
 
 
-def _names(run: list[BatchEntry]) -> list[str]:
-    return [str(entry.fields["MessageBody"]) for entry in run]
+def _names(entries: list[BatchEntry], positions: list[int]) -> list[str]:
+    return [str(entries[p].fields["MessageBody"]) for p in positions]
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_runs_cover_every_entry_in_order_within_each_limit(seed: int) -> None:
+def test_calls_send_every_entry_once_within_each_limit_each_group_in_order(seed: int) -> None:
     # Entries of random size (some near the byte limit) and groups (some none)
     rng = random.Random(seed)
     entries = [
@@ -52,41 +52,52 @@ def test_runs_cover_every_entry_in_order_within_each_limit(seed: int) -> None:
         for n in range(rng.randint(0, 60))
     ]
 
-    cut = list(runs(entries))
+    planned = calls(entries)
 
-    # Consecutive runs, all of them, each one call's worth: ≤ 10 entries, ≤ 256 KiB, one per group
-    assert [e for _, run in cut for e in run] == entries
-    assert [start for start, _ in cut] == [sum(len(run) for _, run in cut[:n]) for n in range(len(cut))]
-    for _, run in cut:
-        assert 1 <= len(run) <= MAX_BATCH_ENTRIES
-        assert sum(e.size for e in run) <= MAX_BATCH_BYTES
-        groups = [e.group for e in run if e.group is not None]
+    # Every entry once; each call within SQS's and SNS's limits, one entry of a group at most
+    assert sorted(p for call in planned for p in call) == list(range(len(entries)))
+    for call in planned:
+        assert 1 <= len(call) <= MAX_BATCH_ENTRIES
+        assert len(call) == 1 or sum(entries[p].size for p in call) <= MAX_BATCH_BYTES
+        groups = [entries[p].group for p in call if entries[p].group is not None]
         assert len(groups) == len(set(groups))
+    # A group's entries go in the order given, each in a later call than the one before it
+    sent = {p: n for n, call in enumerate(planned) for p in call}
+    for group in {e.group for e in entries if e.group is not None}:
+        mine = [p for p, e in enumerate(entries) if e.group == group]
+        assert [sent[p] for p in mine] == sorted(sent[p] for p in mine)
+        assert len({sent[p] for p in mine}) == len(mine)
 
 
-def test_a_run_ends_at_the_eleventh_entry_a_repeated_group_and_the_byte_limit() -> None:
-    ten = [_entry(f"a{n}") for n in range(11)]
-    assert [len(run) for _, run in runs(ten)] == [10, 1]
+def test_a_call_ends_at_ten_entries_or_the_byte_limit_and_a_groups_next_message_waits_for_a_later_call() -> (
+    None
+):
+    eleven = [_entry(f"a{n}") for n in range(11)]
+    assert [len(call) for call in calls(eleven)] == [10, 1]
 
-    grouped = [_entry("x1", "t-1"), _entry("y1", "t-2"), _entry("x2", "t-1")]
-    assert [_names(run) for _, run in runs(grouped)] == [["x1", "y1"], ["x2"]]
+    # Three threads' three messages each, thread after thread: three calls, not nine
+    threads = [_entry(f"{t}{n}", t) for t in "abc" for n in (1, 2, 3)]
+    assert [_names(threads, call) for call in calls(threads)] == [
+        ["a1", "b1", "c1"],
+        ["a2", "b2", "c2"],
+        ["a3", "b3", "c3"],
+    ]
 
+    # A message goes in the first call it fits in
     heavy = [_entry("h1", size=MAX_BATCH_BYTES - 10), _entry("h2", size=11), _entry("h3", size=1)]
-    assert [_names(run) for _, run in runs(heavy)] == [["h1"], ["h2", "h3"]]
+    assert [_names(heavy, call) for call in calls(heavy)] == [["h1", "h3"], ["h2"]]
 
     # One message over the limit on its own still goes (in a call of its own: the service judges it)
-    assert [_names(run) for _, run in runs([_entry("big", size=MAX_BATCH_BYTES + 1), _entry("s")])] == [
-        ["big"],
-        ["s"],
-    ]
+    big = [_entry("big", size=MAX_BATCH_BYTES + 1), _entry("s")]
+    assert [_names(big, call) for call in calls(big)] == [["big"], ["s"]]
 
 
 class Refusing:
     """A batch call that refuses the entries named (by their message) and records what it sent."""
 
-    def __init__(self, refuse: set[str] = frozenset(), raise_on: set[int] = frozenset()) -> None:  # type: ignore[assignment]
-        self.refuse = set(refuse)
-        self.raise_on = set(raise_on)
+    def __init__(self, refuse: frozenset[str] = frozenset(), raise_on: frozenset[int] = frozenset()) -> None:
+        self.refuse = refuse
+        self.raise_on = raise_on
         self.calls: list[list[str]] = []
         self.sent: list[str] = []
 
@@ -102,46 +113,44 @@ class Refusing:
         }
 
 
-def test_a_refused_entry_stops_the_delivery_there_and_names_its_position() -> None:
-    # 25 messages of 25 groups: runs of 10, 10 and 5; the 14th (in the second run) is refused
+def test_a_refused_entry_stops_the_delivery_after_its_call_and_names_what_did_not_go() -> None:
+    # 25 messages of 25 groups: calls of 10, 10 and 5; the 14th (in the second call) is refused
     entries = [_entry(f"m{n}", f"t-{n}") for n in range(25)]
-    call = Refusing(refuse={"m13"})
+    call = Refusing(refuse=frozenset({"m13"}))
 
     with pytest.raises(PartialDelivery) as raised:
         send_in_batches(entries, call)
 
-    # Everything before it went; the rest of its run went too (SQS reports entries one by one),
-    # and the third run was never sent
+    # The rest of its call went (SQS reports entries one by one); the third call was never sent
+    assert raised.value.undelivered == [13, 20, 21, 22, 23, 24]
     assert raised.value.first_failed == 13
     assert raised.value.errors == ["InternalError: injected"]
     assert len(call.calls) == 2
-    assert call.sent == [f"m{n}" for n in range(25) if n < 20 and n != 13]
-    # The batch ids are positions within the call
-    assert "m13" in call.calls[1]
+    assert call.sent == [f"m{n}" for n in range(20) if n != 13]
 
 
-def test_a_call_that_raises_names_the_first_entry_of_its_run() -> None:
+def test_a_call_that_raises_leaves_its_entries_and_the_later_ones_undelivered() -> None:
     entries = [_entry(f"m{n}", f"t-{n}") for n in range(15)]
-    call = Refusing(raise_on={2})
+    call = Refusing(raise_on=frozenset({2}))
 
     with pytest.raises(PartialDelivery) as raised:
         send_in_batches(entries, call)
 
-    assert raised.value.first_failed == 10
+    assert raised.value.undelivered == list(range(10, 15))
     assert raised.value.errors == ["ConnectionError: connection reset"]
     assert isinstance(raised.value.__cause__, ConnectionError)
 
 
 def test_a_group_refused_in_one_call_has_nothing_later_sent() -> None:
-    # t-1's second message is in the next run: the first one's failure stops it from going first
+    # t-1's second message waits for the next call: the first one's failure stops it from going first
     entries = [_entry("t1-a", "t-1"), _entry("t2-a", "t-2"), _entry("t1-b", "t-1")]
-    call = Refusing(refuse={"t1-a"})
+    call = Refusing(refuse=frozenset({"t1-a"}))
 
     with pytest.raises(PartialDelivery) as raised:
         send_in_batches(entries, call)
 
-    assert raised.value.first_failed == 0
-    assert "t1-b" not in call.sent
+    assert raised.value.undelivered == [0, 2]
+    assert call.sent == ["t2-a"]
 
 
 def _fifo_queue(sqs: Any, name: str) -> str:

@@ -1,24 +1,24 @@
 """Many messages in few calls: SQS's ``SendMessageBatch`` and SNS's ``PublishBatch``, in order.
 
 A batch call takes up to 10 messages of at most 256 KiB together, and costs one request per
-64 KiB of payload instead of one per message. :func:`send_in_batches` cuts a sequence of messages
-into consecutive runs, one call each, sent one after another, and stops at the first run that
-did not all go: every message before the one :class:`PartialDelivery` names was delivered, and
-the caller sends again from there (a FIFO destination drops what it already took, by
-deduplication id).
+64 KiB of payload instead of one per message. :func:`send_in_batches` packs a sequence of messages
+into calls sent one after another, and stops at the first call that did not all go:
+:class:`PartialDelivery` names every message not known to be delivered, and the caller sends them
+again (a FIFO destination drops what it already took, by deduplication id).
 
-A run holds at most one message of each message group. SQS and SNS report each entry of a batch
-on its own, so a later entry of a group could be taken while an earlier one of the same group
-failed; with one entry per group in a call, and no call after a failed one, a group's messages
-arrive in the order given, as when they were sent one by one.
+Each message group (a thread: ``MessageGroupId``) keeps its order. SQS and SNS report each entry
+of a batch on its own, so a group's later message could be taken while an earlier one failed; so a
+call holds at most one message of a group, and a group's next message goes in a later call. A
+message is sent only after every earlier message of its group was, and nothing is sent after a
+failed call. Messages with no group (a standard topic's) go in the first call with room.
 
 Examples
 --------
->>> entries = [BatchEntry({"MessageBody": "a"}, size=1, group="t-1"),
-...            BatchEntry({"MessageBody": "b"}, size=1, group="t-1"),
-...            BatchEntry({"MessageBody": "c"}, size=1, group="t-2")]
->>> [(start, len(run)) for start, run in runs(entries)]
-[(0, 1), (1, 2)]
+>>> entries = [BatchEntry({"MessageBody": "a1"}, size=1, group="a"),
+...            BatchEntry({"MessageBody": "a2"}, size=1, group="a"),
+...            BatchEntry({"MessageBody": "b1"}, size=1, group="b")]
+>>> calls(entries)
+[[0, 2], [1]]
 """
 
 from __future__ import annotations
@@ -27,9 +27,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_ENTRIES", "BatchEntry", "PartialDelivery", "runs", "send_in_batches"]
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_ENTRIES",
+    "BatchEntry",
+    "PartialDelivery",
+    "calls",
+    "send_in_batches",
+]
 
 # SQS's and SNS's limits on one batch call (SNS: the topic's default MaximumMessageSize).
 MAX_BATCH_ENTRIES = 10
@@ -37,19 +44,23 @@ MAX_BATCH_BYTES = 256 * 1024
 
 
 class PartialDelivery(Exception):
-    """A batch delivery stopped at ``first_failed``: every message before it was delivered.
+    """A batch delivery that stopped before delivering every message.
 
-    From ``first_failed`` on, some messages may have been delivered and some not; ``errors`` are
-    the failures as SQS or SNS reported them (``Code: Message``), or the exception the call
-    raised.
+    ``undelivered`` are the positions (in the sequence given, ascending) of the messages not known
+    to be delivered: those SQS or SNS refused, and those of the calls never sent. Every other
+    message was delivered. ``errors`` are the failures as reported (``Code: Message``), or the
+    exception the call raised.
     """
 
-    def __init__(self, first_failed: int, errors: Sequence[str]) -> None:
-        self.first_failed = first_failed
+    def __init__(self, undelivered: Sequence[int], errors: Sequence[str]) -> None:
+        self.undelivered = sorted(undelivered)
         self.errors = list(errors)
-        super().__init__(
-            f"messages from position {first_failed} on not all delivered: " + "; ".join(self.errors)
-        )
+        super().__init__(f"{len(self.undelivered)} messages not delivered: " + "; ".join(self.errors))
+
+    @property
+    def first_failed(self) -> int:
+        """The position of the first message not known to be delivered."""
+        return self.undelivered[0]
 
 
 @dataclass(frozen=True)
@@ -76,46 +87,51 @@ def attributes_size(attributes: Mapping[str, Any] | None) -> int:
     return total
 
 
-def runs(entries: Sequence[BatchEntry]) -> Iterator[tuple[int, list[BatchEntry]]]:
-    """Consecutive runs of ``entries``, each ``(position of its first, its entries)``: one call each.
+def calls(entries: Sequence[BatchEntry]) -> list[list[int]]:
+    """The batch calls for ``entries``, in the order to send them: each the positions it holds.
 
-    A run ends before an entry that would make it 11 entries, take it past 256 KiB, or hold a
-    second entry of one message group. An entry larger than 256 KiB on its own is a run of its
-    own (the service refuses it as it would refuse it alone).
+    A call holds at most 10 entries, at most 256 KiB of them (an entry larger than that alone), and
+    at most one entry of a message group. Each entry goes into the first call with room that comes
+    after the call of its group's previous entry (any call, for an entry with no group).
     """
-    start, size = 0, 0
-    run: list[BatchEntry] = []
-    groups: set[str] = set()
+    planned: list[list[int]] = []
+    sizes: list[int] = []
+    last: dict[str, int] = {}
     for position, entry in enumerate(entries):
-        full = len(run) == MAX_BATCH_ENTRIES or size + entry.size > MAX_BATCH_BYTES
-        if run and (full or (entry.group is not None and entry.group in groups)):
-            yield start, run
-            start, run, size, groups = position, [], 0, set()
-        run.append(entry)
-        size += entry.size
+        first = last[entry.group] + 1 if entry.group in last else 0
+        for n in range(first, len(planned)):
+            if len(planned[n]) < MAX_BATCH_ENTRIES and sizes[n] + entry.size <= MAX_BATCH_BYTES:
+                break
+        else:
+            n = len(planned)
+            planned.append([])
+            sizes.append(0)
+        planned[n].append(position)
+        sizes[n] += entry.size
         if entry.group is not None:
-            groups.add(entry.group)
-    if run:
-        yield start, run
+            last[entry.group] = n
+    return planned
 
 
 def send_in_batches(entries: Sequence[BatchEntry], call: Callable[[list[Any]], Any]) -> None:
-    """Send ``entries`` run by run (:func:`runs`) with ``call``, one batch request a run.
+    """Send ``entries`` in batch requests (:func:`calls`) with ``call``, one after another.
 
-    ``call`` gets the run's entries with their batch ``Id`` (the entry's position in the run) and
+    ``call`` gets a call's entries with their batch ``Id`` (the entry's place in the call) and
     returns the service's response (``Failed``: the entries that did not go).
 
-    Raises :class:`PartialDelivery` at the first run that did not all go; no later run is sent.
+    Raises :class:`PartialDelivery` at the first call that did not all go; no later call is sent.
     """
-    for start, run in runs(entries):
-        request: list[Any] = [{"Id": str(n), **entry.fields} for n, entry in enumerate(run)]
+    planned = calls(entries)
+    for n, positions in enumerate(planned):
+        request: list[Any] = [{"Id": str(i), **entries[p].fields} for i, p in enumerate(positions)]
+        later = [p for rest in planned[n + 1 :] for p in rest]
         try:
             response = call(request)
         except Exception as exc:
-            raise PartialDelivery(start, [f"{type(exc).__name__}: {exc}"]) from exc
+            raise PartialDelivery(positions + later, [f"{type(exc).__name__}: {exc}"]) from exc
         failed = (response or {}).get("Failed") or []
         if failed:
-            first = min(int(f["Id"]) for f in failed)
             raise PartialDelivery(
-                start + first, [f"{f.get('Code', 'Failed')}: {f.get('Message', '')}" for f in failed]
+                [positions[int(f["Id"])] for f in failed] + later,
+                [f"{f.get('Code', 'Failed')}: {f.get('Message', '')}" for f in failed],
             )

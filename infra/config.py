@@ -19,6 +19,7 @@ from infra.constants import (
     API_THROTTLE_BURST,
     API_THROTTLE_RATE,
     DEFAULT_STACK_NAME,
+    DISPATCHER_PARALLELIZATION,
     RUNNER_MAX_CONCURRENCY,
     RUNNER_MEMORY_MB,
 )
@@ -264,7 +265,7 @@ class StackConfig:
         it also caps the runner.
     dispatcher_parallelization
         Batches of one shard of the ledger's stream the dispatcher handles at once (the stream
-        mapping's ``ParallelizationFactor``, 1-10, default 1). Each item's changes stay in order
+        mapping's ``ParallelizationFactor``, 1-10, default 2). Each item's changes stay in order
         whatever the value; raise it when the stream's iterator age grows (docs/performance.md).
     signing_keys
         ``{"key id": "<secret ARN>"}``: the keys the ``/signed`` routes accept (none: every signed
@@ -347,7 +348,7 @@ class StackConfig:
     checkpoint_compression: bool = True
     runner_max_concurrency: int = RUNNER_MAX_CONCURRENCY
     runner_reserved_concurrency: int | None = None
-    dispatcher_parallelization: int = 1
+    dispatcher_parallelization: int = DISPATCHER_PARALLELIZATION
     api_rate: int = API_THROTTLE_RATE
     api_burst: int = API_THROTTLE_BURST
     # Shards of each status listing of the ledger (wait_service.ledger.shards): 1 reads a page with
@@ -475,7 +476,7 @@ class StackConfig:
             dispatcher_parallelization=context_int(
                 "dispatcher_parallelization",
                 get("dispatcher_parallelization"),
-                1,
+                DISPATCHER_PARALLELIZATION,
                 DISPATCHER_PARALLELIZATION_RANGE,
                 "batches of a stream shard at once",
             ),

@@ -49,6 +49,11 @@ API_THROTTLE_BURST: Final = 100
 # At most this many runner invocations at once (context runner_max_concurrency): an SQS event source
 # mapping takes 2 to 1,000.
 RUNNER_MAX_CONCURRENCY: Final = 10
+# Batches of one shard of the ledger's stream the dispatcher handles at once (context
+# dispatcher_parallelization, 1 to 10): one full batch of 100 records takes it about half a second
+# (`make capacity`, modelled), and a stream shard carries up to about 120 records a second at the
+# default rate (10 questions/s), so two keep it under half busy.
+DISPATCHER_PARALLELIZATION: Final = 2
 # 256 KiB is SQS's message limit; the api refuses larger bodies with 413 before enqueuing.
 
 # Alarms. Each compares a metric with a threshold over a window of 5-minute periods, not one reading:

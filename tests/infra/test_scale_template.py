@@ -87,12 +87,14 @@ def _stream_mapping(synth: Synth) -> dict[str, Any]:
     return dict(mapping)
 
 
-def test_the_dispatchers_batches_of_a_shard_at_once_default_to_one_and_come_from_context(
+def test_the_dispatchers_batches_of_a_shard_at_once_default_to_two_and_come_from_context(
     default_synth: Synth, bucket_synth: Synth
 ) -> None:
-    # One batch of a shard at a time by default; dispatcher_parallelization lets a shard's changes
-    # go through up to 10 invocations at once (each item's changes still in order).
-    assert _stream_mapping(default_synth)["ParallelizationFactor"] == 1
+    # Two batches of a shard at once by default (under half busy at the default rate: make capacity);
+    # dispatcher_parallelization takes it up to 10 (each item's changes still in order).
+    assert (
+        _stream_mapping(default_synth)["ParallelizationFactor"] == constants.DISPATCHER_PARALLELIZATION == 2
+    )
     assert _stream_mapping(bucket_synth)["ParallelizationFactor"] == 10
 
 

@@ -508,8 +508,14 @@ def test_a_stream_shard_carries_the_records_of_its_share_of_the_ledgers_writes_a
     assert shard.shards == 20 and shard.records_per_second == 600
     batch_seconds = 0.05 * capacity_report.cpu_scale(capacity_report.DISPATCHER_MEMORY_MB) + 0.02
     assert shard.taken_per_batch == pytest.approx(100 / batch_seconds)
-    assert shard.parallelization == 1
+    # The deployment's default batches of a shard at once
+    from infra.constants import DISPATCHER_PARALLELIZATION
+
+    assert shard.parallelization == DISPATCHER_PARALLELIZATION
     # Under half busy: enough batches of a shard at once for twice the records
     assert shard.needed() == math.ceil(600 / (shard.taken_per_batch / 2))
     [row] = [r for r in capacity_report.analyse(sample, 1000, answer_after=None).rows if "stream" in r.figure]
-    assert (row.at_rate, row.limit) == (600, pytest.approx(shard.taken_per_batch))
+    assert (row.at_rate, row.limit) == (
+        600,
+        pytest.approx(shard.taken_per_batch * DISPATCHER_PARALLELIZATION),
+    )

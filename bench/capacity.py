@@ -438,14 +438,13 @@ def _full_batches(stack: Any, recorder: CallRecorder, archive: Path, listing_sha
             stack.client("dynamodb"), stack.client("sqs"), stack.client("sns"), prefix="capacity-replay-"
         )
     archive.mkdir(parents=True, exist_ok=True)
-    settings = Settings(
-        ledger_table=fresh.ledger_table,
-        inbox_url=fresh.inbox_url,
-        outbox_url=fresh.outbox_url,
-        topic_arn=fresh.topic_arn,
-        stats_table=fresh.stats_table,
-        archive_dir=str(archive),
-        listing_shards=listing_shards,
+    # The dispatcher's environment as the stack gives it, on the fresh resources.
+    settings = Settings.from_env(
+        {
+            **fresh.env(),
+            "AGENT_WAIT_ARCHIVE_DIR": str(archive),
+            "AGENT_WAIT_LISTING_SHARDS": str(listing_shards),
+        }
     )
     service = build_ledger_stream(
         settings, dynamodb=stack.client("dynamodb"), sqs=stack.client("sqs"), sns=stack.client("sns")

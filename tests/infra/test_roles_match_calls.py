@@ -50,6 +50,11 @@ TRANSACT_ITEM_ACTIONS = {
 }
 
 
+# A batch call is authorized as the single-message call: SQS's SendMessageBatch as SendMessage,
+# SNS's PublishBatch as Publish.
+BATCH_ACTIONS = {"sqs:SendMessageBatch": "sqs:SendMessage", "sns:PublishBatch": "sns:Publish"}
+
+
 class Recorder:
     """Clients whose every call is recorded as an IAM action, ``dynamodb:UpdateItem``.
 
@@ -77,6 +82,7 @@ class Recorder:
     def _record(self, model: Any, **_: Any) -> None:
         if model.name != "TransactWriteItems":
             action = f"{model.service_model.endpoint_prefix}:{model.name}"
+            action = BATCH_ACTIONS.get(action, action)
             on_apart = self._on_apart and model.service_model.endpoint_prefix == "dynamodb"
             (self.apart_actions if on_apart else self.actions).add(action)
             self._on_apart = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from datetime import date, timedelta
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -165,6 +166,77 @@ def test_a_failed_count_adds_nothing_and_the_retry_counts_it(
         consumer.process(records[1])
     assert stats(aws)["totals"]["reject"] == 0
     consumer.process(records[1])
+    consumer.process(records[1])
+    assert stats(aws)["totals"]["reject"] == 1
+
+
+def _conflicting(store: StatsStore, times: int) -> list[float]:
+    """Make the store's next ``times`` transactions cancelled as DynamoDB cancels one that met another
+    writing the same counter: nothing written, a reason per item, ``TransactionConflict`` among them.
+    Returns the waits between tries."""
+    real = store.client.transact_write_items
+    left = [times]
+
+    def conflicting(**request: Any) -> Any:
+        if left[0] > 0:
+            left[0] -= 1
+            reasons: Any = [{"Code": "None"}] * (len(request["TransactItems"]) - 1)
+            reasons.append({"Code": "TransactionConflict"})
+            raise ClientError(
+                {"Error": {"Code": "TransactionCanceledException"}, "CancellationReasons": reasons},
+                "TransactWriteItems",
+            )
+        return real(**request)
+
+    store.client = SimpleNamespace(transact_write_items=conflicting, update_item=store.client.update_item)  # type: ignore[assignment]
+    waits: list[float] = []
+    store._sleep = waits.append
+    return waits
+
+
+def test_a_count_that_met_another_transaction_on_its_counter_is_tried_again_and_counted_once(
+    aws: Aws, api: WaitApi
+) -> None:
+    # Given a decision, and its counters' transaction cancelled three times by others writing them
+    envelope = aws.raise_question("t-1", "q-1")
+    api.replies.reply("q-1", {"action": "reject"}, principal="bob", if_match=f'"{envelope.digest}"')
+    store = StatsStore(aws.settings.require("stats_table"), aws.dynamodb)
+    waits = _conflicting(store, times=3)
+    consumer = LedgerStream([AnalyticsConsumer(store)])
+    records: list[dict[str, Any]] = []
+    StreamReader(
+        aws.streams, aws.resources.ledger_stream_arn, lambda event, _: records.extend(event["Records"])
+    ).drain()
+
+    # When the dispatcher counts it: no batch fails
+    for record in records:
+        consumer.process(record)
+
+    # Then it was tried again after 25, 50 and 100 ms and counted once
+    assert waits == [0.025, 0.05, 0.1]
+    assert stats(aws)["totals"]["reject"] == 1
+
+
+def test_a_count_that_keeps_meeting_other_transactions_fails_its_batch_and_the_retry_counts_it(
+    aws: Aws, api: WaitApi
+) -> None:
+    envelope = aws.raise_question("t-1", "q-1")
+    api.replies.reply("q-1", {"action": "reject"}, principal="bob", if_match=f'"{envelope.digest}"')
+    store = StatsStore(aws.settings.require("stats_table"), aws.dynamodb)
+    records: list[dict[str, Any]] = []
+    StreamReader(
+        aws.streams, aws.resources.ledger_stream_arn, lambda event, _: records.extend(event["Records"])
+    ).drain()
+    consumer = LedgerStream([AnalyticsConsumer(store)])
+    consumer.process(records[0])
+    # Four cancellations: three tries again, then the record fails (the mapping retries it)
+    waits = _conflicting(store, times=4)
+
+    with pytest.raises(ClientError):
+        consumer.process(records[1])
+
+    assert waits == [0.025, 0.05, 0.1]
+    assert stats(aws)["totals"]["reject"] == 0
     consumer.process(records[1])
     assert stats(aws)["totals"]["reject"] == 1
 

@@ -457,6 +457,18 @@ def stream_shard(sample: Sample, calls: list[Call], rate: float) -> StreamShard 
     return StreamShard(records / shards, shards, taken, parallelization)
 
 
+def _full_batch_rates(full: list[Invocation], records_per_second: float) -> str:
+    """The dispatcher at a rate in full batches: invocations, concurrency and calls a second."""
+    batches = records_per_second / DISPATCHER.batch_size
+    busy = batches * sum(_modelled(i) for i in full) / len(full)
+    made: Counter[str] = Counter(call for i in full for call in i.calls)
+    calls = ", ".join(f"{name} {count / len(full) * batches:,.0f}/s" for name, count in sorted(made.items()))
+    return (
+        f"In full batches the dispatcher would take {batches:,.0f} invocations a second, about "
+        f"{busy:,.0f} executions at once, and make {calls} (the rows above count the sample's batches)"
+    )
+
+
 def _stream_rows(sample: Sample, calls: list[Call], rate: float) -> list[Row]:
     shard = stream_shard(sample, calls, rate)
     if shard is None:
@@ -538,7 +550,8 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
             f"{PARTITION_WRU:,} write units a second: at {rate:g} questions a second the ledger has at "
             f"least {shard.shards} shards, {shard.records_per_second:,.0f} records a second each (fewer "
             "with more shards); the mapping hands a shard's records to at most dispatcher_parallelization "
-            "invocations at once, each item's in order"
+            "invocations at once, each item's in order. "
+            + _full_batch_rates(full, shard.records_per_second * shard.shards)
         )
     if sample.archive_records:
         sizes = sample.archive_records

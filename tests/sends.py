@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,31 +36,34 @@ def refuse_entries(
     call answers 200, the entry listed under ``Failed``, the other entries of the call taken.
 
     Returns the entries refused so far. An entry is refused only in a call that holds others
-    (a batch call needs one entry at least).
+    (a batch call needs one entry at least). Safe for calls made at once from several threads:
+    each call's refusals travel in its own request context.
     """
     key = "Entries" if operation == "SendMessageBatch" else "PublishBatchRequestEntries"
     done: list[Any] = []
-    current: list[Any] = []
+    lock = threading.Lock()
     service = client.meta.service_model.service_name
 
-    def before(params: dict[str, Any], **_: Any) -> None:
-        current.clear()
+    def before(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        mine: list[Any] = []
         kept = []
-        for entry in params.get(key, []):
-            if len(done) + len(current) < times and len(params[key]) > 1 and refused(entry):
-                current.append(entry)
-            else:
-                kept.append(entry)
+        with lock:
+            for entry in params.get(key, []):
+                if len(done) < times and len(params[key]) > 1 and refused(entry):
+                    mine.append(entry)
+                    done.append(entry)
+                else:
+                    kept.append(entry)
         params[key] = kept
+        context["refused_entries"] = mine
 
-    def after(parsed: dict[str, Any], **_: Any) -> None:
+    def after(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        mine = context.pop("refused_entries", [])
         failed = [
             {"Id": e["Id"], "Code": "InternalError", "SenderFault": False, "Message": "injected"}
-            for e in current
+            for e in mine
         ]
         parsed["Failed"] = [*parsed.get("Failed", []), *failed]
-        done.extend(current)
-        current.clear()
 
     client.meta.events.register(f"before-parameter-build.{service}.{operation}", before)
     client.meta.events.register(f"after-call.{service}.{operation}", after)

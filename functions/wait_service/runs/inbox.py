@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from ulid import ULID
 
 from agent_wait import exact_json
-from agent_wait.aws.batches import BatchEntry, send_in_batches
 from wait_service.clients import CLIENT_CONFIG
 from wait_service.limits import ExactJson  # noqa: TC001 - pydantic reads it at runtime
 
@@ -158,6 +157,9 @@ class Inbox:
         Raises :class:`agent_wait.aws.batches.PartialDelivery` naming the first message not known
         to be sent; those before it were.
         """
+        # Only the dispatcher sends in batches: the runner never loads it.
+        from agent_wait.aws.batches import BatchEntry, send_in_batches
+
         send_in_batches(
             [BatchEntry.of(message, "MessageBody") for message in messages],
             lambda batch: self._client.send_message_batch(QueueUrl=self.queue_url, Entries=batch),

@@ -8,7 +8,6 @@ import boto3
 
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.aws._attributes import message_attributes
-from agent_wait.aws.batches import BatchEntry, send_in_batches
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -54,6 +53,9 @@ class SnsAnnounce(BaseAnnounce):
         Raises :class:`agent_wait.aws.batches.PartialDelivery` naming the first envelope not
         known to be published; those before it were.
         """
+        # Only the dispatcher sends in batches: the functions that publish one by one never load it.
+        from agent_wait.aws.batches import BatchEntry, send_in_batches
+
         entries = [BatchEntry.of(self._message(envelope), "Message") for envelope in envelopes]
         topic = self.topic_arn
         send_in_batches(

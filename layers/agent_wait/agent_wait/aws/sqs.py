@@ -8,7 +8,6 @@ import boto3
 
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.aws._attributes import message_attributes
-from agent_wait.aws.batches import BatchEntry, send_in_batches
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -53,6 +52,9 @@ class SqsAnnounce(BaseAnnounce):
         Raises :class:`agent_wait.aws.batches.PartialDelivery` naming the first envelope not
         known to be delivered; those before it were.
         """
+        # Only the dispatcher sends in batches: the functions that publish one by one never load it.
+        from agent_wait.aws.batches import BatchEntry, send_in_batches
+
         entries = [BatchEntry.of(self._message(envelope), "MessageBody") for envelope in envelopes]
         send_in_batches(
             entries, lambda batch: self.client.send_message_batch(QueueUrl=self.queue_url, Entries=batch)

@@ -170,6 +170,17 @@ def test_a_failed_count_adds_nothing_and_the_retry_counts_it(
     assert stats(aws)["totals"]["reject"] == 1
 
 
+def _rejected(aws: Aws, api: WaitApi) -> tuple[StatsStore, list[dict[str, Any]]]:
+    """A question rejected by bob; a store on the stats table, and the ledger stream's records."""
+    envelope = aws.raise_question("t-1", "q-1")
+    api.replies.reply("q-1", {"action": "reject"}, principal="bob", if_match=f'"{envelope.digest}"')
+    records: list[dict[str, Any]] = []
+    StreamReader(
+        aws.streams, aws.resources.ledger_stream_arn, lambda event, _: records.extend(event["Records"])
+    ).drain()
+    return StatsStore(aws.settings.require("stats_table"), aws.dynamodb), records
+
+
 def _conflicting(store: StatsStore, times: int) -> list[float]:
     """Make the store's next ``times`` transactions cancelled as DynamoDB cancels one that met another
     writing the same counter: nothing written, a reason per item, ``TransactionConflict`` among them.
@@ -198,15 +209,9 @@ def test_a_count_that_met_another_transaction_on_its_counter_is_tried_again_and_
     aws: Aws, api: WaitApi
 ) -> None:
     # Given a decision, and its counters' transaction cancelled three times by others writing them
-    envelope = aws.raise_question("t-1", "q-1")
-    api.replies.reply("q-1", {"action": "reject"}, principal="bob", if_match=f'"{envelope.digest}"')
-    store = StatsStore(aws.settings.require("stats_table"), aws.dynamodb)
+    store, records = _rejected(aws, api)
     waits = _conflicting(store, times=3)
     consumer = LedgerStream([AnalyticsConsumer(store)])
-    records: list[dict[str, Any]] = []
-    StreamReader(
-        aws.streams, aws.resources.ledger_stream_arn, lambda event, _: records.extend(event["Records"])
-    ).drain()
 
     # When the dispatcher counts it: no batch fails
     for record in records:
@@ -220,13 +225,7 @@ def test_a_count_that_met_another_transaction_on_its_counter_is_tried_again_and_
 def test_a_count_that_keeps_meeting_other_transactions_fails_its_batch_and_the_retry_counts_it(
     aws: Aws, api: WaitApi
 ) -> None:
-    envelope = aws.raise_question("t-1", "q-1")
-    api.replies.reply("q-1", {"action": "reject"}, principal="bob", if_match=f'"{envelope.digest}"')
-    store = StatsStore(aws.settings.require("stats_table"), aws.dynamodb)
-    records: list[dict[str, Any]] = []
-    StreamReader(
-        aws.streams, aws.resources.ledger_stream_arn, lambda event, _: records.extend(event["Records"])
-    ).drain()
+    store, records = _rejected(aws, api)
     consumer = LedgerStream([AnalyticsConsumer(store)])
     consumer.process(records[0])
     # Four cancellations: three tries again, then the record fails (the mapping retries it)

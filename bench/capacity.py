@@ -449,7 +449,8 @@ def _full_batches(stack: Any, recorder: CallRecorder, archive: Path, listing_sha
     service = build_ledger_stream(
         settings, dynamodb=stack.client("dynamodb"), sqs=stack.client("sqs"), sns=stack.client("sns")
     )
-    module = sys.modules["agent_wait_local_dispatcher_handler"]
+    # The handler module the stack loaded: its `handle` takes the service to run with.
+    module = sys.modules[stack._dispatcher_handler.__module__]
     invoke = stack._recorded(FULL_BATCH, lambda event, context: module.handle(event, context, service))
     context = context_factory("agent-wait-dispatcher", 60, REGION)
     before = len(stack.invocations)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from ulid import ULID
@@ -113,9 +113,8 @@ class Inbox:
         run must never be sent twice under one id.
         """
         run_id = run_id or str(ULID())
-        dedup_id = f"run:{thread_id}:{run_id}"
-        self._send(StartMessage(thread_id=thread_id, input=input, run_id=run_id), thread_id, dedup_id)
-        return dedup_id
+        message = StartMessage(thread_id=thread_id, input=input, run_id=run_id)
+        return self._send(self._message(message, thread_id, f"run:{thread_id}:{run_id}"))
 
     def start_json(self, thread_id: str, input_json: str, *, run_id: str) -> str:
         """Enqueue the start of run ``run_id`` whose input is the JSON text ``input_json``, as is.
@@ -123,9 +122,7 @@ class Inbox:
         The dispatcher sends a run's input as the ledger recorded it: the characters go on the
         queue unparsed, so no number is ever read as a float on the way.
         """
-        message = self.start_json_message(thread_id, input_json, run_id=run_id)
-        self._client.send_message(QueueUrl=self.queue_url, **message)
-        return message["MessageDeduplicationId"]
+        return self._send(self.start_json_message(thread_id, input_json, run_id=run_id))
 
     def start_json_message(self, thread_id: str, input_json: str, *, run_id: str) -> OutgoingMessage:
         """The request fields of :meth:`start_json`'s message, for :meth:`send_batch`."""
@@ -140,9 +137,7 @@ class Inbox:
 
     def resume(self, thread_id: str, question_id: str) -> str:
         """Enqueue the resume for ``question_id``; a resend within the FIFO window is dropped."""
-        message = self.resume_message(thread_id, question_id)
-        self._client.send_message(QueueUrl=self.queue_url, **message)
-        return message["MessageDeduplicationId"]
+        return self._send(self.resume_message(thread_id, question_id))
 
     def resume_message(self, thread_id: str, question_id: str) -> OutgoingMessage:
         """The request fields of :meth:`resume`'s message, for :meth:`send_batch`."""
@@ -154,10 +149,10 @@ class Inbox:
         """Send ``messages`` (:meth:`resume_message`, :meth:`start_json_message`) in order, in
         ``SendMessageBatch`` calls that keep each thread's order (:mod:`agent_wait.aws.batches`).
 
-        Raises :class:`agent_wait.aws.batches.PartialDelivery` naming the first message not known
-        to be sent; those before it were.
+        Raises :class:`agent_wait.aws.batches.PartialDelivery` naming every message not known to
+        be sent; the others were.
         """
-        # Only the dispatcher sends in batches: the runner never loads it.
+        # Imported here: only the dispatcher sends in batches, and the runner never loads it.
         from agent_wait.aws.batches import BatchEntry, send_in_batches
 
         send_in_batches(
@@ -171,8 +166,10 @@ class Inbox:
             QueueUrl=self.queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
         )
 
-    def _send(self, message: BaseModel, group: str, dedup_id: str) -> Any:
-        return self._client.send_message(QueueUrl=self.queue_url, **self._message(message, group, dedup_id))
+    def _send(self, message: OutgoingMessage) -> str:
+        """Send one message; its deduplication id."""
+        self._client.send_message(QueueUrl=self.queue_url, **message)
+        return message["MessageDeduplicationId"]
 
     @staticmethod
     def _message(message: BaseModel, group: str, dedup_id: str) -> OutgoingMessage:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -17,16 +15,17 @@ from wait_service.observability import logger, metrics
 from wait_service.runs.async_answers import answer_input, answer_run_id, is_async_question
 from wait_service.runs.run_failures import RunFailures
 from wait_service.runs.run_outcome import RESUMABLE, RunOutcome, _mapping, _question_ids, _receipt_item
+from wait_service.workers import shared_pool
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from wait_service.ledger import QuestionRecord
     from wait_service.runs.inbox import ResumeMessage
 
 # Worker threads for calls a message makes at once with others (two per message; a process that
 # runs several runners at once, the local stack, shares them). Threads start as they are needed.
 WORKERS = 8
-_EXECUTOR: ThreadPoolExecutor | None = None
-_EXECUTOR_LOCK = threading.Lock()
 
 
 class RunResumes(RunFailures):
@@ -96,11 +95,7 @@ class RunResumes(RunFailures):
     def _pool() -> ThreadPoolExecutor:
         """The workers for calls made at once with others: the checkpoint read ahead and the
         thread's mark (one pool per process, created on first use)."""
-        global _EXECUTOR
-        with _EXECUTOR_LOCK:
-            if _EXECUTOR is None:
-                _EXECUTOR = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="runner")
-            return _EXECUTOR
+        return shared_pool("runner", WORKERS)
 
     def _batch(self, question: QuestionRecord) -> tuple[list[QuestionRecord], list[str]]:
         """The batch ``question`` belongs to (``[]`` for any other) and its undecided ids."""

@@ -16,18 +16,17 @@ The consumers today:
   :meth:`~wait_service.ledger.ThreadStore.queue_run`) -> the start message.
 - :class:`~wait_service.stream.resolution_events.ResolutionEvents`: a question answered, expired,
   revoked, resumed or failing to resume, a run ending -> its event on the topic and the outbox.
-
-Both are :class:`BatchConsumer` objects: a batch's messages go in batch calls of up to 10
-(:mod:`agent_wait.aws.batches`), in order, each thread's kept; a call that fails stops the
-batch there, and the stream retries from the first record whose message did not go
-(:class:`BatchNotWritten`).
-
 - :class:`wait_service.stream.archive.ArchiveConsumer`: each change of a decided question -> one record
-  of the audit archive (Firehose deployed, JSON Lines locally), when an archive is configured;
-  a :class:`BatchConsumer`: a batch's records are put together, one call per batch.
+  of the audit archive (Firehose deployed, JSON Lines locally), when an archive is configured.
+- :class:`wait_service.stream.analytics.AnalyticsConsumer`: a decision -> the approval counters.
 
-More work that follows a change (resolution events, counters) is one more consumer in the list
-given to :class:`LedgerStream`, never a second reader of the stream.
+Each is a :class:`BatchConsumer`: it gathers a batch's work and writes it once the batch is
+handled, all four at once. The messages and events go in batch calls of up to 10
+(:mod:`agent_wait.aws.batches`), each thread's in order; a consumer that wrote part of its work
+names the record to retry from (:class:`BatchNotWritten`).
+
+More work that follows a change is one more consumer in the list given to :class:`LedgerStream`,
+never a second reader of the stream.
 
 Examples
 --------
@@ -46,8 +45,6 @@ Examples
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -59,6 +56,7 @@ from wait_service.ledger.statuses import RESUMING
 from wait_service.metric_names import RESUMES_DISPATCHED, STARTS_DISPATCHED
 from wait_service.observability import logger, metrics
 from wait_service.runs.async_answers import answer_run_id, is_async_question
+from wait_service.workers import shared_pool
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -220,7 +218,8 @@ class LedgerStream:
     """Hands each record of the ledger's stream to every consumer, in order.
 
     A :class:`BatchConsumer`'s work is written once per batch (:meth:`finish_batch`), not once
-    per record: the audit archive puts a batch's records with one call.
+    per record: the audit archive puts a batch's records with one call, the relay sends its
+    messages in batch calls.
 
     Parameters
     ----------
@@ -259,8 +258,9 @@ class LedgerStream:
     def finish_batch(self) -> list[str]:
         """Write every batch consumer's gathered work; the sequence numbers to retry from, if any failed.
 
-        For each batch consumer whose ``flush`` raised, the earliest record it gathered work from is
-        returned: the mapping retries the batch from there (its later records with it).
+        For each batch consumer whose ``flush`` raised, the record it names (:class:`BatchNotWritten`)
+        or else the earliest record it gathered work from is returned: the mapping retries the
+        batch from there (its later records with it).
         """
         return [sequence for sequence, _ in self._flush()]
 
@@ -289,7 +289,7 @@ class LedgerStream:
             if not sequences:
                 raise exc
             # A consumer that wrote part of its work names the record to retry from.
-            first = getattr(exc, "retry_from", None) or min(sequences, key=_sequence_key)
+            first = getattr(exc, "retry_from", None) or earliest(sequences)
             logger.error(
                 "ledger stream batch not written",
                 exc_info=exc,
@@ -299,10 +299,8 @@ class LedgerStream:
         return errors
 
 
-# Threads writing the consumers' work of a batch at once (one pool per process, made on first use).
+# Threads writing the consumers' work of a batch at once: one for each consumer there is.
 _FLUSH_WORKERS = 4
-_flush_pool: ThreadPoolExecutor | None = None
-_flush_pool_lock = threading.Lock()
 
 
 def _flush_at_once(consumers: Sequence[Any]) -> list[Exception | None]:
@@ -320,11 +318,7 @@ def _flush_at_once(consumers: Sequence[Any]) -> list[Exception | None]:
     busy = [c for c in consumers if getattr(c, "pending", 0)]
     if len(busy) < 2:
         return [flush(c) for c in consumers]
-    global _flush_pool
-    with _flush_pool_lock:
-        if _flush_pool is None:
-            _flush_pool = ThreadPoolExecutor(max_workers=_FLUSH_WORKERS, thread_name_prefix="stream-flush")
-        pool = _flush_pool
+    pool = shared_pool("stream-flush", _FLUSH_WORKERS)
     futures = {id(c): pool.submit(flush, c) for c in busy}
     return [futures[id(c)].result() if id(c) in futures else flush(c) for c in consumers]
 

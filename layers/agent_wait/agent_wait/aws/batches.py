@@ -57,11 +57,6 @@ class PartialDelivery(Exception):
         self.errors = list(errors)
         super().__init__(f"{len(self.undelivered)} messages not delivered: " + "; ".join(self.errors))
 
-    @property
-    def first_failed(self) -> int:
-        """The position of the first message not known to be delivered."""
-        return self.undelivered[0]
-
 
 @dataclass(frozen=True)
 class BatchEntry:

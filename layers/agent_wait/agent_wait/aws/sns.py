@@ -50,10 +50,10 @@ class SnsAnnounce(BaseAnnounce):
     def deliver_batch(self, envelopes: Sequence[Envelope | ResolutionEvent]) -> None:
         """Publish ``envelopes`` in order in ``PublishBatch`` calls (:mod:`agent_wait.aws.batches`).
 
-        Raises :class:`agent_wait.aws.batches.PartialDelivery` naming the first envelope not
-        known to be published; those before it were.
+        Raises :class:`agent_wait.aws.batches.PartialDelivery` naming every envelope not known
+        to be published; the others were.
         """
-        # Only the dispatcher sends in batches: the functions that publish one by one never load it.
+        # Imported here: a sender that delivers one envelope at a time never loads it.
         from agent_wait.aws.batches import BatchEntry, send_in_batches
 
         entries = [BatchEntry.of(self._message(envelope), "Message") for envelope in envelopes]

@@ -49,10 +49,10 @@ class SqsAnnounce(BaseAnnounce):
     def deliver_batch(self, envelopes: Sequence[Envelope | ResolutionEvent]) -> None:
         """Send ``envelopes`` in order in ``SendMessageBatch`` calls (:mod:`agent_wait.aws.batches`).
 
-        Raises :class:`agent_wait.aws.batches.PartialDelivery` naming the first envelope not
-        known to be delivered; those before it were.
+        Raises :class:`agent_wait.aws.batches.PartialDelivery` naming every envelope not known
+        to be delivered; the others were.
         """
-        # Only the dispatcher sends in batches: the functions that publish one by one never load it.
+        # Imported here: a sender that delivers one envelope at a time never loads it.
         from agent_wait.aws.batches import BatchEntry, send_in_batches
 
         entries = [BatchEntry.of(self._message(envelope), "MessageBody") for envelope in envelopes]

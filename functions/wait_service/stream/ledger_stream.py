@@ -377,8 +377,8 @@ class OutboxDispatcher:
                 sequence_number,
                 self.inbox.resume_message(question.thread_id, question.question_id),
                 RESUMES_DISPATCHED,
-                "resume enqueued",
-                {"question_id": question.question_id, "thread_id": question.thread_id},
+                "resumes enqueued",
+                {"question_ids": question.question_id, "thread_ids": question.thread_id},
             )
         )
 
@@ -391,8 +391,8 @@ class OutboxDispatcher:
                 change.sequence_number,
                 self.inbox.start_json_message(thread_id, str(change.new_value("input")), run_id=run_id),
                 STARTS_DISPATCHED,
-                "start enqueued",
-                {"run_id": run_id, "thread_id": thread_id},
+                "starts enqueued",
+                {"run_ids": run_id, "thread_ids": thread_id},
             )
         )
 
@@ -414,16 +414,23 @@ class OutboxDispatcher:
 
 @dataclass(frozen=True)
 class _Outgoing:
-    """A message the relay gathered: its record, request fields, metric and log line."""
+    """A message the relay gathered: its record, request fields, metric, and the log line of its
+    kind with the ids it adds to each of the line's lists."""
 
     sequence_number: str
     fields: OutgoingMessage
     metric: str
     log: str
-    extra: dict[str, str]
+    ids: dict[str, str]
 
 
 def _sent(messages: Sequence[_Outgoing]) -> None:
+    """Count and log the messages that went: one metric value and one log line per kind (starts,
+    resumes) for the whole batch, listing each message's ids in order, not a line per message."""
+    kinds: dict[str, list[_Outgoing]] = {}
     for message in messages:
-        metrics.add_metric(name=message.metric, unit=MetricUnit.Count, value=1)
-        logger.info(message.log, extra=message.extra)
+        kinds.setdefault(message.log, []).append(message)
+    for log, sent in kinds.items():
+        metrics.add_metric(name=sent[0].metric, unit=MetricUnit.Count, value=len(sent))
+        lists = {key: [m.ids[key] for m in sent] for key in sent[0].ids}
+        logger.info(log, extra={"count": len(sent), **lists})

@@ -103,13 +103,19 @@ class ResolutionEvents:
                 sink.deliver_batch([event for _, event in sending])
             except PartialDelivery as exc:
                 cut, failure = earliest(sending[i][0] for i in exc.undelivered), exc
-        for sequence, event in gathered:
-            if cut is None or comes_before(sequence, cut):
-                metrics.add_metric(name=EVENTS_PUBLISHED, unit=MetricUnit.Count, value=1)
-                logger.info(
-                    "event published",
-                    extra={"type": event.type, "dedupe_key": event.dedupe_key, "thread_id": event.thread_id},
-                )
+        published = [event for sequence, event in gathered if cut is None or comes_before(sequence, cut)]
+        if published:
+            # One metric value and one line for the batch (each event's dedupe key names its type
+            # and question), not a line per event.
+            metrics.add_metric(name=EVENTS_PUBLISHED, unit=MetricUnit.Count, value=len(published))
+            logger.info(
+                "events published",
+                extra={
+                    "count": len(published),
+                    "dedupe_keys": [event.dedupe_key for event in published],
+                    "thread_ids": [event.thread_id for event in published],
+                },
+            )
         if failure is not None and cut is not None:
             raise BatchNotWritten(cut, str(failure)) from failure
 

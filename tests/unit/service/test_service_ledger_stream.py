@@ -8,6 +8,7 @@ downstream (FIFO deduplication id = question or run id)".
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from agent_wait_cli.local.streams import StreamReader, lambda_record
 from wait_service.ledger import Ledger
+from wait_service.observability import logger
 from wait_service.stream.dispatcher import build_ledger_stream
 from wait_service.stream.ledger_stream import LedgerChange, LedgerStream, OutboxDispatcher
 
@@ -169,8 +171,13 @@ def _sqs_calls(aws: Aws) -> list[str]:
     return calls
 
 
+def logged(caplog: pytest.LogCaptureFixture, message: str) -> list[dict[str, Any]]:
+    """The fields of the service's log lines with ``message`` (their extras among them)."""
+    return [vars(record) for record in caplog.records if record.getMessage() == message]
+
+
 def test_a_batch_of_starts_goes_in_batch_calls_with_each_threads_runs_in_order(
-    aws: Aws, api: WaitApi
+    aws: Aws, api: WaitApi, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given 12 threads started, the first of them twice (its second run queued behind the first)
     for n in range(12):
@@ -181,7 +188,8 @@ def test_a_batch_of_starts_goes_in_batch_calls_with_each_threads_runs_in_order(
     calls = _sqs_calls(aws)
 
     # When the dispatcher handles them as one batch
-    assert _handle(event, None, service) == {"batchItemFailures": []}
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        assert _handle(event, None, service) == {"batchItemFailures": []}
 
     # Then 13 start messages went in batch calls of up to 10, never two of one thread in a call
     assert calls == ["SendMessageBatch", "SendMessageBatch"]
@@ -189,6 +197,11 @@ def test_a_batch_of_starts_goes_in_batch_calls_with_each_threads_runs_in_order(
     assert len(messages) == 13
     first = [m["body"]["input"]["amount"] for m in messages if m["body"]["thread_id"] == "t-0"]
     assert first == [0, 100]
+    # And one log line says so for the batch, its ids in the records' order
+    [line] = logged(caplog, "starts enqueued")
+    assert line["count"] == 13
+    assert line["thread_ids"] == [f"t-{n}" for n in range(12)] + ["t-0"]
+    assert sorted(line["run_ids"]) == sorted(m["body"]["run_id"] for m in messages)
 
 
 def test_a_start_the_inbox_refuses_in_a_batch_is_retried_from_its_record_and_nothing_is_lost(

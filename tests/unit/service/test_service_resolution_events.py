@@ -9,6 +9,7 @@ least once, deduplicated downstream (FIFO deduplication id = question or run id;
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,6 +23,7 @@ from agent_wait_cli.local.streams import StreamReader
 from wait_service.ledger.attributes import iso
 from wait_service.lifecycle.timers import TimerEvent
 from wait_service.lifecycle.unanswered import LifecycleService
+from wait_service.observability import logger
 from wait_service.stream.dispatcher import build_ledger_stream
 from wait_service.stream.ledger_stream import LedgerChange, LedgerStream
 from wait_service.stream.resolution_events import ResolutionEvents, events_of
@@ -265,10 +267,12 @@ def test_a_failing_sink_fails_the_record_and_the_retry_publishes_the_event(
 
 
 def test_an_event_the_outbox_refuses_in_a_batch_stops_the_topic_there_and_the_retry_delivers_each_once(
-    aws: Aws, api: WaitApi
+    aws: Aws, api: WaitApi, caplog: pytest.LogCaptureFixture
 ) -> None:
     from sends import refuse_entries
-    from test_service_ledger_stream import _handle, stream_records
+    from test_service_ledger_stream import _handle, logged, stream_records
+
+    caplog.set_level(logging.INFO, logger=logger.name)
 
     # Given five questions of five threads answered, and the outbox refusing q-2's event once in
     # a batch call that takes the others
@@ -291,6 +295,10 @@ def test_an_event_the_outbox_refuses_in_a_batch_stops_the_topic_there_and_the_re
     assert len(refused) == 1 and response["batchItemFailures"] == [{"itemIdentifier": q2}]
     first = [b["dedupe_key"] for b, _ in aws.subscribed()]
     assert first == ["wait.answered:q-0", "wait.answered:q-1"]
+    # and its log line names those two only: the others are published on the retry
+    [line] = logged(caplog, "events published")
+    assert (line["count"], line["dedupe_keys"], line["thread_ids"]) == (2, first, ["t-0", "t-1"])
+    caplog.clear()
 
     # When the mapping retries from there: each event is on the outbox and on the topic once
     retried = [r for r in records if int(r["dynamodb"]["SequenceNumber"]) >= int(q2)]
@@ -299,6 +307,8 @@ def test_an_event_the_outbox_refuses_in_a_batch_stops_the_topic_there_and_the_re
     # (q-3's and q-4's went in the call that refused q-2's: other threads, whose order is their own)
     assert sorted(e["dedupe_key"] for e in events(aws)) == expected
     assert first + [b["dedupe_key"] for b, _ in aws.subscribed()] == expected
+    [line] = logged(caplog, "events published")
+    assert line["dedupe_keys"] == expected[2:]
 
 
 def test_unrelated_changes_publish_nothing(aws: Aws, api: WaitApi) -> None:

@@ -46,12 +46,26 @@ import uuid
 import warnings
 from collections import Counter
 from contextlib import contextmanager
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.capacity_report import FULL_BATCH, Invocation, Sample, analyse, render, write_section
+from bench.capacity_report import (
+    AT_RATE_BATCH,
+    FULL_BATCH,
+    Invocation,
+    Replay,
+    Sample,
+    analyse,
+    batch_at_rate,
+    ledger_wru_per_question,
+    render,
+    write_section,
+)
 from bench.prices import REGION
 from bench.recorder import (
+    Call,
     CallRecorder,
     HookTime,
     current_function,
@@ -62,6 +76,9 @@ from bench.recorder import (
 from infra.constants import LOG_LEVEL, REPO_ROOT
 from wait_service.ledger.shards import shards_for_rate
 from wait_service.resources import DISPATCHER
+
+# The sample's resource names begin with this; a replay's with this and its function name.
+PREFIX = "capacity-"
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -278,10 +295,13 @@ def run_sample(
     deadline: float = 180.0,
     handler_log: Path | None = None,
     listing_shards: int = 1,
+    rate: float | None = None,
 ) -> Sample:
     """Drive ``questions`` questions through the local stack with every call and invocation recorded.
 
     ``listing_shards``: the stack's status listing shards (the count a deployment sets for the rate).
+    ``rate``: questions a second the sample stands for; given, the sample's stream is also handed to
+    the dispatcher in the batches that rate fills (:attr:`Sample.at_rate`, what its work costs there).
     """
     import boto3
 
@@ -329,7 +349,7 @@ def run_sample(
             graph=GRAPH,
             port=0,
             moto_port=0,
-            prefix="capacity-",
+            prefix=PREFIX,
             log_level=LOG_LEVEL,
             listing_shards=listing_shards,
             archive_dir=Path(archive_folder),
@@ -374,9 +394,27 @@ def run_sample(
                     invocations = list(stack.invocations)
                     archive_puts = list(puts)
                     log_bytes = Counter(stream.bytes)
+                    records = _stream_records(stack, recorder)
+                    replay = partial(_replayed, stack, recorder, records, listing_shards=listing_shards)
                     progress(f"==> the sample's ledger stream again, in batches of {DISPATCHER.batch_size}")
-                    replay = Path(archive_folder) / "replay"
-                    full_batches = _full_batches(stack, recorder, replay, listing_shards)
+                    full_batches, _ = replay(
+                        function=FULL_BATCH,
+                        size=DISPATCHER.batch_size,
+                        whole=False,
+                        archive=Path(archive_folder) / FULL_BATCH,
+                    )
+                    at_rate = None
+                    if rate is not None:
+                        ledger_wru = ledger_wru_per_question(calls, resources.ledger_table, questions)
+                        size = batch_at_rate(len(records) / questions, ledger_wru, rate)
+                        progress(f"==> and in the batches {rate:g} questions a second fill: {size} records")
+                        done, made = replay(
+                            function=AT_RATE_BATCH,
+                            size=size,
+                            whole=True,
+                            archive=Path(archive_folder) / AT_RATE_BATCH,
+                        )
+                        at_rate = Replay(size, done, made, stream.bytes[AT_RATE_BATCH])
                 finally:
                     for handler, previous in rerouted:
                         handler.setStream(previous)
@@ -402,25 +440,13 @@ def run_sample(
         archive_records=archive,
         archive_puts=archive_puts,
         full_batches=full_batches,
+        at_rate=at_rate,
     )
 
 
-def _full_batches(stack: Any, recorder: CallRecorder, archive: Path, listing_shards: int) -> list[Invocation]:
-    """The sample's ledger stream handed again to a dispatcher, in batches as full as Lambda's under load.
-
-    At the sample's pace the local reader hands the dispatcher a few records at a time; under load
-    Lambda's mapping hands it full batches. Every record of the sample's stream, in order, goes in
-    batches of ``DISPATCHER.batch_size`` to the real dispatcher handler wired to fresh resources
-    (inbox, outbox, topic, counters, archive folder: nothing it writes has been written before, so
-    each batch costs what its first handling would), each invocation timed and its calls recorded as
-    the sample's are, under the function name ``dispatcher-full-batch`` (counted apart from the
-    sample). What one shard's dispatcher can take under load is read from these.
-    """
-    from agent_wait_cli.local.runtime import context_factory
+def _stream_records(stack: Any, recorder: CallRecorder) -> list[dict[str, Any]]:
+    """Every record of the sample's ledger stream, in order, as Lambda hands them to the dispatcher."""
     from agent_wait_cli.local.streams import lambda_record
-    from wait_service.resources import create_resources
-    from wait_service.settings import Settings
-    from wait_service.stream.dispatcher import build_ledger_stream
 
     with recorder.suspended():
         streams = stack.client("dynamodbstreams")
@@ -434,8 +460,39 @@ def _full_batches(stack: Any, recorder: CallRecorder, archive: Path, listing_sha
                 page = streams.get_records(ShardIterator=iterator, Limit=1000)
                 records += [lambda_record(r, arn) for r in page["Records"]]
                 iterator = page.get("NextShardIterator") if page["Records"] else None
+    return records
+
+
+def _replayed(
+    stack: Any,
+    recorder: CallRecorder,
+    records: list[dict[str, Any]],
+    *,
+    function: str,
+    size: int,
+    whole: bool,
+    archive: Path,
+    listing_shards: int,
+) -> tuple[list[Invocation], list[Call]]:
+    """The sample's ledger stream handed again to a dispatcher, in batches of ``size`` records.
+
+    At the sample's pace the local reader hands the dispatcher a few records at a time; under load
+    Lambda's mapping hands it fuller batches. The records, in order, go in batches of ``size`` to the
+    real dispatcher handler wired to fresh resources (inbox, outbox, topic, counters, archive folder:
+    nothing it writes has been written before, so each batch costs what its first handling would),
+    each invocation timed and its calls recorded as the sample's are, under the name ``function``
+    (counted apart from the sample). ``whole``: the last batch holds what is left (the cost of the
+    whole stream); otherwise only full batches (what one batch at a time takes).
+    """
+    from agent_wait_cli.local.runtime import context_factory
+    from wait_service.resources import create_resources
+    from wait_service.settings import Settings
+    from wait_service.stream.dispatcher import build_ledger_stream
+
+    prefix = f"{PREFIX}{function}-"
+    with recorder.suspended():
         fresh = create_resources(
-            stack.client("dynamodb"), stack.client("sqs"), stack.client("sns"), prefix="capacity-replay-"
+            stack.client("dynamodb"), stack.client("sqs"), stack.client("sns"), prefix=prefix
         )
     archive.mkdir(parents=True, exist_ok=True)
     # The dispatcher's environment as the stack gives it, on the fresh resources.
@@ -451,15 +508,21 @@ def _full_batches(stack: Any, recorder: CallRecorder, archive: Path, listing_sha
     )
     # The handler module the stack loaded: its `handle` takes the service to run with.
     module = sys.modules[stack._dispatcher_handler.__module__]
-    invoke = stack._recorded(FULL_BATCH, lambda event, context: module.handle(event, context, service))
+    invoke = stack._recorded(function, lambda event, context: module.handle(event, context, service))
     context = context_factory("agent-wait-dispatcher", 60, REGION)
-    before = len(stack.invocations)
-    size = DISPATCHER.batch_size
-    for first in range(0, len(records) - size + 1, size):
+    before, made = len(stack.invocations), len(recorder.calls)
+    last = len(records) if whole else len(records) - size + 1
+    for first in range(0, max(0, last), size):
         invoke({"Records": records[first : first + size]}, context())
     replayed = stack.invocations[before:]
     del stack.invocations[before:]
-    return list(replayed)
+    # Each call named for the sample's resource it stands for (the replay's queue is the inbox).
+    calls = [
+        replace(c, target=c.target.replace(prefix, PREFIX))
+        for c in recorder.calls[made:]
+        if c.function == function
+    ]
+    return list(replayed), calls
 
 
 def _archive_record_sizes(folder: Path | None) -> list[int]:
@@ -598,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
         timed_share=args.timed_share,
         handler_log=args.handler_log,
         listing_shards=shards_for_rate(args.rate),
+        rate=args.rate,
     )
     print(
         f"==> counted {len(sample.calls)} AWS calls and {len(sample.invocations)} invocations "

@@ -16,13 +16,14 @@ import os
 import re
 import uuid
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from bench import costs, stepfunctions
 from bench.prices import (
     LAMBDA_ONE_VCPU_MB,
     LATENCIES,
+    PRICES,
     PRICES_DATE,
     QUOTAS,
     REGION,
@@ -49,12 +50,18 @@ SNS_PUBLISH = ("Publish", "PublishBatch")
 # The sample's ledger stream handed to the dispatcher again in full batches (bench.capacity): how
 # much one shard's dispatcher takes under load. Not part of the sample's counts or costs.
 FULL_BATCH = "dispatcher-full-batch"
+# The same stream handed over again in the batches the rate fills (bench.capacity): what the
+# dispatcher's work costs at the rate. Priced in place of the sample's own dispatcher invocations.
+AT_RATE_BATCH = "dispatcher-at-rate"
+# Lambda's largest ParallelizationFactor: the most batches of one shard handled at once.
+MAX_PARALLELIZATION = 10
 MEMORY_MB = {
     "api": API_MEMORY_MB,
     "runner": RUNNER_MEMORY_MB,
     "lifecycle": API_MEMORY_MB,
     "dispatcher": DISPATCHER_MEMORY_MB,
     FULL_BATCH: DISPATCHER_MEMORY_MB,
+    AT_RATE_BATCH: DISPATCHER_MEMORY_MB,
     "webhooks": API_MEMORY_MB,
 }
 # DynamoDB splits a table into partitions of at most 1,000 write units a second each; its stream has
@@ -124,6 +131,52 @@ class Sample:
     archive_puts: list[int] = field(default_factory=list)
     # The sample's ledger stream handed again to the dispatcher in full batches (FULL_BATCH).
     full_batches: list[Invocation] = field(default_factory=list)
+    # And in the batches the rate fills (AT_RATE_BATCH): None when the run did not replay it.
+    at_rate: Replay | None = None
+
+
+@dataclass
+class Replay:
+    """The sample's whole ledger stream handed again to the dispatcher in batches of ``size`` records
+    (the last one holding what is left), on fresh resources: each batch costs what its first handling
+    would."""
+
+    size: int
+    invocations: list[Invocation]
+    calls: list[Call]
+    log_bytes: int  # what the dispatcher's handler wrote to its log over the replay
+
+
+def fewest_shards(ledger_wru_per_question: float, rate: float) -> int:
+    """The fewest partitions (so stream shards) the ledger has at ``rate``: one per 1,000 WRU a second.
+
+    Examples
+    --------
+    >>> fewest_shards(22.0, 1000), fewest_shards(22.0, 10)
+    (22, 1)
+    """
+    return max(1, math.ceil(ledger_wru_per_question * rate / PARTITION_WRU))
+
+
+def batch_at_rate(records_per_question: float, ledger_wru_per_question: float, rate: float) -> int:
+    """Records in a dispatcher batch at ``rate``, at the least: what one stream shard carries over the
+    mapping's batching window, shared by the most batches of a shard at once, at most a full batch.
+
+    Lambda hands a batch over when it is full or when the window has passed; the largest
+    parallelization shares a shard's records among the most batches, so it gives the smallest.
+
+    Examples
+    --------
+    >>> batch_at_rate(12.0, 22.0, 1000)  # 545 records a second on each of 22 shards, over 10
+    54
+    >>> batch_at_rate(12.0, 22.0, 10)  # 120 records a second on one shard
+    12
+    >>> batch_at_rate(12.0, 22.0, 0.1)
+    1
+    """
+    per_shard = records_per_question * rate / fewest_shards(ledger_wru_per_question, rate)
+    gathered = per_shard * DISPATCHER.max_batching_window_seconds / MAX_PARALLELIZATION
+    return max(1, min(DISPATCHER.batch_size, math.floor(gathered)))
 
 
 def platform_log_bytes(function: str, memory_mb: int) -> int:
@@ -222,6 +275,9 @@ class Report:
     transitions: int
     calls_per_question: Counter[str]
     notes: list[str]
+    # Ours and Step Functions' cost lines with the dispatcher's work as the sample's small batches
+    # made it (what a low rate costs), when the costs above price it in the rate's batches.
+    sample_batches: tuple[list[costs.Line], list[costs.Line]] | None = None
 
 
 def _quota(key: str) -> tuple[float, str]:
@@ -449,12 +505,16 @@ def stream_shard(sample: Sample, calls: list[Call], rate: float) -> StreamShard 
     sample_batches = [i.records for i in sample.invocations if i.function == "dispatcher"]
     if not full or not sample_batches:
         return None
-    ledger_wru = sum(u.wru for c in calls for u in c.usage if u.where == sample.ledger_table)
-    shards = max(1, math.ceil(ledger_wru / sample.questions * rate / PARTITION_WRU))
+    shards = fewest_shards(ledger_wru_per_question(calls, sample.ledger_table, sample.questions), rate)
     records = sum(sample_batches) / sample.questions * rate
     taken = sum(i.records for i in full) / sum(_modelled(i) for i in full)
     parallelization = int(getattr(_infra_config(), "dispatcher_parallelization", 1))
     return StreamShard(records / shards, shards, taken, parallelization)
+
+
+def ledger_wru_per_question(calls: list[Call], ledger_table: str, questions: int) -> float:
+    """Write units a question costs the ledger table (its indexes are partitioned apart)."""
+    return sum(u.wru for c in calls for u in c.usage if u.where == ledger_table) / questions
 
 
 def _full_batch_rates(full: list[Invocation], records_per_second: float) -> str:
@@ -506,13 +566,20 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         *_stream_rows(sample, calls, rate),
     ]
 
-    per_q = _per_question(sample, calls)
     questions_per_thread = max(1, round(sample.questions_raised / n))
     fired = sum(1 for i in sample.invocations if i.scheduled)
     transitions = stepfunctions.transitions(questions_per_thread, timers_fired=round(fired / n))
-    sfn = costs.step_functions(
-        per_q, transitions, questions_per_thread, _token_task(sample, calls), inbox=sample.inbox
-    )
+    token = _token_task(sample, calls)
+
+    def priced(q: costs.PerQuestion) -> tuple[list[costs.Line], list[costs.Line]]:
+        sfn = costs.step_functions(q, transitions, questions_per_thread, token, inbox=sample.inbox)
+        return costs.itemised(q), sfn
+
+    in_sample = _per_question(sample, calls, sample.invocations, sample.log_bytes)
+    at_rate = _dispatcher_at_rate(sample, calls)
+    per_q = in_sample if at_rate is None else _per_question(sample, *at_rate)
+    ours, sfn = priced(per_q)
+    sample_batches = None if at_rate is None else priced(in_sample)
 
     notes = []
     if left:
@@ -563,6 +630,9 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
             "batch holding a decided question's change, so fewer and fuller as the batches fill under load)"
         )
     notes += _duration_notes(sample, busy)
+    memory_note = runner_memory_note(sample)
+    if memory_note:
+        notes.append(memory_note)
     platform = sum(platform_log_bytes(i.function, _memory(i.function)) for i in sample.invocations)
     notes.append(
         f"logs per question: {sum(sample.log_bytes.values()) / n:,.0f} B written by the handlers ("
@@ -584,8 +654,9 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         rows=rows,
         partitions=sorted(parts, key=lambda p: (-p.wru, -p.rru)),
         per_question=per_q,
-        ours=costs.itemised(per_q),
+        ours=ours,
         sfn=sfn,
+        sample_batches=sample_batches,
         transitions=transitions,
         calls_per_question=Counter(c.name for c in calls),
         notes=notes,
@@ -622,9 +693,35 @@ def _modelled(invocation: Invocation) -> float:
     return invocation.modelled_seconds(_memory(invocation.function))
 
 
-def _billed_gb_seconds(invocation: Invocation) -> float:
-    """GB-s as Lambda bills them (each invocation rounded up to the millisecond), at the modelled duration."""
-    return math.ceil(_modelled(invocation) * 1000) / 1000 * _memory(invocation.function) / 1024
+def _billed_gb_seconds(invocation: Invocation, memory_mb: int | None = None) -> float:
+    """GB-s as Lambda bills them (each invocation rounded up to the millisecond), at the modelled
+    duration; at ``memory_mb`` when given, else at the function's memory as deployed."""
+    memory = memory_mb or _memory(invocation.function)
+    return math.ceil(invocation.modelled_seconds(memory) * 1000) / 1000 * memory / 1024
+
+
+# Runner memory sizes the report prices beside the deployed one (context runner_memory).
+RUNNER_MEMORY_OPTIONS = (512, 1024, LAMBDA_ONE_VCPU_MB)
+
+
+def runner_memory_note(sample: Sample) -> str | None:
+    """The runner's warm invocations priced at other memory sizes (context ``runner_memory``): how
+    long each takes and what its GB-s cost a million questions, from the same CPU and calls."""
+    runs = [i for i in sample.invocations if i.function == "runner" and i.cpu_seconds is not None]
+    if not runs:
+        return None
+    price = PRICES["lambda_gb_second"]
+    options = []
+    for memory in sorted({*RUNNER_MEMORY_OPTIONS, RUNNER_MEMORY_MB}):
+        ms = sum(i.modelled_seconds(memory) for i in runs) / len(runs) * 1000
+        gb = sum(_billed_gb_seconds(i, memory) for i in runs) / sample.questions
+        deployed = " (deployed)" if memory == RUNNER_MEMORY_MB else ""
+        options.append(f"{memory} MB{deployed} {ms:.0f} ms, ${price.cost(gb * costs.MILLION):.2f}")
+    return (
+        "the runner at other memory sizes (context runner_memory; a warm invocation's modelled "
+        "duration, and its GB-s per million questions): " + "; ".join(options) + ". Less memory is a "
+        "smaller share of a vCPU: the CPU of each run, and of each cold start's imports, takes longer"
+    )
 
 
 def _duration_notes(sample: Sample, busy: dict[str, float]) -> list[str]:
@@ -671,11 +768,29 @@ def _duration_notes(sample: Sample, busy: dict[str, float]) -> list[str]:
     ]
 
 
-def _per_question(sample: Sample, calls: list[Call]) -> costs.PerQuestion:
+def _dispatcher_at_rate(
+    sample: Sample, calls: list[Call]
+) -> tuple[list[Call], list[Invocation], Counter[str]] | None:
+    """The sample's calls, invocations and log bytes with the dispatcher's as the rate's batches made
+    them (the replay of the whole stream, :attr:`Sample.at_rate`) instead of the sample's own."""
+    replay = sample.at_rate
+    if replay is None or not replay.invocations:
+        return None
+    invocations = [i for i in sample.invocations if i.function != "dispatcher"]
+    invocations += [replace(i, function="dispatcher") for i in replay.invocations]
+    kept = [c for c in calls if c.function != "dispatcher"] + replay.calls
+    log_bytes = Counter(sample.log_bytes)
+    log_bytes["dispatcher"] = replay.log_bytes
+    return kept, invocations, log_bytes
+
+
+def _per_question(
+    sample: Sample, calls: list[Call], invocations: list[Invocation], log_bytes: Counter[str]
+) -> costs.PerQuestion:
     n = sample.questions
-    requests: Counter[str] = Counter(i.function for i in sample.invocations)
+    requests: Counter[str] = Counter(i.function for i in invocations)
     gb: dict[str, float] = defaultdict(float)
-    for invocation in sample.invocations:
+    for invocation in invocations:
         gb[invocation.function] += _billed_gb_seconds(invocation)
     wru_tables = sum(u.wru for c in calls for u in c.usage if "/" not in u.where)
     wru_indexes = sum(u.wru for c in calls for u in c.usage if "/" in u.where)
@@ -684,8 +799,8 @@ def _per_question(sample: Sample, calls: list[Call]) -> costs.PerQuestion:
     for call in calls:
         if call.service == "sqs":
             sqs[call.target] += call.billable / n
-    logs = sum(sample.log_bytes.values()) + sum(
-        platform_log_bytes(i.function, MEMORY_MB.get(i.function, API_MEMORY_MB)) for i in sample.invocations
+    logs = sum(log_bytes.values()) + sum(
+        platform_log_bytes(i.function, MEMORY_MB.get(i.function, API_MEMORY_MB)) for i in invocations
     )
     return costs.PerQuestion(
         lambda_requests={f: c / n for f, c in requests.items()},
@@ -696,8 +811,8 @@ def _per_question(sample: Sample, calls: list[Call]) -> costs.PerQuestion:
         stream_tables=tuple(sorted(t.name for t in sample.tables.values() if t.stream)),
         sqs_requests=dict(sqs),
         sns_publishes=sum(c.billable for c in calls if c.service == "sns" and c.action in SNS_PUBLISH) / n,
-        api_requests=sum(1 for i in sample.invocations if i.function == "api") / n,
-        scheduler_invocations=sum(1 for i in sample.invocations if i.scheduled) / n,
+        api_requests=sum(1 for i in invocations if i.function == "api") / n,
+        scheduler_invocations=sum(1 for i in invocations if i.scheduled) / n,
         log_bytes=logs / n,
         firehose_billed_bytes=sum(firehose_billed(size) for size in sample.archive_records) / n,
     )
@@ -785,37 +900,72 @@ def render(report: Report) -> list[str]:
             f"| {part.where} | `{part.partition[:60]}` | {part.wru:g} | {part.rru:g} | "
             f"{part.item_bytes} B | {kind} |"
         )
-    ours_total = costs.total(report.ours)
-    sfn_total = costs.total(report.sfn)
+    lines += ["", f"### Cost per million questions ({REGION} list prices)", ""]
+    replay = s.at_rate
+    if report.sample_batches is not None and replay is not None:
+        lines += [
+            f"At {rate:g} questions a second the dispatcher's work is priced as the rate's batches make "
+            f"it: the sample's whole ledger stream handed to it again in batches of {replay.size} records "
+            f"(what a shard carries over the mapping's {DISPATCHER.max_batching_window_seconds} s "
+            f"batching window, shared by the most batches of a shard at once, {MAX_PARALLELIZATION}: "
+            "the fewest records a batch holds at this rate, at the fewest shards). The last two "
+            "columns price it as the sample's small batches made it: what a low rate costs.",
+            "",
+        ]
     lines += [
-        "",
-        f"### Cost per million questions ({REGION} list prices)",
-        "",
         f"Step Functions: the same flow as a Standard `.waitForTaskToken` workflow "
         f"(`bench/stepfunctions_flow.asl.json`), {report.transitions} transitions per question, "
         "walked in the ASL for the sample's path; same Lambda work (the dispatcher's too), tables, "
         "api requests, announcements, audit archive and logs, no inbox queue and no Scheduler, "
         "plus a WaitForAnswer task per question storing its token.",
         "",
-        "| item | ours | Step Functions |",
-        "|---|---|---|",
     ]
-    sfn_by_item = {line.item: line for line in report.sfn}
-    for line in report.ours:
-        other = sfn_by_item.pop(line.item, None)
-        lines.append(f"| {line.item} | ${line.usd:,.2f} | {'—' if other is None else f'${other.usd:,.2f}'} |")
-    for line in sfn_by_item.values():
-        lines.append(f"| {line.item} | — | ${line.usd:,.2f} |")
-    ratio = ours_total / sfn_total if sfn_total else float("nan")
+    columns = [report.ours, report.sfn, *(report.sample_batches or ())]
+    if report.sample_batches is None:
+        lines += ["| item | ours | Step Functions |", "|---|---|---|"]
+    else:
+        lines += [
+            f"| item | ours at {rate:g}/s | Step Functions at {rate:g}/s | ours, the sample's batches | "
+            "Step Functions, the sample's batches |",
+            "|---|---|---|---|---|",
+        ]
+    for item, usd in _cost_rows(columns):
+        lines.append(f"| {item} | " + " | ".join("—" if v is None else f"${v:,.2f}" for v in usd) + " |")
+    totals = [costs.total(column) for column in columns]
     lines += [
-        f"| **total** | **${ours_total:,.2f}** | **${sfn_total:,.2f}** |",
+        "| **total** | " + " | ".join(f"**${total:,.2f}**" for total in totals) + " |",
         "",
-        f"Ours against the Step Functions design: {ratio:.2f}. Per question: "
-        f"{q.dynamodb_wru_tables:.1f} WRU on tables, {q.dynamodb_wru_indexes:.1f} WRU of index replication, "
-        f"{q.dynamodb_rru:.1f} RRU, {q.log_bytes / 1024:.1f} KiB of logs.",
+        f"Ours against the Step Functions design: {_ratio(totals[0], totals[1])}"
+        + (
+            ""
+            if report.sample_batches is None
+            else f" ({_ratio(totals[2], totals[3])} in the sample's batches)"
+        )
+        + f". Per question: {q.dynamodb_wru_tables:.1f} WRU on tables, {q.dynamodb_wru_indexes:.1f} WRU "
+        f"of index replication, {q.dynamodb_rru:.1f} RRU, {q.log_bytes / 1024:.1f} KiB of logs.",
     ]
     lines += [f"- {note}" for note in report.notes]
     return lines
+
+
+def _ratio(ours: float, theirs: float) -> str:
+    return f"{ours / theirs:.2f}" if theirs else "—"
+
+
+def _cost_rows(columns: list[list[costs.Line]]) -> list[tuple[str, list[float | None]]]:
+    """One row per cost item over the columns (ours, Step Functions, ...), each column's dollars
+    or None where it has no such item. An item is named as the first column holding it names it
+    (the Lambda items name their counts, which differ from column to column)."""
+
+    def key(item: str) -> str:
+        return item.split(" (", 1)[0] if item.startswith("Lambda ") else item
+
+    rows: dict[str, tuple[str, list[float | None]]] = {}
+    for n, column in enumerate(columns):
+        for line in column:
+            _, usd = rows.setdefault(key(line.item), (line.item, [None] * len(columns)))
+            usd[n] = line.usd
+    return list(rows.values())
 
 
 _SECTION = re.compile(re.escape(SECTION_START) + r".*?" + re.escape(SECTION_END), re.S)

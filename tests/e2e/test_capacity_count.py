@@ -39,7 +39,7 @@ def one_question() -> capacity_report.Sample:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(StreamReader, "_read", late_read)
-        return capacity.run_sample(1, timed_share=1.0, progress=lambda _: None, deadline=120)
+        return capacity.run_sample(1, timed_share=1.0, progress=lambda _: None, deadline=120, rate=1000)
 
 
 def _by_function(calls: list[Call]) -> Counter[tuple[str, str, str]]:
@@ -125,6 +125,35 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
         }
     )
     assert _by_function(calls) == hand
+
+
+def test_at_the_rate_the_whole_stream_goes_to_the_dispatcher_again_in_the_batches_the_rate_fills(
+    one_question: capacity_report.Sample,
+) -> None:
+    replay = one_question.at_rate
+    sample = [i for i in one_question.invocations if i.function == "dispatcher"]
+    records = sum(i.records for i in sample)
+    calls, _ = capacity_report.counted(one_question)
+    ledger_wru = capacity_report.ledger_wru_per_question(calls, one_question.ledger_table, 1)
+    # At 1,000 questions a second a batch holds at least 54 records: one question's stream is one batch
+    assert replay is not None and replay.size == capacity_report.batch_at_rate(records, ledger_wru, 1000)
+    assert replay.size >= records and len(sample) > 1
+    assert [(i.function, i.records) for i in replay.invocations] == [(capacity_report.AT_RATE_BATCH, records)]
+    # The same messages as the sample's batches sent, on resources named for the sample's
+    made = _by_function(replay.calls)
+    assert made == Counter(
+        {
+            # the start and the resume: a thread's messages in calls of their own, in order
+            (capacity_report.AT_RATE_BATCH, "inbox.fifo", "sqs.SendMessageBatch"): 2,
+            # the three resolution events, one thread: one a call to the FIFO outbox, one call to the topic
+            (capacity_report.AT_RATE_BATCH, "outbox.fifo", "sqs.SendMessageBatch"): 3,
+            (capacity_report.AT_RATE_BATCH, "wait-created", "sns.PublishBatch"): 1,
+            # the raise and the answer counted in the batch's one transaction, the time to answer's max
+            (capacity_report.AT_RATE_BATCH, "stats", "dynamodb.TransactWriteItems"): 1,
+            (capacity_report.AT_RATE_BATCH, "stats", "dynamodb.UpdateItem"): 1,
+        }
+    )
+    assert replay.log_bytes > 0
 
 
 def test_the_archive_records_are_counted_for_firehose(one_question: capacity_report.Sample) -> None:

@@ -523,3 +523,89 @@ def test_a_stream_shard_carries_the_records_of_its_share_of_the_ledgers_writes_a
         600,
         pytest.approx(shard.taken_per_batch * DISPATCHER_PARALLELIZATION),
     )
+
+
+def test_at_the_rate_the_dispatchers_work_is_priced_as_the_rates_batches_make_it() -> None:
+    # Two questions. In the sample the dispatcher took 8 invocations, each 2 WRU of counters, an SQS
+    # send and 300 B of log; replayed in the rate's batches it took 1 invocation doing the same work once.
+    def dispatcher_call(function: str) -> Call:
+        call = Call("dynamodb", "TransactWriteItems", function, None, target="stats")
+        call.usage = [Usage("stats", "stats#0", wru=2.0)]
+        return call
+
+    def send(function: str) -> Call:
+        return Call("sqs", "SendMessageBatch", function, None, target="outbox.fifo", messages=3, billable=1)
+
+    api_call = Call("dynamodb", "PutItem", "api", "t0", target="t")
+    api_call.usage = [Usage("t", "q-t0", wru=5.0)]
+    calls = [api_call]
+    for _ in range(8):
+        calls += [dispatcher_call("dispatcher"), send("dispatcher")]
+    sample = _sample(calls, 2)
+    sample.invocations += [capacity_report.Invocation("dispatcher", 0.05, None, records=3) for _ in range(8)]
+    sample.log_bytes = Counter({"api": 100, "dispatcher": 8 * 300})
+    at_rate = capacity_report.AT_RATE_BATCH
+    sample.at_rate = capacity_report.Replay(
+        size=24,
+        invocations=[capacity_report.Invocation(at_rate, 0.05, None, records=24)],
+        calls=[dispatcher_call(at_rate), send(at_rate)],
+        log_bytes=300,
+    )
+
+    report = capacity_report.analyse(sample, rate=1000, answer_after=None)
+
+    q = report.per_question
+    assert q.lambda_requests == {"api": 1.0, "dispatcher": 0.5}
+    assert q.dynamodb_wru_tables == (5.0 + 2.0) / 2
+    assert q.sqs_requests == {"outbox.fifo": 0.5}
+    platform = capacity_report.platform_log_bytes("dispatcher", capacity_report.DISPATCHER_MEMORY_MB)
+    api_platform = capacity_report.platform_log_bytes("api", capacity_report.API_MEMORY_MB)
+    assert q.log_bytes == (100 + 300 + 2 * api_platform + platform) / 2
+    # The sample's own batches are priced beside it, and cost more
+    assert report.sample_batches is not None
+    ours_sample, sfn_sample = report.sample_batches
+    assert costs.total(ours_sample) > costs.total(report.ours)
+    assert costs.total(sfn_sample) - costs.total(report.sfn) == pytest.approx(
+        costs.total(ours_sample) - costs.total(report.ours), abs=1e-9
+    )
+    text = "\n".join(capacity_report.render(report))
+    assert "| item | ours at 1000/s | Step Functions at 1000/s | ours, the sample's batches |" in text
+    assert "in batches of 24 records" in text
+    [requests] = [line for line in text.splitlines() if line.startswith("| Lambda requests")]
+    # Named by the rate's counts, priced both ways: 1.5 and 5 requests a question
+    named = "| Lambda requests (api 1, dispatcher 0.5 per question) |"
+    assert requests.startswith(f"{named} $0.30 | $0.30 | $1.00 |")
+
+
+def test_without_a_replay_at_the_rate_the_sample_is_priced_as_it_ran() -> None:
+    sample = _sample([], 2)
+    sample.invocations += [capacity_report.Invocation("dispatcher", 0.05, None, records=3)]
+
+    report = capacity_report.analyse(sample, rate=10, answer_after=None)
+
+    assert report.sample_batches is None
+    assert report.per_question.lambda_requests == {"api": 1.0, "dispatcher": 0.5}
+    assert "| item | ours | Step Functions |" in capacity_report.render(report)
+
+
+def test_the_runner_is_priced_at_other_memory_sizes_from_the_same_cpu_and_calls() -> None:
+    # One question, two warm runner invocations: 20 ms of CPU on a whole vCPU and one 10 ms write each
+    sample = _sample([], 1)
+    sample.invocations += [
+        capacity_report.Invocation("runner", 1.0, "t0", cpu_seconds=0.02, calls=("dynamodb.PutItem",))
+        for _ in range(2)
+    ]
+
+    note = capacity_report.runner_memory_note(sample)
+
+    # 512 MB: 20 ms × 3.46 + 10 ms = 79.2 ms, billed 80 ms × 0.5 GB twice: 0.080 GB-s, $1.07 a million
+    # 1,769 MB (a whole vCPU): 30 ms, billed 30 ms × 1.728 GB twice: 0.1037 GB-s, $1.38
+    assert note is not None
+    assert "512 MB 79 ms, $1.07" in note
+    assert "1024 MB (deployed) 45 ms, $1.20" in note
+    assert "1769 MB 30 ms, $1.38" in note
+    assert "runner_memory" in note
+
+
+def test_no_runner_invocation_measured_prices_no_memory_sizes() -> None:
+    assert capacity_report.runner_memory_note(_sample([], 1)) is None

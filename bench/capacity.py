@@ -408,13 +408,14 @@ def run_sample(
                         ledger_wru = ledger_wru_per_question(calls, resources.ledger_table, questions)
                         size = batch_at_rate(len(records) / questions, ledger_wru, rate)
                         progress(f"==> and in the batches {rate:g} questions a second fill: {size} records")
+                        put_before = len(puts)
                         done, made = replay(
                             function=AT_RATE_BATCH,
                             size=size,
                             whole=True,
                             archive=Path(archive_folder) / AT_RATE_BATCH,
                         )
-                        at_rate = Replay(size, done, made, stream.bytes[AT_RATE_BATCH])
+                        at_rate = Replay(size, done, made, stream.bytes[AT_RATE_BATCH], puts[put_before:])
                 finally:
                     for handler, previous in rerouted:
                         handler.setStream(previous)

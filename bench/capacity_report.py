@@ -145,6 +145,18 @@ class Replay:
     invocations: list[Invocation]
     calls: list[Call]
     log_bytes: int  # what the dispatcher's handler wrote to its log over the replay
+    archive_puts: list[int] = field(default_factory=list)  # records of each PutRecordBatch it made
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What AWS would see and bill for the sample's questions: the calls, the invocations, the
+    bytes each function's handler logged and the audit archive's PutRecordBatch calls."""
+
+    calls: list[Call]
+    invocations: list[Invocation]
+    log_bytes: Counter[str]
+    archive_puts: list[int]
 
 
 def fewest_shards(ledger_wru_per_question: float, rate: float) -> int:
@@ -548,20 +560,28 @@ def _stream_rows(sample: Sample, calls: list[Call], rate: float) -> list[Row]:
 
 
 def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Report:
-    """Every figure at ``rate`` questions a second, and the costs, from one sample's counts."""
+    """Every figure at ``rate`` questions a second, and the costs, from one sample's counts.
+
+    With the sample's stream replayed in the rate's batches (:attr:`Sample.at_rate`), the figures
+    and costs count the dispatcher's work as those batches made it; the costs of the sample's own
+    small batches (a low rate's) are kept beside them.
+    """
     n = sample.questions
     calls, left = counted(sample)
+    own = Counts(calls, sample.invocations, sample.log_bytes, sample.archive_puts)
+    at = at_rate(sample, own)
+    counts = at or own
     per_second = rate / n
-    parts = list(partitions(calls).values())
+    parts = list(partitions(counts.calls).values())
     busy: dict[str, float] = defaultdict(float)
-    for invocation in sample.invocations:
+    for invocation in counts.invocations:
         busy[invocation.function] += _modelled(invocation)
     rows = [
         *_dynamodb_rows(parts, sample.per_thread_ids, per_second, rate),
-        *_messaging_rows(calls, sample.queues, per_second),
-        *_firehose_rows(sample.archive_records, sample.archive_puts, per_second),
-        *_api_rows(sample.invocations, per_second),
-        *_scheduler_rows(calls, sample.invocations, per_second, answer_after),
+        *_messaging_rows(counts.calls, sample.queues, per_second),
+        *_firehose_rows(sample.archive_records, counts.archive_puts, per_second),
+        *_api_rows(counts.invocations, per_second),
+        *_scheduler_rows(counts.calls, counts.invocations, per_second, answer_after),
         *_lambda_rows(busy, per_second),
         *_stream_rows(sample, calls, rate),
     ]
@@ -575,11 +595,9 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         sfn = costs.step_functions(q, transitions, questions_per_thread, token, inbox=sample.inbox)
         return costs.itemised(q), sfn
 
-    in_sample = _per_question(sample, calls, sample.invocations, sample.log_bytes)
-    at_rate = _dispatcher_at_rate(sample, calls)
-    per_q = in_sample if at_rate is None else _per_question(sample, *at_rate)
+    per_q = _per_question(sample, counts)
     ours, sfn = priced(per_q)
-    sample_batches = None if at_rate is None else priced(in_sample)
+    sample_batches = None if at is None else priced(_per_question(sample, own))
 
     notes = []
     if left:
@@ -595,10 +613,15 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     if batches:
         notes.append(
             f"the ledger's stream: {sum(batches) / n:.1f} records per question, handed to the dispatcher "
-            f"in {len(batches) / n:.1f} invocations per question ({sum(batches) / len(batches):.1f} "
-            f"records each, batch size up to {DISPATCHER.batch_size}: the local reader's batching; "
-            f"Lambda's mapping also gathers a shard's records for up to "
-            f"{DISPATCHER.max_batching_window_seconds} s, so under load its invocations are fewer, not more)"
+            f"in the sample in {len(batches) / n:.1f} invocations per question "
+            f"({sum(batches) / len(batches):.1f} records each: the local reader's batching, what a low "
+            "rate gives)"
+            + (
+                ""
+                if at is None or sample.at_rate is None
+                else f"; the figures above count it in the rate's batches of {sample.at_rate.size} "
+                f"records, {len(sample.at_rate.invocations) / n:.2f} invocations per question (see the costs)"
+            )
         )
     shard = stream_shard(sample, calls, rate)
     if shard is not None:
@@ -622,23 +645,24 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         )
     if sample.archive_records:
         sizes = sample.archive_records
+        puts = counts.archive_puts
         notes.append(
             f"audit archive: {len(sizes) / n:.1f} records per question, {min(sizes)}–{max(sizes)} B "
-            "each, billed as 5 KB each by Firehose; put in "
-            f"{len(sample.archive_puts) / n:.2f} PutRecordBatch calls per question "
-            f"({len(sizes) / max(1, len(sample.archive_puts)):.1f} records each: one call per dispatcher "
-            "batch holding a decided question's change, so fewer and fuller as the batches fill under load)"
+            f"each, billed as 5 KB each by Firehose; put in {len(puts) / n:.2f} PutRecordBatch calls "
+            f"per question ({len(sizes) / max(1, len(puts)):.1f} records each: one call per dispatcher "
+            "batch holding a decided question's change)"
         )
-    notes += _duration_notes(sample, busy)
+    notes += _duration_notes(sample, counts.invocations, busy)
     memory_note = runner_memory_note(sample)
     if memory_note:
         notes.append(memory_note)
-    platform = sum(platform_log_bytes(i.function, _memory(i.function)) for i in sample.invocations)
+    logged = counts.log_bytes
+    platform = sum(platform_log_bytes(i.function, _memory(i.function)) for i in counts.invocations)
     notes.append(
-        f"logs per question: {sum(sample.log_bytes.values()) / n:,.0f} B written by the handlers ("
-        + ", ".join(f"{f} {b / n:,.0f} B" for f, b in sorted(sample.log_bytes.items()))
+        f"logs per question: {sum(logged.values()) / n:,.0f} B written by the handlers ("
+        + ", ".join(f"{f} {b / n:,.0f} B" for f, b in sorted(logged.items()))
         + f"), {platform / n:,.0f} B of Lambda's own platform.start and platform.report lines "
-        f"({platform / max(1, len(sample.invocations)):.0f} B an invocation)"
+        f"({platform / max(1, len(counts.invocations)):.0f} B an invocation)"
     )
     notes.append(
         "the event source mapping's receives and deletes are counted one batch per message as the "
@@ -658,7 +682,7 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
         sfn=sfn,
         sample_batches=sample_batches,
         transitions=transitions,
-        calls_per_question=Counter(c.name for c in calls),
+        calls_per_question=Counter(c.name for c in counts.calls),
         notes=notes,
     )
 
@@ -724,10 +748,10 @@ def runner_memory_note(sample: Sample) -> str | None:
     )
 
 
-def _duration_notes(sample: Sample, busy: dict[str, float]) -> list[str]:
+def _duration_notes(sample: Sample, invocations: list[Invocation], busy: dict[str, float]) -> list[str]:
     """How each function's billed duration is modelled, beside the wall time measured on this machine."""
     by_function: dict[str, list[Invocation]] = defaultdict(list)
-    for invocation in sample.invocations:
+    for invocation in invocations:
         by_function[invocation.function].append(invocation)
     parts = []
     for function, invocations in sorted(by_function.items()):
@@ -768,26 +792,28 @@ def _duration_notes(sample: Sample, busy: dict[str, float]) -> list[str]:
     ]
 
 
-def _dispatcher_at_rate(
-    sample: Sample, calls: list[Call]
-) -> tuple[list[Call], list[Invocation], Counter[str]] | None:
-    """The sample's calls, invocations and log bytes with the dispatcher's as the rate's batches made
-    them (the replay of the whole stream, :attr:`Sample.at_rate`) instead of the sample's own."""
+def at_rate(sample: Sample, own: Counts) -> Counts | None:
+    """The sample's counts with the dispatcher's as the rate's batches made them (the replay of the
+    whole stream, :attr:`Sample.at_rate`) instead of the sample's own small batches."""
     replay = sample.at_rate
     if replay is None or not replay.invocations:
         return None
-    invocations = [i for i in sample.invocations if i.function != "dispatcher"]
+    invocations = [i for i in own.invocations if i.function != "dispatcher"]
     invocations += [replace(i, function="dispatcher") for i in replay.invocations]
-    kept = [c for c in calls if c.function != "dispatcher"] + replay.calls
-    log_bytes = Counter(sample.log_bytes)
+    calls = [replace(c, function="dispatcher") for c in replay.calls]
+    log_bytes = Counter(own.log_bytes)
     log_bytes["dispatcher"] = replay.log_bytes
-    return kept, invocations, log_bytes
+    return Counts(
+        [c for c in own.calls if c.function != "dispatcher"] + calls,
+        invocations,
+        log_bytes,
+        replay.archive_puts,
+    )
 
 
-def _per_question(
-    sample: Sample, calls: list[Call], invocations: list[Invocation], log_bytes: Counter[str]
-) -> costs.PerQuestion:
+def _per_question(sample: Sample, counts: Counts) -> costs.PerQuestion:
     n = sample.questions
+    calls, invocations, log_bytes = counts.calls, counts.invocations, counts.log_bytes
     requests: Counter[str] = Counter(i.function for i in invocations)
     gb: dict[str, float] = defaultdict(float)
     for invocation in invocations:

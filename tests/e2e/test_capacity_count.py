@@ -154,6 +154,8 @@ def test_at_the_rate_the_whole_stream_goes_to_the_dispatcher_again_in_the_batche
         }
     )
     assert replay.log_bytes > 0
+    # and its one batch holds both archive records of the decided question: one PutRecordBatch
+    assert replay.archive_puts == [len(one_question.archive_records)] == [2]
 
 
 def test_the_archive_records_are_counted_for_firehose(one_question: capacity_report.Sample) -> None:

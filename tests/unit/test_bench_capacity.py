@@ -554,6 +554,12 @@ def test_at_the_rate_the_dispatchers_work_is_priced_as_the_rates_batches_make_it
 
     report = capacity_report.analyse(sample, rate=1000, answer_after=None)
 
+    # The figures at the rate count the replay's calls and invocations: 0.5 SQS calls and
+    # invocations (0.05 s each) a question, not the sample's 4
+    [sends] = [r for r in report.rows if r.figure.startswith("SQS outbox.fifo SendMessageBatch")]
+    assert sends.at_rate == 500
+    [busy] = [r for r in report.rows if r.figure == "Lambda dispatcher concurrency"]
+    assert busy.at_rate == pytest.approx(1000 * 0.5 * 0.05)
     q = report.per_question
     assert q.lambda_requests == {"api": 1.0, "dispatcher": 0.5}
     assert q.dynamodb_wru_tables == (5.0 + 2.0) / 2

@@ -15,6 +15,9 @@ from wait_service.runs.failures import is_infrastructure_failure
 from wait_service.runs.run_outcome import _first_line
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import Executor, Future
+
     from agent_wait import Envelope
 
 
@@ -31,9 +34,21 @@ class _Tracking(BaseAnnounce):
 
     name = "tracking"
 
-    def __init__(self, inner: BaseAnnounce, *, requested_by: str | None = None) -> None:
+    def __init__(
+        self,
+        inner: BaseAnnounce,
+        *,
+        requested_by: str | None = None,
+        arm: Callable[[Envelope], None] | None = None,
+        pool: Executor | None = None,
+    ) -> None:
         # Recorded on each question item the ledger sink writes: who started the run.
         self.extra = {"requested_by": requested_by} if requested_by is not None else None
+        # With `arm` and `pool`: each question's timer is armed on the pool as soon as the ledger
+        # holds it, at once with the other sinks, and `armed` waits for it.
+        self._arm = arm
+        self._pool = pool
+        self._arming: dict[str, Future[None]] = {}
         self.published: list[Envelope] = []
         self.sinks: dict[str, dict[str, bool]] = {}
         self.recorded: dict[str, bool] = {}
@@ -53,8 +68,19 @@ class _Tracking(BaseAnnounce):
         recorded = True
         for ledger in self._ledgers:
             recorded = ledger.announce(envelope) and recorded
+        if recorded and self._arm is not None and self._pool is not None:
+            self._arming[envelope.question_id] = self._pool.submit(self._arm, envelope)
         if recorded and self.inner is not None:
             self.inner.announce(envelope)
+
+    def armed(self, envelope: Envelope) -> bool:
+        """Wait for the timer armed for ``envelope`` at once with the sinks; raises what arming it
+        raised. ``False`` when none was armed that way (no ledger record, or no pool)."""
+        arming = self._arming.pop(envelope.question_id, None)
+        if arming is None:
+            return False
+        arming.result()
+        return True
 
     def note(self, sink: str, envelope: Envelope, ok: bool) -> None:
         self.sinks.setdefault(envelope.question_id, {})[sink] = ok

@@ -11,6 +11,8 @@ from pydantic_core import to_json
 from agent_wait.errors import AnnounceError
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from agent_wait import BaseAnnounce, Envelope
     from agent_wait.envelope import Question
     from agent_wait.receipts import Receipt
@@ -138,3 +140,5 @@ class RunnerState:
     _requester: str | None
     # The graph's checkpointer when it can read a thread's checkpoint ahead (build_runner's).
     _saver: PrefetchingSaver | None
+    # The delete of the resumed question's timer, started at once with its run: (its id, the call).
+    _disarming: tuple[str, Future[None]] | None

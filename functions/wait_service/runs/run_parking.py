@@ -15,6 +15,7 @@ from wait_service.runs.run_outcome import RunOutcome, _Undelivered, output_json
 from wait_service.runs.run_resumes import RunResumes
 
 if TYPE_CHECKING:
+    from agent_wait import Envelope
     from agent_wait.receipts import Receipt
     from wait_service.ledger import QuestionRecord
 
@@ -47,7 +48,7 @@ class RunParking(RunResumes):
             else:
                 logger.warning("async question did not reach every sink", extra={"question": question_id})
             if self.timers is not None and hosted.is_recorded(question_id):
-                self.timers.set(self.timers.for_envelope(envelope))
+                self._arm(envelope)
         if hosted.published:
             metrics.add_metric(name=QUESTIONS_RAISED, unit=MetricUnit.Count, value=len(hosted.published))
 
@@ -89,6 +90,11 @@ class RunParking(RunResumes):
             self._best_effort(lambda: self._record_receipts(list(receipts or ())))
             raise
 
+    def _arm(self, envelope: Envelope) -> None:
+        """Create the schedule of a just-raised question's next due timer (none without one)."""
+        if self.timers is not None:
+            self.timers.set(self.timers.for_envelope(envelope))
+
     def _publish_and_end(
         self,
         thread_id: str,
@@ -109,12 +115,19 @@ class RunParking(RunResumes):
         """
         self._record_receipts(reported)
         if question is not None and self.timers is not None:
-            self.timers.cancel(question)
+            self._disarmed(question)
         if unrecordable:
             if with_end is not None:
                 self._mark_resumed(with_end, mine)
             return self._unrecorded(thread_id, unrecordable)
-        tracking = _Tracking(self.announce, requested_by=self._requester)
+        # A question's timer is armed as soon as the ledger holds it, at once with the other sinks;
+        # it is waited for below, before the thread is recorded parked on the question.
+        tracking = _Tracking(
+            self.announce,
+            requested_by=self._requester,
+            arm=None if self.timers is None else self._arm,
+            pool=self._pool(),
+        )
         # Only a deployment with a policy store passes it (an injected `publish` may not take it).
         overriding: dict[str, Any] = {"override": self.policies} if self.policies is not None else {}
         envelopes = self.publish(
@@ -144,10 +157,11 @@ class RunParking(RunResumes):
         recorded = [e.question_id for e in envelopes if tracking.is_recorded(e.question_id)]
         if self.timers is not None:
             # Armed on every publish, a redelivery's too (a create that failed is retried this
-            # way); creating a timer that exists changes nothing.
+            # way); creating a timer that exists changes nothing. Each is in place before the
+            # thread is recorded parked: a failed create fails the message, which is retried.
             for envelope in envelopes:
-                if envelope.question_id in recorded:
-                    self.timers.set(self.timers.for_envelope(envelope))
+                if envelope.question_id in recorded and not tracking.armed(envelope):
+                    self._arm(envelope)
         pending = [e.question_id for e in envelopes]
         if pending:
             if not republished:

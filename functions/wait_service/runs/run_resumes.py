@@ -91,6 +91,35 @@ class RunResumes(RunFailures):
             waiting = mark.result()
         return question, waiting
 
+    def _disarm_early(self, question: QuestionRecord) -> None:
+        """Start deleting the decided ``question``'s timer on the pool, at once with its run.
+
+        :meth:`_disarmed` takes the delete's outcome before the question is recorded resumed, as
+        the delete made at that point would be: a failed one fails the message, and the question
+        stays unrecorded until the retry. A delete that lands while the run fails costs nothing:
+        the question is decided, and a timer of a decided question does nothing.
+        """
+        if self.timers is not None:
+            self._disarming = (question.question_id, self._pool().submit(self.timers.cancel, question))
+
+    def _disarmed(self, question: QuestionRecord) -> None:
+        """Delete ``question``'s timer: take the delete started with the run, else make it now."""
+        disarming, self._disarming = self._disarming, None
+        if disarming is not None and disarming[0] == question.question_id:
+            disarming[1].result()
+        elif self.timers is not None:
+            self.timers.cancel(question)
+
+    def _forget_disarming(self) -> None:
+        """After a message: wait for a delete nothing took (the run failed first), keeping its error
+        out of the message's outcome (the retry, or the timer finding its question decided, covers it)."""
+        disarming, self._disarming = self._disarming, None
+        if disarming is not None:
+            try:
+                disarming[1].result()
+            except Exception as exc:
+                logger.warning("the resumed question's timer was not deleted", extra={"error": str(exc)})
+
     @staticmethod
     def _pool() -> ThreadPoolExecutor:
         """The workers for calls made at once with others: the checkpoint read ahead and the

@@ -173,6 +173,7 @@ class RunnerService(RunStarts):
         # The graph's checkpointer when it can read a thread's checkpoint ahead (build_runner's).
         saver = getattr(graph, "checkpointer", None)
         self._saver = saver if isinstance(saver, PrefetchingSaver) else None
+        self._disarming = None
 
     def process_record(self, record: SQSRecord) -> RunOutcome:
         """The batch processor's record handler: parse the body and run it.
@@ -228,6 +229,7 @@ class RunnerService(RunStarts):
             return self._run(message, receive_count)
         finally:
             self._requester = None
+            self._forget_disarming()
             if self._saver is not None:
                 self._saver.discard()
             logger.remove_keys(["thread_id", "question_id"])
@@ -288,6 +290,9 @@ class RunnerService(RunStarts):
                 now=self._clock,
                 override=self.policies,
             )
+            if question is not None:
+                # Its timer is deleted while the graph runs; taken before it is recorded resumed.
+                self._disarm_early(question)
             with collect_receipts() as receipts, hosting_async_waits(host):
                 result = self._invoke(message, question, settled, parked, config, answer_run, batch)
         except _GraphFailed as failed:

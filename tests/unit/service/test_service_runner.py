@@ -865,3 +865,127 @@ def test_a_resume_reads_its_question_and_marks_its_thread_running_at_once(
         both.abort()
     assert sorted(seen[:2]) == ["GetItem", "UpdateItem"]
     assert outcome.status == "done"
+
+
+class _Meeting:
+    """Makes the first call of each of two kinds wait (bounded) until the other is in flight too:
+    a run that makes them one after the other breaks the barrier after 10 s and fails."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.both = threading.Barrier(2, timeout=10)
+        self.met: list[str] = []
+
+    def meet(self, name: str) -> None:
+        if name not in self.met:
+            self.met.append(name)
+            self.both.wait()
+
+    def hook(self, name: str) -> Callable[..., None]:
+        return lambda **_: self.meet(name)
+
+
+def _timed_runner(aws: Aws, clock: FakeClock, checkpointer: Any, scheduler: Any, sns: Any) -> RunnerService:
+    from examples.refund_agent import build_graph
+    from wait_service.lifecycle.timers import build_timers
+    from wait_service.runs.runner import build_announce
+
+    return RunnerService(
+        build_graph(checkpointer),
+        build_announce(aws.settings, dynamodb=aws.dynamodb, sns=sns, sqs=aws.sqs),
+        Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock),
+        default_ttl=600,
+        clock=clock,
+        timers=build_timers(aws.settings, scheduler, clock=clock),
+    )
+
+
+def test_a_parks_timer_is_created_at_once_with_the_topic_and_the_outbox(aws: Aws, clock: FakeClock) -> None:
+    import boto3
+
+    # Given the topic's publish and the timer's create each waiting for the other
+    meeting = _Meeting()
+    scheduler = boto3.client("scheduler", region_name="us-east-1")
+    sns = boto3.client("sns", region_name="us-east-1")
+    scheduler.meta.events.register("before-call.scheduler.CreateSchedule", meeting.hook("CreateSchedule"))
+    sns.meta.events.register("before-call.sns.Publish", meeting.hook("Publish"))
+    runner = _timed_runner(aws, clock, InMemorySaver(), scheduler, sns)
+
+    # When a run parks on a question with a ttl
+    try:
+        outcome = runner.run(StartMessage(thread_id="t-1", input=REFUND))
+    finally:
+        meeting.both.abort()
+
+    # Then both went in one round trip, and the thread is parked with its timer in place
+    assert sorted(meeting.met) == ["CreateSchedule", "Publish"]
+    assert outcome.status == "interrupted"
+    [question_id] = outcome.pending
+    from wait_service.lifecycle.timers import TimerEvent, timer_name
+
+    names = [s["Name"] for s in scheduler.list_schedules(GroupName=aws.settings.schedule_group)["Schedules"]]
+    assert names == [timer_name(TimerEvent(question_id=question_id, timer="expire", n=0))]
+
+
+def test_a_resumes_timer_is_deleted_while_the_graph_runs(aws: Aws, clock: FakeClock, ledger: Ledger) -> None:
+    import boto3
+
+    meeting = _Meeting()
+
+    class MeetingSaver(InMemorySaver):
+        """Its first checkpoint write of the resume waits for the timer's delete to be in flight."""
+
+        resuming = False
+
+        def put(self, *args: Any, **kwargs: Any) -> Any:
+            if self.resuming:
+                meeting.meet("checkpoint put")
+            return super().put(*args, **kwargs)
+
+    saver = MeetingSaver()
+    scheduler = boto3.client("scheduler", region_name="us-east-1")
+    runner = _timed_runner(aws, clock, saver, scheduler, aws.sns)
+    question_id = runner.run(StartMessage(thread_id="t-1", input=REFUND)).pending[0]
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+    scheduler.meta.events.register("before-call.scheduler.DeleteSchedule", meeting.hook("DeleteSchedule"))
+    saver.resuming = True
+
+    try:
+        outcome = runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
+    finally:
+        meeting.both.abort()
+
+    assert sorted(meeting.met) == ["DeleteSchedule", "checkpoint put"]
+    assert outcome.status == "done" and ledger.get_question(question_id).status == "resumed"
+    assert scheduler.list_schedules(GroupName=aws.settings.schedule_group)["Schedules"] == []
+
+
+def test_a_resume_whose_graph_fails_while_its_timer_is_deleted_waits_for_the_delete(
+    aws: Aws, clock: FakeClock, ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    import boto3
+
+    scheduler = boto3.client("scheduler", region_name="us-east-1")
+    runner = _timed_runner(aws, clock, InMemorySaver(), scheduler, aws.sns)
+    question_id = runner.run(StartMessage(thread_id="t-1", input=REFUND)).pending[0]
+    ledger.record_answer(question_id, {"action": "approve"}, answered_by="ann")
+
+    # Given the delete failing, and the graph failing before anything takes the delete's outcome
+    def refuse(**_: Any) -> None:
+        error = {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}
+        raise ClientError(error, "DeleteSchedule")  # type: ignore[arg-type]
+
+    scheduler.meta.events.register("before-call.scheduler.DeleteSchedule", refuse)
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("the tool crashed")
+
+    runner.graph.invoke = broken  # type: ignore[method-assign]
+
+    # When the resume runs: the graph's failure is the outcome, and the delete's is logged, not lost
+    outcome = runner.run(ResumeMessage(thread_id="t-1", question_id=question_id))
+
+    assert outcome.status == "failed"
+    assert runner._disarming is None
+    assert any(r.getMessage() == "the resumed question's timer was not deleted" for r in caplog.records)

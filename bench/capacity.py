@@ -149,8 +149,10 @@ def _recording_stack_class() -> type[LocalStack]:
                     setattr(self, name, self._recorded(name.removeprefix("_invoke_"), getattr(self, name)))
 
         def _load_handlers(self) -> None:
-            # Deployed, the handlers flush metrics as EMF lines: log bytes CloudWatch ingests.
-            self._set_env({"POWERTOOLS_METRICS_DISABLED": "false"})
+            # Deployed, the handlers flush metrics as EMF lines: log bytes CloudWatch ingests; and
+            # the runner reads the policy store's overrides once per function and caches them (the
+            # local stack reads them on every question, so that a set is seen by the next one).
+            self._set_env({"POWERTOOLS_METRICS_DISABLED": "false", "AGENT_WAIT_POLICY_CACHE_SECONDS": None})
             super()._load_handlers()
 
         def question_of(self, event: Any) -> str | None:

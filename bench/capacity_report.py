@@ -975,7 +975,14 @@ def render(report: Report) -> list[str]:
 
 
 def _ratio(ours: float, theirs: float) -> str:
-    return f"{ours / theirs:.2f}" if theirs else "—"
+    """Three decimals: a ratio of 0.2515 is not shown as a goal of 0.25 met.
+
+    Examples
+    --------
+    >>> _ratio(50.24, 199.73), _ratio(1.0, 0.0)
+    ('0.252', '—')
+    """
+    return f"{ours / theirs:.3f}" if theirs else "—"
 
 
 def _cost_rows(columns: list[list[costs.Line]]) -> list[tuple[str, list[float | None]]]:

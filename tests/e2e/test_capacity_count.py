@@ -95,8 +95,8 @@ def test_one_question_makes_the_calls_counted_by_hand(one_question: capacity_rep
             #   running (start_if_at_rest)
             # checkpoints Query: the thread's latest checkpoint (none yet), read at once with those
             # checkpoints PutItem ×4: the checkpoint, its writes and two payload chunks (durability=exit)
-            # policies Query: the function's policy override, if any (read on every question locally;
-            #   deployed, cached for 30 s per function)
+            # policies Query: the function's policy override, if any (then cached for 30 s per
+            #   function, as deployed: the capacity stack keeps the deployed cache)
             # ledger PutItem: the question item (DynamoDbAnnounce, the first sink)
             # wait-created Publish: SnsAnnounce; outbox SendMessage: SqsAnnounce (wait.created)
             # timers CreateSchedule ×1: one live schedule per question, for its next due timer (the

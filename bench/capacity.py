@@ -519,9 +519,14 @@ def _replayed(
         invoke({"Records": records[first : first + size]}, context())
     replayed = stack.invocations[before:]
     del stack.invocations[before:]
-    # Each call named for the sample's resource it stands for (the replay's queue is the inbox).
+    # Each call, and the request units it charged, named for the sample's resource it stands for
+    # (the replay's queue is the inbox, its counters table the stats table).
     calls = [
-        replace(c, target=c.target.replace(prefix, PREFIX))
+        replace(
+            c,
+            target=c.target.replace(prefix, PREFIX),
+            usage=[replace(u, where=u.where.replace(prefix, PREFIX)) for u in c.usage],
+        )
         for c in recorder.calls[made:]
         if c.function == function
     ]

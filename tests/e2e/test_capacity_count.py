@@ -153,6 +153,8 @@ def test_at_the_rate_the_whole_stream_goes_to_the_dispatcher_again_in_the_batche
             (capacity_report.AT_RATE_BATCH, "stats", "dynamodb.UpdateItem"): 1,
         }
     )
+    # and the request units it charged are the sample's tables' (the counters' markers and cells)
+    assert {u.where for c in replay.calls for u in c.usage} == {"capacity-stats"}
     assert replay.log_bytes > 0
     # and its one batch holds both archive records of the decided question: one PutRecordBatch
     assert replay.archive_puts == [len(one_question.archive_records)] == [2]

@@ -104,10 +104,12 @@ class RunResumes(RunFailures):
 
     def _disarmed(self, question: QuestionRecord) -> None:
         """Delete ``question``'s timer: take the delete started with the run, else make it now."""
-        disarming, self._disarming = self._disarming, None
+        disarming = self._disarming
         if disarming is not None and disarming[0] == question.question_id:
+            self._disarming = None
             disarming[1].result()
         elif self.timers is not None:
+            # (A delete started for another question is left for `_forget_disarming`.)
             self.timers.cancel(question)
 
     def _forget_disarming(self) -> None:

@@ -31,6 +31,7 @@ from bench.prices import (
     cpu_scale,
     latency_ms,
 )
+from infra.config import DISPATCHER_PARALLELIZATION_RANGE
 from infra.constants import API_MEMORY_MB, DISPATCHER_MEMORY_MB, RUNNER_MEMORY_MB
 from wait_service.ledger.shards import shards_for_rate
 from wait_service.resources import DISPATCHER
@@ -53,8 +54,9 @@ FULL_BATCH = "dispatcher-full-batch"
 # The same stream handed over again in the batches the rate fills (bench.capacity): what the
 # dispatcher's work costs at the rate. Priced in place of the sample's own dispatcher invocations.
 AT_RATE_BATCH = "dispatcher-at-rate"
-# Lambda's largest ParallelizationFactor: the most batches of one shard handled at once.
-MAX_PARALLELIZATION = 10
+# The most batches of one shard handled at once (Lambda's largest ParallelizationFactor, the top
+# of the context setting dispatcher_parallelization).
+MAX_PARALLELIZATION = DISPATCHER_PARALLELIZATION_RANGE[1]
 MEMORY_MB = {
     "api": API_MEMORY_MB,
     "runner": RUNNER_MEMORY_MB,

@@ -90,6 +90,8 @@ GRAPH = "examples.timed_refund_agent:build_graph"
 TTL_SECONDS = 3600
 REMINDERS = [600, 1800]
 APPROVE: Any = {"action": "approve"}
+# A reply URL as long as a deployed stack's (its REST API's stage URL; infra.functions sets it).
+DEPLOYED_REPLY_URL = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod/questions/{question_id}/reply"
 _THREAD = re.compile(r"\bcap-\d{5}-[0-9a-f]{6}\b")
 _QUESTION = re.compile(r"\b[0-9a-f]{32,64}\b")
 _LINE = re.compile(r"\s(question raised|run done|run failed)\s")
@@ -152,7 +154,16 @@ def _recording_stack_class() -> type[LocalStack]:
             # Deployed, the handlers flush metrics as EMF lines: log bytes CloudWatch ingests; and
             # the runner reads the policy store's overrides once per function and caches them (the
             # local stack reads them on every question, so that a set is seen by the next one).
-            self._set_env({"POWERTOOLS_METRICS_DISABLED": "false", "AGENT_WAIT_POLICY_CACHE_SECONDS": None})
+            # The reply URL is the stage's, as long as a deployed one: each question item and
+            # envelope holds it, and an item's size decides its write units. Nothing here follows
+            # it (the sample answers by question id through the local api).
+            self._set_env(
+                {
+                    "POWERTOOLS_METRICS_DISABLED": "false",
+                    "AGENT_WAIT_POLICY_CACHE_SECONDS": None,
+                    "AGENT_WAIT_REPLY_URL": DEPLOYED_REPLY_URL,
+                }
+            )
             super()._load_handlers()
 
         def question_of(self, event: Any) -> str | None:

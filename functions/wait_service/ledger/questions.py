@@ -3,7 +3,11 @@
 Every move is a conditional write on the current ``status``, with the allowed statuses read from
 :mod:`wait_service.ledger.statuses`, so two racing writers can never both win: exactly one of a reply,
 an expiry and a revocation decides a question, and only that writer resumes the thread.
-Every move appends a ``{stage, at, actor, detail?}`` entry to the question's ``lifecycle``.
+Every move appends a ``{stage, at, actor, detail?}`` entry to the question's ``lifecycle``. A move
+with several details (delivered: one per sink) is stored as one entry with their list,
+``{stage, at, actor, details}``, and read back as one entry per detail (:func:`lifecycle_entries`):
+the stage, time and actor are written once, which keeps a parked question's item under the 1 KB a
+write unit covers.
 
 This module holds the question as read (:class:`QuestionRecord`) and the writes every move is made
 of (:class:`QuestionItems`); the moves themselves are grouped by what they do:
@@ -58,6 +62,23 @@ KEEP_RAISED_EXPIRY = "raised_expires_at = if_not_exists(raised_expires_at, expir
 # The names of wait_service.constants.RECORD_ATTRIBUTES that are DynamoDB reserved words: an
 # expression names them through a placeholder (a test checks this against DynamoDB's list).
 RESERVED_ATTRIBUTES = frozenset({"status", "source", "error"})
+
+
+def lifecycle_entries(stored: Any) -> list[dict[str, Any]]:
+    """A stored ``lifecycle`` as read: an entry holding ``details`` becomes one entry per detail.
+
+    >>> stored = [{"stage": "delivered", "at": "t", "actor": "runner", "details": ["sns", "sqs"]}]
+    >>> [(e["stage"], e["actor"], e["detail"]) for e in lifecycle_entries(stored)]
+    [('delivered', 'runner', 'sns'), ('delivered', 'runner', 'sqs')]
+    """
+    entries: list[dict[str, Any]] = []
+    for entry in stored or ():
+        if isinstance(entry, dict) and isinstance(entry.get("details"), list):
+            shared = {key: value for key, value in entry.items() if key != "details"}
+            entries += [{**shared, "detail": detail} for detail in entry["details"]]
+        else:
+            entries.append(entry)
+    return entries
 
 
 @cache
@@ -160,7 +181,7 @@ class QuestionRecord:
             created_at=data.get("created_at"),
             expires_at=data.get("expires_at"),
             updated_at=data.get("updated_at"),
-            lifecycle=list(data.get("lifecycle") or []),
+            lifecycle=lifecycle_entries(data.get("lifecycle")),
             answer=data.get("answer"),
             answered_by=data.get("answered_by"),
             answered_at=data.get("answered_at"),
@@ -361,11 +382,11 @@ class QuestionItems(LedgerTable):
         now = self._clock() if now is None else now
         stamp = iso(now)
 
-        def stage(detail: JsonValue) -> dict[str, Any]:
-            entry: dict[str, Any] = {"stage": to, "at": stamp, "actor": actor}
-            if detail is not None:
-                entry["detail"] = detail
-            return entry
+        entry: dict[str, Any] = {"stage": to, "at": stamp, "actor": actor}
+        if details is not None and len(details) > 1:
+            entry["details"] = details  # one entry for all of them (lifecycle_entries reads it back)
+        elif (details[0] if details else detail) is not None:
+            entry["detail"] = details[0] if details else detail
 
         names = {"#s": "status"}
         values: dict[str, Any] = {
@@ -374,7 +395,7 @@ class QuestionItems(LedgerTable):
             ":shard": {"S": shard_of(to, question_id, self.listing_shards)},
             ":now": {"S": stamp},
             ":empty": {"L": []},
-            ":stage": to_attribute([stage(d) for d in (details if details is not None else [detail])]),
+            ":stage": to_attribute([entry]),
         }
         sets = [KEEP_RAISED_EXPIRY] if "expires_at" in (extra or {}) else []
         sets += [

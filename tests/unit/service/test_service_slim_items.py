@@ -162,3 +162,53 @@ def test_an_item_written_with_the_envelope_json_still_reminds(
     assert reminder == expected(envelope.follow_up("wait.reminder", 1))
     assert escalated["reply_with"] == reminder["reply_with"] == envelope.reply_with.model_dump(mode="json")
     assert envelope_of(ledger.get_question("q-1")) == envelope
+
+
+def test_a_delivery_to_several_sinks_is_stored_once_and_read_as_one_stage_per_sink(
+    aws: Aws, ledger: Ledger, clock: FakeClock
+) -> None:
+    envelope = aws.raise_question(policy=POLICY, now=clock.now)
+    key = {"dedupe_key": {"S": envelope.dedupe_key}}
+
+    assert ledger.mark_delivered("q-1", ["dynamodb", "sns", "sqs"])
+
+    # The item stores the stage, its time and its actor once, with the sinks' list
+    stored = aws.dynamodb.get_item(TableName=aws.resources.ledger_table, Key=key)["Item"]["lifecycle"]["L"]
+    assert [entry["M"]["stage"]["S"] for entry in stored] == ["raised", "delivered"]
+    assert stored[1]["M"]["details"] == {"L": [{"S": "dynamodb"}, {"S": "sns"}, {"S": "sqs"}]}
+    assert "detail" not in stored[1]["M"]
+    # and every reader sees one delivered stage per sink, as before
+    lifecycle = ledger.get_question("q-1").lifecycle
+    delivered = [entry for entry in lifecycle if entry["stage"] == "delivered"]
+    assert [entry["detail"] for entry in delivered] == ["dynamodb", "sns", "sqs"]
+    assert {(entry["at"], entry["actor"]) for entry in delivered} == {(stored[1]["M"]["at"]["S"], "runner")}
+    assert all(set(entry) == {"stage", "at", "actor", "detail"} for entry in delivered)
+
+
+def test_a_delivery_to_one_sink_keeps_its_detail_and_one_written_per_sink_reads_the_same(
+    aws: Aws, ledger: Ledger, clock: FakeClock
+) -> None:
+    aws.raise_question(policy=POLICY, now=clock.now)
+    assert ledger.mark_delivered("q-1", ["sns"])
+    one = [entry for entry in ledger.get_question("q-1").lifecycle if entry["stage"] == "delivered"]
+    assert one == [{"stage": "delivered", "at": one[0]["at"], "actor": "runner", "detail": "sns"}]
+
+    # An item written before deliveries were stored once (an entry per sink) reads as it did
+    older = aws.raise_question(policy=POLICY, question_id="q-2", now=clock.now)
+    at = "2026-01-01T00:00:00.000Z"
+    per_sink = [
+        {"M": {"stage": {"S": "delivered"}, "at": {"S": at}, "actor": {"S": "runner"}, "detail": {"S": sink}}}
+        for sink in ("dynamodb", "sns")
+    ]
+    aws.dynamodb.update_item(
+        TableName=aws.resources.ledger_table,
+        Key={"dedupe_key": {"S": older.dedupe_key}},
+        UpdateExpression="SET lifecycle = list_append(lifecycle, :d)",
+        ExpressionAttributeValues={":d": {"L": per_sink}},
+    )
+    stages = ledger.get_question("q-2").lifecycle
+    assert [(entry["stage"], entry.get("detail")) for entry in stages] == [
+        ("raised", None),
+        ("delivered", "dynamodb"),
+        ("delivered", "sns"),
+    ]

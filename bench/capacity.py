@@ -91,7 +91,9 @@ TTL_SECONDS = 3600
 REMINDERS = [600, 1800]
 APPROVE: Any = {"action": "approve"}
 # A reply URL as long as a deployed stack's (its REST API's stage URL; infra.functions sets it).
-DEPLOYED_REPLY_URL = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod/questions/{question_id}/reply"
+DEPLOYED_REPLY_URL = (
+    "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod/questions/{question_id}/reply"
+)
 _THREAD = re.compile(r"\bcap-\d{5}-[0-9a-f]{6}\b")
 _QUESTION = re.compile(r"\b[0-9a-f]{32,64}\b")
 _LINE = re.compile(r"\s(question raised|run done|run failed)\s")

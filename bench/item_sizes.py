@@ -19,7 +19,11 @@ import sys
 import warnings
 from typing import Any
 
+from agent_wait.envelope import dedupe_key_for
 from wait_service.resources import LEDGER, Index
+
+# How a question item's key starts (``wait.created:<question_id>``).
+QUESTION_KEY = dedupe_key_for("")
 
 
 def value_size(value: dict[str, Any]) -> int:
@@ -68,7 +72,8 @@ def measure(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per question item: its status and the bytes of the item and of each index entry."""
     rows = []
     for item in items:
-        if item.get("kind", {}).get("S", "question") != "question" or "question_id" not in item:
+        key = item.get("dedupe_key", {}).get("S", "")
+        if item.get("kind", {}).get("S", "question") != "question" or not key.startswith(QUESTION_KEY):
             continue
         row: dict[str, Any] = {"status": item["status"]["S"], "item": item_size(item)}
         for index in LEDGER.indexes:

@@ -93,13 +93,16 @@ def test_dynamodb_republish_keeps_status_created_at_and_lifecycle(
     ddb.update_item(
         TableName=resources.ledger_table,
         Key=key,
-        UpdateExpression="SET #s = :s, lifecycle = list_append(lifecycle, :stage), updated_at = :t",
+        UpdateExpression=(
+            "SET #s = :s, lifecycle = list_append(if_not_exists(lifecycle, :empty), :stage), updated_at = :t"
+        ),
         ConditionExpression="#s = :raised",
         ExpressionAttributeNames={"#s": "status"},
         ExpressionAttributeValues={
             ":s": {"S": "answered"},
             ":raised": {"S": "raised"},
             ":t": {"S": moved_at},
+            ":empty": {"L": []},
             ":stage": {
                 "L": [{"M": {"stage": {"S": "answered"}, "at": {"S": moved_at}, "actor": {"S": "ops"}}}]
             },
@@ -114,7 +117,8 @@ def test_dynamodb_republish_keeps_status_created_at_and_lifecycle(
     assert item["status"] == {"S": "answered"}
     assert item["created_at"] == {"S": "2026-11-30T10:00:00Z"}
     assert item["updated_at"] == {"S": moved_at}
-    assert [s["M"]["stage"]["S"] for s in item["lifecycle"]["L"]] == ["raised", "answered"]
+    # (the raise is not stored: it is created_at and the agent)
+    assert [s["M"]["stage"]["S"] for s in item["lifecycle"]["L"]] == ["answered"]
     # The first publish's envelope stands (rebuilt from the item: it holds no envelope JSON).
     assert "envelope" not in item
     assert ledger_envelope(from_item(item)) == first

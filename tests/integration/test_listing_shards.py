@@ -21,6 +21,7 @@ import pytest
 
 from agent_wait import Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce
+from agent_wait.aws.dynamodb import question_id_of
 from agent_wait.errors import InvalidRequestError
 from wait_service.http.page_tokens import list_page
 from wait_service.ledger import Ledger, Page, QuestionRecord
@@ -212,7 +213,7 @@ def test_raising_the_count_keeps_every_question_listed(dynamodb: Any, table: str
     assert four.record_escalation(unlisted[1], rung=0, route="managers", expires_at=NOW)
     for name in unlisted[-2:]:
         assert four.record_answer(name, {"action": "approve"}, answered_by="bob") is None
-    moved = {q["question_id"]["S"]: q["status_shard"]["S"] for q in _index(dynamodb, table)}
+    moved = {question_id_of(q["dedupe_key"]["S"]): q["status_shard"]["S"] for q in _index(dynamodb, table)}
     assert {moved[name] for name in old[3:] if name not in unlisted[-2:]} - {"open#0"}, "nothing re-keyed"
 
     # Then the first page's token reads on under four shards: every old question still open is

@@ -20,6 +20,7 @@ import pytest
 
 from agent_wait import Question, approval, build_envelope
 from agent_wait.aws import DynamoDbAnnounce
+from agent_wait.aws.dynamodb import question_id_of
 from agent_wait.errors import InvalidRequestError
 from wait_service.http.page_tokens import list_page
 from wait_service.ledger import Ledger, Page, QuestionRecord
@@ -147,7 +148,7 @@ def test_questions_land_in_every_shard_of_their_listing(
     # Then every open one is in an `open#<n>` shard whatever its open status, the answered one in
     # `answered#<n>`, and the open ones spread over the shards
     items = dynamodb.scan(TableName=resources.ledger_table, IndexName="by-status")["Items"]
-    shards = {item["question_id"]["S"]: item["status_shard"]["S"] for item in items}
+    shards = {question_id_of(item["dedupe_key"]["S"]): item["status_shard"]["S"] for item in items}
     assert len(shards) == SEEDED
     assert shards[names[0]].startswith("answered#")
     open_shards = Counter(shard for name, shard in shards.items() if name != names[0])

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from agent_wait.aws.dynamodb import to_attribute
+from agent_wait.aws.dynamodb import question_id_of, raised_stage, read_policy, to_attribute
 from agent_wait.errors import QuestionNotFoundError
 from wait_service.ledger.attributes import (
     condition_failed,
@@ -64,12 +64,14 @@ KEEP_RAISED_EXPIRY = "raised_expires_at = if_not_exists(raised_expires_at, expir
 RESERVED_ATTRIBUTES = frozenset({"status", "source", "error"})
 
 
-def lifecycle_entries(stored: Any) -> list[dict[str, Any]]:
-    """A stored ``lifecycle`` as read: an entry holding ``details`` becomes one entry per detail.
+def lifecycle_entries(stored: Any, created_at: str | None = None) -> list[dict[str, Any]]:
+    """A stored ``lifecycle`` as read: an entry holding ``details`` becomes one entry per detail,
+    and the first stage, ``raised``, which the library's item leaves out, comes first again
+    (:func:`~agent_wait.aws.dynamodb.raised_stage`, from ``created_at``; items written before hold it).
 
     >>> stored = [{"stage": "delivered", "at": "t", "actor": "runner", "details": ["sns", "sqs"]}]
-    >>> [(e["stage"], e["actor"], e["detail"]) for e in lifecycle_entries(stored)]
-    [('delivered', 'runner', 'sns'), ('delivered', 'runner', 'sqs')]
+    >>> [(e["stage"], e["actor"], e.get("detail")) for e in lifecycle_entries(stored, "t0")]
+    [('raised', 'agent', None), ('delivered', 'runner', 'sns'), ('delivered', 'runner', 'sqs')]
     """
     entries: list[dict[str, Any]] = []
     for entry in stored or ():
@@ -78,22 +80,31 @@ def lifecycle_entries(stored: Any) -> list[dict[str, Any]]:
             entries += [{**shared, "detail": detail} for detail in entry["details"]]
         else:
             entries.append(entry)
+    first = entries[0] if entries else None
+    if created_at is not None and not (isinstance(first, dict) and first.get("stage") == "raised"):
+        entries.insert(0, raised_stage(created_at))
     return entries
 
 
 @cache
 def projection(attributes: tuple[str, ...]) -> dict[str, Any]:
-    """The ``GetItem`` parameters that read only ``attributes`` (and ``kind``) of a question item.
+    """The ``GetItem`` parameters that read only ``attributes`` (and ``kind``, and what reads them
+    back: the key, and ``created_at`` with the ``lifecycle``) of a question item.
 
     A reserved word goes through a placeholder (``#status``); the others are named as they are,
     which keeps the request small.
 
     Examples
     --------
-    >>> projection(("status", "answer"))
-    {'ProjectionExpression': '#status, answer, kind', 'ExpressionAttributeNames': {'#status': 'status'}}
+    >>> projection(("status", "answer"))["ProjectionExpression"]
+    '#status, answer, dedupe_key, kind'
+    >>> projection(("status", "answer"))["ExpressionAttributeNames"]
+    {'#status': 'status'}
     """
-    parts = [f"#{name}" if name in RESERVED_ATTRIBUTES else name for name in (*attributes, "kind")]
+    # The key (the question id is read from it) and, with the lifecycle, its first stage's time.
+    implied = ("dedupe_key", "created_at") if "lifecycle" in attributes else ("dedupe_key",)
+    wanted = dict.fromkeys((*attributes, *implied, "kind"))
+    parts = [f"#{name}" if name in RESERVED_ATTRIBUTES else name for name in wanted]
     names = {f"#{name}": name for name in attributes if name in RESERVED_ATTRIBUTES}
     request: dict[str, Any] = {"ProjectionExpression": ", ".join(parts)}
     if names:  # DynamoDB refuses an empty map
@@ -171,17 +182,18 @@ class QuestionRecord:
         # attribute is read once.
         data = {name: from_attribute(value, exact=name in EXACT_FIELDS) for name, value in item.items()}
         return cls(
-            question_id=str(data["question_id"]),
+            # Items the library writes hold the id in their key only.
+            question_id=str(data.get("question_id") or question_id_of(str(data["dedupe_key"]))),
             thread_id=str(data.get("thread_id", "")),
             status=str(data.get("status", "raised")),
             digest=str(data.get("digest", "")),
             question=data.get("question"),
-            policy=dict(data.get("policy") or {}),
+            policy=read_policy(data.get("policy") or {}),
             source=data.get("source"),
             created_at=data.get("created_at"),
             expires_at=data.get("expires_at"),
             updated_at=data.get("updated_at"),
-            lifecycle=lifecycle_entries(data.get("lifecycle")),
+            lifecycle=lifecycle_entries(data.get("lifecycle"), data.get("created_at")),
             answer=data.get("answer"),
             answered_by=data.get("answered_by"),
             answered_at=data.get("answered_at"),

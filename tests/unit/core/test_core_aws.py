@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +13,14 @@ from moto import mock_aws
 
 from agent_wait import Envelope, Question, approval, build_envelope, canonical_json
 from agent_wait.aws import DynamoDbAnnounce, SnsAnnounce, SqsAnnounce
-from agent_wait.aws.dynamodb import ledger_envelope, ledger_put, status_shard
+from agent_wait.aws.dynamodb import (
+    ledger_envelope,
+    ledger_put,
+    question_id_of,
+    raised_stage,
+    read_policy,
+    status_shard,
+)
 from agent_wait.errors import QuestionCollisionError
 from agent_wait.testing import AnnounceConformance, sample_envelope
 
@@ -192,7 +198,7 @@ def test_ledger_item_matches_internals_and_floats_become_numbers() -> None:
     assert item == {
         "dedupe_key": "wait.created:q-1",
         "kind": "question",
-        "question_id": "q-1",
+        # No question_id: the key holds it
         "thread_id": "thread-1",
         "digest": envelope.digest,
         "status": "raised",
@@ -207,11 +213,17 @@ def test_ledger_item_matches_internals_and_floats_become_numbers() -> None:
             "function": "pay",
             "args": {"amount": Decimal("40.5"), "items": [1, Decimal("2.25")], "note": None},
         },
-        "policy": json.loads(json.dumps(approval(ttl=60).model_dump(mode="json")), parse_float=Decimal),
+        # The policy's fields left at "none" (null, empty list) are not stored
+        "policy": {"kind": "approval", "ttl": 60, "bind": True},
         "source": {"function": "pay", "module": "m"},
         "reply_url": "https://api.example/questions/q-1/reply",
-        "lifecycle": [{"stage": "raised", "at": created, "actor": "agent"}],
+        # No lifecycle yet: its first stage, raised, is created_at and the agent
     }
+    assert (question_id_of(item["dedupe_key"]), raised_stage(created)) == (
+        "q-1",
+        {"stage": "raised", "at": created, "actor": "agent"},
+    )
+    assert read_policy(item["policy"]) == approval(ttl=60).model_dump(mode="json")
     # The envelope its follow-ups re-announce is the one published, field for field and byte for byte.
     rebuilt = ledger_envelope(item)
     assert rebuilt == envelope

@@ -31,8 +31,9 @@ def names_read_by_from_item() -> set[str]:
 
 
 def test_record_attributes_are_exactly_what_from_item_reads() -> None:
-    # A field added to the record and not to the list would never be read by a partial read.
-    assert set(RECORD_ATTRIBUTES) == names_read_by_from_item()
+    # A field added to the record and not to the list would never be read by a partial read; the
+    # key is read too (a question id the item does not hold is read from it), and every read has it.
+    assert {*RECORD_ATTRIBUTES, "dedupe_key"} == names_read_by_from_item()
     assert len(RECORD_ATTRIBUTES) == len(set(RECORD_ATTRIBUTES))
 
 
@@ -48,13 +49,21 @@ def test_a_projection_names_each_attribute_once_and_kind() -> None:
     request = projection(REPLY_READS)
     names = request["ExpressionAttributeNames"]
     parts = [names.get(part.strip(), part.strip()) for part in request["ProjectionExpression"].split(",")]
-    assert parts == [*REPLY_READS, "kind"]
+    assert parts == [*REPLY_READS, "dedupe_key", "kind"]
     assert set(names.values()) == set(RESERVED_ATTRIBUTES) & set(REPLY_READS)
 
 
 def test_a_projection_without_reserved_words_sends_no_empty_names() -> None:
     # DynamoDB refuses an empty ExpressionAttributeNames map.
-    assert projection(("answer", "digest")) == {"ProjectionExpression": "answer, digest, kind"}
+    assert projection(("answer", "digest")) == {"ProjectionExpression": "answer, digest, dedupe_key, kind"}
+
+
+def test_a_projection_of_the_lifecycle_reads_what_gives_back_its_first_stage() -> None:
+    # The item does not store the raised stage: it is read back from created_at (and the key).
+    assert projection(("lifecycle",)) == {"ProjectionExpression": "lifecycle, dedupe_key, created_at, kind"}
+    assert projection(("created_at", "lifecycle", "dedupe_key")) == {
+        "ProjectionExpression": "created_at, lifecycle, dedupe_key, kind"
+    }
 
 
 def test_a_reply_skips_only_attributes_the_record_has() -> None:

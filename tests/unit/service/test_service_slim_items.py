@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_wait import Envelope, OnExpiry, approval
+from agent_wait.envelope import isoformat_z
 from agent_wait.errors import AnnounceError
 from wait_service.ledger import Ledger
 from wait_service.lifecycle.timers import TimerEvent
@@ -172,16 +173,18 @@ def test_a_delivery_to_several_sinks_is_stored_once_and_read_as_one_stage_per_si
 
     assert ledger.mark_delivered("q-1", ["dynamodb", "sns", "sqs"])
 
-    # The item stores the stage, its time and its actor once, with the sinks' list
+    # The item stores the stage, its time and its actor once, with the sinks' list (and not the
+    # raise before it: that is created_at and the agent)
     stored = aws.dynamodb.get_item(TableName=aws.resources.ledger_table, Key=key)["Item"]["lifecycle"]["L"]
-    assert [entry["M"]["stage"]["S"] for entry in stored] == ["raised", "delivered"]
-    assert stored[1]["M"]["details"] == {"L": [{"S": "dynamodb"}, {"S": "sns"}, {"S": "sqs"}]}
-    assert "detail" not in stored[1]["M"]
-    # and every reader sees one delivered stage per sink, as before
+    assert [entry["M"]["stage"]["S"] for entry in stored] == ["delivered"]
+    assert stored[0]["M"]["details"] == {"L": [{"S": "dynamodb"}, {"S": "sns"}, {"S": "sqs"}]}
+    assert "detail" not in stored[0]["M"]
+    # and every reader sees the raise, then one delivered stage per sink, as before
     lifecycle = ledger.get_question("q-1").lifecycle
-    delivered = [entry for entry in lifecycle if entry["stage"] == "delivered"]
+    assert lifecycle[0] == {"stage": "raised", "at": isoformat_z(envelope.created_at), "actor": "agent"}
+    delivered = lifecycle[1:]
     assert [entry["detail"] for entry in delivered] == ["dynamodb", "sns", "sqs"]
-    assert {(entry["at"], entry["actor"]) for entry in delivered} == {(stored[1]["M"]["at"]["S"], "runner")}
+    assert {(entry["at"], entry["actor"]) for entry in delivered} == {(stored[0]["M"]["at"]["S"], "runner")}
     assert all(set(entry) == {"stage", "at", "actor", "detail"} for entry in delivered)
 
 
@@ -193,9 +196,10 @@ def test_a_delivery_to_one_sink_keeps_its_detail_and_one_written_per_sink_reads_
     one = [entry for entry in ledger.get_question("q-1").lifecycle if entry["stage"] == "delivered"]
     assert one == [{"stage": "delivered", "at": one[0]["at"], "actor": "runner", "detail": "sns"}]
 
-    # An item written before deliveries were stored once (an entry per sink) reads as it did
+    # An item written before (its raise stored, an entry per sink) reads as it did
     older = aws.raise_question(policy=POLICY, question_id="q-2", now=clock.now)
     at = "2026-01-01T00:00:00.000Z"
+    raised = {"M": {"stage": {"S": "raised"}, "at": {"S": at}, "actor": {"S": "agent"}}}
     per_sink = [
         {"M": {"stage": {"S": "delivered"}, "at": {"S": at}, "actor": {"S": "runner"}, "detail": {"S": sink}}}
         for sink in ("dynamodb", "sns")
@@ -203,12 +207,12 @@ def test_a_delivery_to_one_sink_keeps_its_detail_and_one_written_per_sink_reads_
     aws.dynamodb.update_item(
         TableName=aws.resources.ledger_table,
         Key={"dedupe_key": {"S": older.dedupe_key}},
-        UpdateExpression="SET lifecycle = list_append(lifecycle, :d)",
-        ExpressionAttributeValues={":d": {"L": per_sink}},
+        UpdateExpression="SET lifecycle = :whole",
+        ExpressionAttributeValues={":whole": {"L": [raised, *per_sink]}},
     )
     stages = ledger.get_question("q-2").lifecycle
-    assert [(entry["stage"], entry.get("detail")) for entry in stages] == [
-        ("raised", None),
-        ("delivered", "dynamodb"),
-        ("delivered", "sns"),
+    assert [(entry["stage"], entry["at"], entry.get("detail")) for entry in stages] == [
+        ("raised", at, None),
+        ("delivered", at, "dynamodb"),
+        ("delivered", at, "sns"),
     ]

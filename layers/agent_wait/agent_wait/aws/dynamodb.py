@@ -15,6 +15,7 @@ from agent_wait import exact_json
 from agent_wait.announce.base import BaseAnnounce
 from agent_wait.envelope import Envelope, ReplyWith, canonical_json, dedupe_key_for, isoformat_z
 from agent_wait.errors import QuestionCollisionError
+from agent_wait.policy import Policy
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -26,7 +27,11 @@ __all__ = [
     "DynamoDbAnnounce",
     "ledger_envelope",
     "ledger_put",
+    "question_id_of",
+    "raised_stage",
+    "read_policy",
     "status_shard",
+    "stored_policy",
 ]
 
 _serializer = TypeSerializer()
@@ -119,6 +124,69 @@ def status_shard(listing: str, question_id: str, shards: int = STATUS_SHARDS) ->
     return f"{listing}#{number}"
 
 
+# A policy's top-level fields whose default is "none" (null or an empty list), with that default: the
+# item leaves them out while they hold it (:func:`stored_policy`), :func:`read_policy` puts them back.
+_POLICY_DEFAULTS: dict[str, Any] = Policy().model_dump(mode="json")
+_POLICY_NONE_DEFAULTS: dict[str, Any] = {
+    name: value for name, value in _POLICY_DEFAULTS.items() if value is None or value == []
+}
+# The actor of a question's first stage: the agent that raised it.
+RAISED_ACTOR = "agent"
+
+
+def question_id_of(dedupe_key: str) -> str:
+    """The question id a ledger key (:func:`~agent_wait.envelope.dedupe_key_for`) names.
+
+    Examples
+    --------
+    >>> question_id_of("wait.created:q1")
+    'q1'
+    """
+    return dedupe_key.removeprefix(dedupe_key_for(""))
+
+
+def stored_policy(policy: Policy) -> dict[str, Any]:
+    """``policy`` as a question item stores it: its JSON without the top-level fields left at "none".
+
+    Every move of a question rewrites its item, billed per KB: a question's policy usually sets a
+    few fields of many. :func:`read_policy` gives the whole JSON back.
+
+    Examples
+    --------
+    >>> from agent_wait.policy import approval
+    >>> stored_policy(approval(ttl=60))
+    {'kind': 'approval', 'ttl': 60, 'bind': True}
+    >>> read_policy(stored_policy(approval(ttl=60))) == approval(ttl=60).model_dump(mode="json")
+    True
+    """
+    return {
+        name: value
+        for name, value in policy.model_dump(mode="json").items()
+        if not (name in _POLICY_NONE_DEFAULTS and value == _POLICY_NONE_DEFAULTS[name])
+    }
+
+
+def read_policy(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored policy (:func:`stored_policy`) as its whole JSON, in the model's field order.
+
+    A policy stored whole (items written before, or by hand) comes back as it is; an empty one too.
+    """
+    if not stored or _POLICY_NONE_DEFAULTS.keys() <= stored.keys():
+        return dict(stored)
+    whole = {
+        name: stored.get(name, default)
+        for name, default in _POLICY_DEFAULTS.items()
+        if name in stored or name in _POLICY_NONE_DEFAULTS
+    }
+    return whole | {name: value for name, value in stored.items() if name not in whole}
+
+
+def raised_stage(created_at: str) -> dict[str, str]:
+    """The first lifecycle stage of every question, which its item does not store: it is its
+    ``created_at`` and the agent."""
+    return {"stage": "raised", "at": created_at, "actor": RAISED_ACTOR}
+
+
 def ledger_put(
     table_name: str,
     envelope: Envelope,
@@ -129,14 +197,16 @@ def ledger_put(
     """The conditional ``PutItem`` request that records ``envelope`` in the ledger.
 
     The item is the question item of docs/internals.md: ``status = "raised"``, ``created_at`` =
-    ``updated_at``, a one-entry ``lifecycle``, and the envelope's own fields (``question`` /
-    ``policy`` / ``source``, ``digest``, the times...). Not the envelope JSON: every move of the
-    question rewrites its item, billed per KB, so the item holds only what the envelope adds to
+    ``updated_at``, and the envelope's own fields (``question`` / ``policy`` / ``source``,
+    ``digest``, the times...). Every move of the question rewrites its item, billed per KB, so the
+    item holds nothing it can be read back without: no envelope JSON, only what the envelope adds to
     those fields (its ``event_id`` and ``reply_with.url`` as ``reply_url``), enough to rebuild it
-    (:func:`ledger_envelope`). The write only happens while no item has the envelope's
-    ``dedupe_key``. ``extra`` adds attributes the host records with the question (e.g.
-    who started the run); it never replaces one of these. ``shards`` is the count of shards of the
-    status listing (:func:`status_shard`).
+    (:func:`ledger_envelope`); no ``question_id`` (its key holds it, :func:`question_id_of`); no
+    ``lifecycle`` yet (its first stage is ``created_at`` and the agent, :func:`raised_stage`); and
+    no policy field left at its "none" default (:func:`stored_policy`). The write only happens
+    while no item has the envelope's ``dedupe_key``. ``extra`` adds attributes the host records
+    with the question (e.g. who started the run); it never replaces one of these. ``shards`` is the
+    count of shards of the status listing (:func:`status_shard`).
 
     Examples
     --------
@@ -146,14 +216,15 @@ def ledger_put(
     ({'S': 'wait.created:q1'}, {'S': 'raised'}, 'attribute_not_exists(dedupe_key)')
     """
     created_at = isoformat_z(envelope.created_at)
+    # No `question_id` (the key holds it: question_id_of), no first lifecycle stage (raised_stage:
+    # `created_at` and the agent) and no policy field left at "none" (stored_policy): all read back.
     item = {
         "dedupe_key": envelope.dedupe_key,
         "kind": "question",
-        "question_id": envelope.question_id,
         "thread_id": envelope.thread_id,
         "digest": envelope.digest,
         "question": envelope.question,
-        "policy": envelope.policy.model_dump(mode="json"),
+        "policy": stored_policy(envelope.policy),
         "source": envelope.source,
         "status": "raised",
         "status_shard": status_shard("open", envelope.question_id, shards),
@@ -161,7 +232,6 @@ def ledger_put(
         "updated_at": created_at,
         "expires_at": None if envelope.expires_at is None else isoformat_z(envelope.expires_at),
         "event_id": envelope.event_id,
-        "lifecycle": [{"stage": "raised", "at": created_at, "actor": "agent"}],
     }
     if envelope.reply_with.url is not None:
         item["reply_url"] = envelope.reply_with.url
@@ -200,7 +270,8 @@ def ledger_envelope(values: Mapping[str, Any]) -> Envelope:
     """The envelope a question item was written from (:func:`ledger_put`), rebuilt from its fields.
 
     ``values`` holds the item's :data:`LEDGER_ENVELOPE_FIELDS` as plain values (numbers as ``int``,
-    ``float`` or ``Decimal``; an absent or null attribute left out). ``expires_at`` is the expiry
+    ``float`` or ``Decimal``; an absent or null attribute left out), its ``question_id`` or else
+    its ``dedupe_key`` (the item holds the id in its key only). ``expires_at`` is the expiry
     the question was raised with: ``raised_expires_at`` once a write moved it. An item written with
     the envelope JSON in it (``envelope``, before items were slimmed) gives that JSON back.
     ``KeyError`` when the item holds neither.
@@ -220,10 +291,11 @@ def ledger_envelope(values: Mapping[str, Any]) -> Envelope:
     expires_at = values.get("raised_expires_at") or values.get("expires_at")
     digest = str(values["digest"])
     version = values.get("policy_version")
+    question_id = str(values.get("question_id") or question_id_of(str(values["dedupe_key"])))
     return Envelope(
         event_id=values["event_id"],
-        dedupe_key=dedupe_key_for(str(values["question_id"])),
-        question_id=values["question_id"],
+        dedupe_key=dedupe_key_for(question_id),
+        question_id=question_id,
         thread_id=values["thread_id"],
         created_at=values["created_at"],
         expires_at=expires_at,

@@ -75,7 +75,7 @@ def lifecycle_entries(stored: Any, created_at: str | None = None) -> list[dict[s
     """
     entries: list[dict[str, Any]] = []
     for entry in stored or ():
-        if isinstance(entry, dict) and isinstance(entry.get("details"), list):
+        if isinstance(entry, dict) and isinstance(entry.get("details"), list) and entry["details"]:
             shared = {key: value for key, value in entry.items() if key != "details"}
             entries += [{**shared, "detail": detail} for detail in entry["details"]]
         else:

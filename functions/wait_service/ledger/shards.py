@@ -15,19 +15,20 @@ in another partition, and ``status=pending`` reads one listing instead of three.
 How many shards: a page reads one Query per shard (:mod:`wait_service.ledger.paging` sends them at
 once), and a DynamoDB partition takes at most 1,000 write units a second. An index entry put,
 updated or deleted costs one write unit per KB of the entry, and a write that changes no projected
-attribute costs the index nothing (``python -m bench.item_sizes`` measures the entries: 1,008 B
-for a delivered question, 1,378 to 1,393 B answered and resumed). Each move while open changes
-what a page shows, so each rewrites the entry: delivered (status, ``updated_at``, ``lifecycle``),
-reminded (``updated_at`` and a ``lifecycle`` stage; ``reminders_sent`` is not projected),
-escalated (status, rung, ``expires_at``, ``lifecycle``), and a vote, delegation or extension.
-Per question started and answered with a ttl and two reminders, the ``open`` listing takes a put
-(1 WRU), the delivered update (1: 16 bytes under the KB), two reminder updates (2 each: the
-lifecycle passes 1 KB) and the delete at the answer (2): :data:`OPEN_WRU_PER_QUESTION` = 8 WRU;
-``answered`` a put and a delete (4), ``resumed`` a put (2). So one shard (the default: a page is
-one Query) keeps the ``open`` partition at half its limit up to about 60 questions a second, above
-what the default API throttle (50 requests a second) lets in; sixteen do at 1,000 questions a
-second (500 WRU/s a shard). :func:`shards_for_rate` is the rule docs/performance.md's table
-follows.
+attribute costs the index nothing (``python -m bench.item_sizes`` measures the entries: 732 B for
+a delivered question, 1,102 to 1,117 B resumed; the capacity run's answered ones 973 B). Each
+move while open changes what a page shows, so each rewrites the entry: delivered (status,
+``updated_at``, ``lifecycle``), reminded (``updated_at`` and a ``lifecycle`` stage;
+``reminders_sent`` is not projected), escalated (status, rung, ``expires_at``, ``lifecycle``), and
+a vote, delegation or extension. Per question started and answered with a ttl and two reminders,
+the ``open`` listing takes a put (1 WRU), the delivered update (1), two reminder updates and the
+delete at the answer: 1 each while the entry is under 1 KB (the sample agent's: 5 WRU), 2 once
+its question, policy and lifecycle pass it. :data:`OPEN_WRU_PER_QUESTION` = 8 WRU counts the
+later three at 2, for questions larger than the sample's; ``answered`` takes a put and a delete
+(2 to 4), ``resumed`` a put (2). So one shard (the default: a page is one Query) keeps the
+``open`` partition at half its limit up to about 60 questions a second, above what the default
+API throttle (50 requests a second) lets in; sixteen do at 1,000 questions a second (500 WRU/s a
+shard). :func:`shards_for_rate` is the rule docs/performance.md's table follows.
 
 Changing the count on a table in use: ``n`` is the question id's hash modulo the count, so the
 shards written under a lower count are the first shards of a higher one, and a page reads shards

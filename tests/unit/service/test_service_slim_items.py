@@ -18,6 +18,7 @@ from agent_wait import Envelope, OnExpiry, approval
 from agent_wait.envelope import isoformat_z
 from agent_wait.errors import AnnounceError
 from wait_service.ledger import Ledger
+from wait_service.ledger.questions import lifecycle_entries
 from wait_service.lifecycle.timers import TimerEvent
 from wait_service.lifecycle.unanswered import LifecycleService, build_lifecycle, envelope_of
 
@@ -215,4 +216,44 @@ def test_a_delivery_to_one_sink_keeps_its_detail_and_one_written_per_sink_reads_
         ("raised", at, None),
         ("delivered", at, "dynamodb"),
         ("delivered", at, "sns"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stored", "read"),
+    [
+        # No lifecycle stored yet: the raise alone
+        (None, [{"stage": "raised", "at": "t0", "actor": "agent"}]),
+        ([], [{"stage": "raised", "at": "t0", "actor": "agent"}]),
+        # An entry whose details list is empty (never written so) keeps its stage
+        (
+            [{"stage": "delivered", "at": "t1", "actor": "runner", "details": []}],
+            [
+                {"stage": "raised", "at": "t0", "actor": "agent"},
+                {"stage": "delivered", "at": "t1", "actor": "runner", "details": []},
+            ],
+        ),
+        # A stored raise (items written before) is not repeated, whatever created_at says
+        (
+            [{"stage": "raised", "at": "t-stored", "actor": "agent"}],
+            [{"stage": "raised", "at": "t-stored", "actor": "agent"}],
+        ),
+        # Details that are not a list are one detail's value, read as stored
+        (
+            [{"stage": "escalated", "at": "t1", "actor": "system:expiry", "details": "managers"}],
+            [
+                {"stage": "raised", "at": "t0", "actor": "agent"},
+                {"stage": "escalated", "at": "t1", "actor": "system:expiry", "details": "managers"},
+            ],
+        ),
+    ],
+)
+def test_a_stored_lifecycle_of_any_shape_reads_without_losing_a_stage(stored: Any, read: Any) -> None:
+    assert lifecycle_entries(stored, "t0") == read
+
+
+def test_a_record_without_created_at_gets_no_made_up_raise() -> None:
+    # A partial read that did not ask for created_at (and so not for the lifecycle) invents nothing
+    assert lifecycle_entries([{"stage": "answered", "at": "t1", "actor": "ann"}], None) == [
+        {"stage": "answered", "at": "t1", "actor": "ann"}
     ]

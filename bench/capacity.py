@@ -90,6 +90,10 @@ GRAPH = "examples.timed_refund_agent:build_graph"
 TTL_SECONDS = 3600
 REMINDERS = [600, 1800]
 APPROVE: Any = {"action": "approve"}
+# Who starts and answers, as a deployed stack's default auth (IAM) records a caller: a role
+# session's ARN. The question item holds it (requester, responder, the answer's stage): its size
+# decides the item's write units, as does the reply URL's.
+DEPLOYED_PRINCIPAL = "arn:aws:sts::123456789012:assumed-role/agent-wait-responder/ann"
 # A reply URL as long as a deployed stack's (its REST API's stage URL; infra.functions sets it).
 DEPLOYED_REPLY_URL = (
     "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod/questions/{question_id}/reply"
@@ -382,7 +386,7 @@ def run_sample(
                     stack.invocations.clear()
                     stream.bytes.clear()
                     puts.clear()
-                    api = ApiClient(stack.api_url, principal="capacity")
+                    api = ApiClient(stack.api_url, principal=DEPLOYED_PRINCIPAL)
                     threads = [f"cap-{i:05d}-{uuid.uuid4().hex[:6]}" for i in range(questions)]
                     timed = set(threads[: round(questions * timed_share)])
                     for thread_id in threads:

@@ -208,7 +208,8 @@ def test_ledger_item_matches_internals_and_floats_become_numbers() -> None:
     assert item == {
         "dedupe_key": "wait.created:q-1",
         "kind": "question",
-        # No question_id: the key holds it
+        # Kept though the key holds it: earlier versions read it
+        "question_id": "q-1",
         "thread_id": "thread-1",
         "digest": envelope.digest,
         "status": "raised",

@@ -257,3 +257,23 @@ def test_a_record_without_created_at_gets_no_made_up_raise() -> None:
     assert lifecycle_entries([{"stage": "answered", "at": "t1", "actor": "ann"}], None) == [
         {"stage": "answered", "at": "t1", "actor": "ann"}
     ]
+
+
+def test_an_item_without_its_question_id_reads_the_id_from_its_key(
+    aws: Aws, lifecycle: LifecycleService, ledger: Ledger, clock: FakeClock
+) -> None:
+    # Given an item as a later version may write it: the id in its key only
+    envelope = aws.raise_question(policy=POLICY, now=clock.now)
+    aws.dynamodb.update_item(
+        TableName=aws.resources.ledger_table,
+        Key={"dedupe_key": {"S": envelope.dedupe_key}},
+        UpdateExpression="REMOVE question_id",
+    )
+
+    # Then every read names the question, its follow-ups re-announce the same envelope, and a
+    # listing page shows it
+    assert ledger.get_question("q-1").question_id == "q-1"
+    assert envelope_of(ledger.get_question("q-1")) == envelope
+    assert fire(lifecycle, "remind", 1) == "reminded"
+    assert announced(aws) == [expected(envelope.follow_up("wait.reminder", 1))]
+    assert [q.question_id for q in ledger.list_questions(status="pending").items] == ["q-1"]

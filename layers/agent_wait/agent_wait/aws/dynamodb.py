@@ -199,11 +199,12 @@ def ledger_put(
     The item is the question item of docs/internals.md: ``status = "raised"``, ``created_at`` =
     ``updated_at``, and the envelope's own fields (``question`` / ``policy`` / ``source``,
     ``digest``, the times...). Every move of the question rewrites its item, billed per KB, so the
-    item holds nothing it can be read back without: no envelope JSON, only what the envelope adds to
+    item holds little it can be read back without: no envelope JSON, only what the envelope adds to
     those fields (its ``event_id`` and ``reply_with.url`` as ``reply_url``), enough to rebuild it
-    (:func:`ledger_envelope`); no ``question_id`` (its key holds it, :func:`question_id_of`); no
-    ``lifecycle`` yet (its first stage is ``created_at`` and the agent, :func:`raised_stage`); and
-    no policy field left at its "none" default (:func:`stored_policy`). The write only happens
+    (:func:`ledger_envelope`); no ``lifecycle`` yet (its first stage is ``created_at`` and the
+    agent, :func:`raised_stage`); and no policy field left at its "none" default
+    (:func:`stored_policy`). Its ``question_id`` is kept, though its key holds it
+    (:func:`question_id_of`, which readers fall back on): earlier versions read it. The write only happens
     while no item has the envelope's ``dedupe_key``. ``extra`` adds attributes the host records
     with the question (e.g. who started the run); it never replaces one of these. ``shards`` is the
     count of shards of the status listing (:func:`status_shard`).
@@ -216,11 +217,14 @@ def ledger_put(
     ({'S': 'wait.created:q1'}, {'S': 'raised'}, 'attribute_not_exists(dedupe_key)')
     """
     created_at = isoformat_z(envelope.created_at)
-    # No `question_id` (the key holds it: question_id_of), no first lifecycle stage (raised_stage:
-    # `created_at` and the agent) and no policy field left at "none" (stored_policy): all read back.
+    # No first lifecycle stage (raised_stage: `created_at` and the agent) and no policy field left
+    # at "none" (stored_policy): both read back. The `question_id` stays although the key holds it
+    # (question_id_of): a version before the readers that derive it could not read an item
+    # without it, during a deployment's rollout or after a rollback.
     item = {
         "dedupe_key": envelope.dedupe_key,
         "kind": "question",
+        "question_id": envelope.question_id,
         "thread_id": envelope.thread_id,
         "digest": envelope.digest,
         "question": envelope.question,

@@ -15,8 +15,8 @@ in another partition, and ``status=pending`` reads one listing instead of three.
 How many shards: a page reads one Query per shard (:mod:`wait_service.ledger.paging` sends them at
 once), and a DynamoDB partition takes at most 1,000 write units a second. An index entry put,
 updated or deleted costs one write unit per KB of the entry, and a write that changes no projected
-attribute costs the index nothing (``python -m bench.item_sizes`` measures the entries: 732 B for
-a delivered question, 1,102 to 1,117 B resumed; the capacity run's answered ones 973 B). Each
+attribute costs the index nothing (``python -m bench.item_sizes`` measures the entries: 775 B for
+a delivered question, 1,145 to 1,160 B resumed; the capacity run's answered ones 1,182 B). Each
 move while open changes what a page shows, so each rewrites the entry: delivered (status,
 ``updated_at``, ``lifecycle``), reminded (``updated_at`` and a ``lifecycle`` stage;
 ``reminders_sent`` is not projected), escalated (status, rung, ``expires_at``, ``lifecycle``), and

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import parse_no_options
+
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 MESSAGE_CHARACTERS = 430
 TURNS = (10, 40, 100)
@@ -75,7 +77,8 @@ def measure(turns: int, text: str) -> Sizes:
     return Sizes(turns, len(raw), len(gzipped))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parse_no_options("python -m bench.checkpoint_sizes", __doc__, argv)
     text = prose()
     lines = [
         "| messages | payload raw | gzipped | ratio | write units a put, raw → gzipped |",

@@ -20,6 +20,7 @@ import warnings
 from typing import Any
 
 from agent_wait.envelope import dedupe_key_for
+from bench import parse_no_options
 from wait_service.resources import LEDGER, Index
 
 # How a question item's key starts (``wait.created:<question_id>``).
@@ -83,7 +84,8 @@ def measure(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parse_no_options("python -m bench.item_sizes", __doc__, argv)
     from agent_wait_cli.local.stack import LocalStack, StackConfig
     from examples.demo import PROJECT, Demo
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent_wait import Question, approval, build_envelope
 from agent_wait.aws.dynamodb import ledger_put
 from bench.item_sizes import index_entry, item_size, measure, value_size
@@ -38,3 +40,13 @@ def test_an_index_entry_holds_the_keys_and_the_listed_attributes_only() -> None:
     assert row["by-status"] <= row["item"] - value_size(item["event_id"]) - len("event_id")
     # A thread item is in no index and measured as no question
     assert measure([{"dedupe_key": {"S": "thread:t-1"}, "kind": {"S": "thread"}}]) == []
+
+
+def test_a_mistyped_option_is_refused_not_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import checkpoint_sizes, item_sizes
+
+    for tool in (item_sizes, checkpoint_sizes):
+        with pytest.raises(SystemExit) as exit_:
+            tool.main(["--bogus"])
+        assert exit_.value.code == 2
+        assert "unrecognized arguments: --bogus" in capsys.readouterr().err

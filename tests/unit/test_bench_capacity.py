@@ -615,3 +615,16 @@ def test_the_runner_is_priced_at_other_memory_sizes_from_the_same_cpu_and_calls(
 
 def test_no_runner_invocation_measured_prices_no_memory_sizes() -> None:
     assert capacity_report.runner_memory_note(_sample([], 1)) is None
+
+
+def test_the_sample_records_its_questions_with_a_deployed_reply_url_and_principal() -> None:
+    # A question item's size decides its write units at each move, so the sample's items hold a
+    # reply URL shaped as the stack's (a REST API id is 10 characters; infra.functions sets it)
+    # and a principal as the default auth (IAM) records one.
+    from bench.capacity import DEPLOYED_PRINCIPAL, DEPLOYED_REPLY_URL
+    from infra import constants
+
+    stage_url = f"https://{'x' * 10}.execute-api.us-east-1.amazonaws.com/{constants.API_STAGE}/"
+    assert len(DEPLOYED_REPLY_URL) == len(f"{stage_url}questions/{{question_id}}/reply")
+    assert DEPLOYED_REPLY_URL.format(question_id="q").endswith("/questions/q/reply")
+    assert DEPLOYED_PRINCIPAL.startswith("arn:aws:sts::") and ":assumed-role/" in DEPLOYED_PRINCIPAL

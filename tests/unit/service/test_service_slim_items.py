@@ -44,6 +44,16 @@ def ledger(aws: Aws, clock: FakeClock) -> Ledger:
     return Ledger(aws.resources.ledger_table, aws.dynamodb, clock=clock)
 
 
+def rewrite(aws: Aws, envelope: Envelope, expression: str, values: dict[str, Any] | None = None) -> None:
+    """Change the question's stored item by hand, as another version would have written it."""
+    aws.dynamodb.update_item(
+        TableName=aws.resources.ledger_table,
+        Key={"dedupe_key": {"S": envelope.dedupe_key}},
+        UpdateExpression=expression,
+        **({"ExpressionAttributeValues": values} if values else {}),
+    )
+
+
 def fire(lifecycle: LifecycleService, timer: str, n: int) -> str:
     return lifecycle.handle(TimerEvent.model_validate({"question_id": "q-1", "timer": timer, "n": n}))
 
@@ -147,12 +157,7 @@ def test_an_item_written_with_the_envelope_json_still_reminds(
 ) -> None:
     # Given an item in the older form: the envelope JSON, no event_id or reply_url
     envelope = aws.raise_question(policy=POLICY, now=clock.now)
-    aws.dynamodb.update_item(
-        TableName=aws.resources.ledger_table,
-        Key={"dedupe_key": {"S": envelope.dedupe_key}},
-        UpdateExpression="SET envelope = :e REMOVE event_id, reply_url",
-        ExpressionAttributeValues={":e": {"S": envelope.to_json()}},
-    )
+    rewrite(aws, envelope, "SET envelope = :e REMOVE event_id, reply_url", {":e": {"S": envelope.to_json()}})
 
     # When its reminder and escalation fire
     assert fire(lifecycle, "remind", 1) == "reminded"
@@ -205,12 +210,7 @@ def test_a_delivery_to_one_sink_keeps_its_detail_and_one_written_per_sink_reads_
         {"M": {"stage": {"S": "delivered"}, "at": {"S": at}, "actor": {"S": "runner"}, "detail": {"S": sink}}}
         for sink in ("dynamodb", "sns")
     ]
-    aws.dynamodb.update_item(
-        TableName=aws.resources.ledger_table,
-        Key={"dedupe_key": {"S": older.dedupe_key}},
-        UpdateExpression="SET lifecycle = :whole",
-        ExpressionAttributeValues={":whole": {"L": [raised, *per_sink]}},
-    )
+    rewrite(aws, older, "SET lifecycle = :whole", {":whole": {"L": [raised, *per_sink]}})
     stages = ledger.get_question("q-2").lifecycle
     assert [(entry["stage"], entry["at"], entry.get("detail")) for entry in stages] == [
         ("raised", at, None),
@@ -264,11 +264,7 @@ def test_an_item_without_its_question_id_reads_the_id_from_its_key(
 ) -> None:
     # Given an item as a later version may write it: the id in its key only
     envelope = aws.raise_question(policy=POLICY, now=clock.now)
-    aws.dynamodb.update_item(
-        TableName=aws.resources.ledger_table,
-        Key={"dedupe_key": {"S": envelope.dedupe_key}},
-        UpdateExpression="REMOVE question_id",
-    )
+    rewrite(aws, envelope, "REMOVE question_id")
 
     # Then every read names the question, its follow-ups re-announce the same envelope, and a
     # listing page shows it

@@ -27,6 +27,7 @@ from bench.prices import (
     PRICES_DATE,
     QUOTAS,
     REGION,
+    SECONDS_PER_MONTH,
     Quota,
     cpu_scale,
     latency_ms,
@@ -593,13 +594,17 @@ def analyse(sample: Sample, rate: float, *, answer_after: float | None) -> Repor
     transitions = stepfunctions.transitions(questions_per_thread, timers_fired=round(fired / n))
     token = _token_task(sample, calls)
 
-    def priced(q: costs.PerQuestion) -> tuple[list[costs.Line], list[costs.Line]]:
-        sfn = costs.step_functions(q, transitions, questions_per_thread, token, inbox=sample.inbox)
-        return costs.itemised(q), sfn
+    def priced(q: costs.PerQuestion, monthly: float | None) -> tuple[list[costs.Line], list[costs.Line]]:
+        sfn = costs.step_functions(
+            q, transitions, questions_per_thread, token, inbox=sample.inbox, monthly_questions=monthly
+        )
+        return costs.itemised(q, monthly), sfn
 
+    # The rate sustained for a month reaches the volume tiers of the prices that have them; the
+    # sample's small batches stand for a low rate, priced at the first tier.
     per_q = _per_question(sample, counts)
-    ours, sfn = priced(per_q)
-    sample_batches = None if at is None else priced(_per_question(sample, own))
+    ours, sfn = priced(per_q, rate * SECONDS_PER_MONTH)
+    sample_batches = None if at is None else priced(_per_question(sample, own), None)
 
     notes = []
     if left:
@@ -940,7 +945,23 @@ def render(report: Report) -> list[str]:
             "columns price it as the sample's small batches made it: what a low rate costs.",
             "",
         ]
+    monthly = rate * SECONDS_PER_MONTH
+    rest, gb_s = PRICES["apigw_rest_request"], PRICES["lambda_gb_second"]
+    gb_per_question = sum(q.lambda_gb_seconds.values())
     lines += [
+        f"At {rate:g} questions a second a month of 730 hours holds {monthly:,.3g} questions: the "
+        "prices that fall with the month's volume are averaged over the tiers it fills (the account's "
+        "other use in the Region reaches them sooner): REST requests "
+        f"${rest.blended(q.api_requests * monthly):.2f} a million ({q.api_requests * monthly:,.3g} a "
+        f"month; the first tier's ${rest.usd:.2f}), Lambda GB-s "
+        f"${gb_s.blended(gb_per_question * monthly) * 1e6:.2f} a million "
+        f"({gb_per_question * monthly:,.3g} a month; the first tier's ${gb_s.usd * 1e6:.2f})."
+        + (
+            ""
+            if report.sample_batches is None
+            else " The sample's-batches columns, a low rate's, are priced at the first tier."
+        ),
+        "",
         f"Step Functions: the same flow as a Standard `.waitForTaskToken` workflow "
         f"(`bench/stepfunctions_flow.asl.json`), {report.transitions} transitions per question, "
         "walked in the ASL for the sample's path; same Lambda work (the dispatcher's too), tables, "

@@ -47,16 +47,30 @@ def _each(values: dict[str, float], spec: str) -> str:
     return ", ".join(f"{name} {format(value, spec)}" for name, value in sorted(values.items()))
 
 
-def itemised(q: PerQuestion) -> list[Line]:
+def _tiered(unit: str, monthly: float | None) -> str:
+    """A tiered price's unit, naming the month's volume it was averaged over."""
+    return unit if monthly is None else f"{unit}, averaged over the tiers of {monthly:,.3g} a month"
+
+
+def itemised(q: PerQuestion, monthly_questions: float | None = None) -> list[Line]:
     """Each cost line per million questions.
+
+    ``monthly_questions``: the questions a month the rate comes to; the prices that fall with the
+    month's volume (:attr:`~bench.prices.Price.tiers`) are averaged over the tiers it fills.
+    ``None``: their first tier (a low rate).
 
     Examples
     --------
     >>> lines = itemised(PerQuestion(api_requests=2))
     >>> [(l.item, l.usd) for l in lines if l.usd]
     [('API Gateway REST requests', 7.0)]
+    >>> [round(l.usd, 2) for l in itemised(PerQuestion(api_requests=2), 1e9) if l.usd]
+    [5.41]
     """
     p = PRICES
+    monthly = monthly_questions
+    gb_seconds = sum(q.lambda_gb_seconds.values())
+    monthly_gb_seconds = None if monthly is None else gb_seconds * monthly
     lines = [
         Line(
             f"Lambda requests ({_each(q.lambda_requests, 'g')} per question)",
@@ -66,9 +80,9 @@ def itemised(q: PerQuestion) -> list[Line]:
         ),
         Line(
             f"Lambda GB-s ({_each(q.lambda_gb_seconds, '.3f')} per question)",
-            sum(q.lambda_gb_seconds.values()) * MILLION,
-            p["lambda_gb_second"].unit,
-            p["lambda_gb_second"].cost(sum(q.lambda_gb_seconds.values()) * MILLION),
+            gb_seconds * MILLION,
+            _tiered(p["lambda_gb_second"].unit, monthly_gb_seconds),
+            p["lambda_gb_second"].cost(gb_seconds * MILLION, monthly_gb_seconds),
         ),
         Line(
             "DynamoDB writes, tables",
@@ -120,8 +134,10 @@ def itemised(q: PerQuestion) -> list[Line]:
         Line(
             "API Gateway REST requests",
             q.api_requests * MILLION,
-            p["apigw_rest_request"].unit,
-            p["apigw_rest_request"].cost(q.api_requests * MILLION),
+            _tiered(p["apigw_rest_request"].unit, None if monthly is None else q.api_requests * monthly),
+            p["apigw_rest_request"].cost(
+                q.api_requests * MILLION, None if monthly is None else q.api_requests * monthly
+            ),
         ),
         Line(
             "EventBridge Scheduler invocations (create and delete are not billed)",
@@ -154,12 +170,19 @@ class TokenTask:
 
 
 def step_functions(
-    q: PerQuestion, transitions: float, waits: float, token: TokenTask, *, inbox: str
+    q: PerQuestion,
+    transitions: float,
+    waits: float,
+    token: TokenTask,
+    *,
+    inbox: str,
+    monthly_questions: float | None = None,
 ) -> list[Line]:
     """The same flow's cost lines as a Standard ``.waitForTaskToken`` workflow, per million questions.
 
     ``transitions`` and ``waits`` are per question (the transitions walked in the ASL, the
-    ``WaitForAnswer`` tasks entered); ``inbox`` is the queue the workflow replaces.
+    ``WaitForAnswer`` tasks entered); ``inbox`` is the queue the workflow replaces;
+    ``monthly_questions`` as for :func:`itemised` (Step Functions' transitions have one price).
     """
     p = PRICES
     without = PerQuestion(
@@ -176,7 +199,11 @@ def step_functions(
         log_bytes=q.log_bytes,
         firehose_billed_bytes=q.firehose_billed_bytes,
     )
-    lines = [line for line in itemised(without) if not line.item.startswith("EventBridge Scheduler")]
+    lines = [
+        line
+        for line in itemised(without, monthly_questions)
+        if not line.item.startswith("EventBridge Scheduler")
+    ]
     lines += [
         Line(
             "Step Functions Standard transitions",

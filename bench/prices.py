@@ -1,8 +1,11 @@
 """List prices and default quotas the capacity run sets its counts against (us-east-1, one place).
 
-Prices: on-demand list prices for us-east-1 as the AWS pricing pages publish them, first paid tier,
-free tiers left out (at a million questions a day they are a rounding error). Read 2026-12-01 from
-the pages named in ``source``; check them again before quoting a figure to anyone.
+Prices: on-demand list prices for us-east-1 as the AWS pricing pages publish them, free tiers left
+out (at a million questions a day they are a rounding error). Where a price falls with the month's
+volume (API Gateway's REST requests, Lambda's GB-seconds), :attr:`Price.tiers` lists its tiers and
+:meth:`Price.blended` the average a month of a given volume pays: a rate sustained for a month
+(:data:`SECONDS_PER_MONTH`) fills tiers a low rate never reaches. Read 2026-12-01 from the pages
+named in ``source``; check them again before quoting a figure to anyone.
 
 Quotas: the default (unraised) value of each quota as the service's quota page names it, for
 us-east-1. ``adjustable`` says whether a Service Quotas request can raise it.
@@ -10,29 +13,59 @@ us-east-1. ``adjustable`` says whether a Service Quotas request can raise it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
 PRICES_DATE: Final = "2026-12-01"
 REGION: Final = "us-east-1"
+# The month AWS's pricing calculator bills: 730 hours.
+SECONDS_PER_MONTH: Final = 730 * 3600
 
 
 @dataclass(frozen=True)
 class Price:
-    usd: float
+    usd: float  # per ``per`` units: the first tier's price
     per: float
     unit: str
     source: str
+    # Volume tiers, in order: (the month's cumulative quantity the tier ends at, usd per ``per``).
+    # Empty: one price whatever the volume.
+    tiers: tuple[tuple[float, float], ...] = ()
 
-    def cost(self, quantity: float) -> float:
-        """USD for ``quantity`` units.
+    def blended(self, monthly: float | None) -> float:
+        """USD per ``per`` units, averaged over a month of ``monthly`` units (the tiers it fills);
+        the first tier's price when ``monthly`` is ``None`` (a low rate).
+
+        Tiers count an account's whole month in a Region (every function's GB-seconds, every API's
+        requests): other use in the same account reaches the cheaper tiers sooner, so this is what
+        the flow pays at most.
+
+        Examples
+        --------
+        >>> rest = Price(3.5, 1e6, "request", "", tiers=((333e6, 3.5), (1e9, 2.8), (math.inf, 2.38)))
+        >>> rest.blended(None), rest.blended(100e6), round(rest.blended(2e9), 4)
+        (3.5, 3.5, 2.7066)
+        """
+        if monthly is None or monthly <= 0 or not self.tiers:
+            return self.usd
+        paid, start = 0.0, 0.0
+        for up_to, usd in self.tiers:
+            taken = min(monthly, up_to) - start
+            if taken <= 0:
+                break
+            paid, start = paid + taken * usd, up_to
+        return paid / monthly
+
+    def cost(self, quantity: float, monthly: float | None = None) -> float:
+        """USD for ``quantity`` units, at the tiers a month of ``monthly`` units fills.
 
         Examples
         --------
         >>> round(Price(0.20, 1e6, "request", "").cost(2e6), 2)
         0.4
         """
-        return self.usd * quantity / self.per
+        return self.blended(monthly) * quantity / self.per
 
 
 _LAMBDA = "https://aws.amazon.com/lambda/pricing/"
@@ -46,8 +79,14 @@ _SFN = "https://aws.amazon.com/step-functions/pricing/"
 _FIREHOSE = "https://aws.amazon.com/firehose/pricing/"
 
 PRICES: Final[dict[str, Price]] = {
-    # Arm64 (the deployment's architecture), first 6 billion GB-s a month.
-    "lambda_gb_second": Price(0.0000133334, 1, "GB-second (arm64)", _LAMBDA),
+    # Arm64 (the deployment's architecture): 10% off past 7.5 billion GB-s a month, 20% past 18.75.
+    "lambda_gb_second": Price(
+        0.0000133334,
+        1,
+        "GB-second (arm64)",
+        _LAMBDA,
+        tiers=((7.5e9, 0.0000133334), (18.75e9, 0.0000120001), (math.inf, 0.0000106667)),
+    ),
     "lambda_request": Price(0.20, 1e6, "request", _LAMBDA),
     # On-demand throughput since the 2024-11-01 price cut.
     "dynamodb_wru": Price(0.625, 1e6, "write request unit", _DYNAMODB),
@@ -57,7 +96,13 @@ PRICES: Final[dict[str, Price]] = {
     # Every 64 KiB chunk of a request's payload is one request.
     "sqs_fifo_request": Price(0.50, 1e6, "FIFO request (64 KiB chunk)", _SQS),
     "sns_publish": Price(0.50, 1e6, "standard topic publish (64 KiB chunk)", _SNS),
-    "apigw_rest_request": Price(3.50, 1e6, "REST API request (first 333 million)", _APIGW),
+    "apigw_rest_request": Price(
+        3.50,
+        1e6,
+        "REST API request",
+        _APIGW,
+        tiers=((333e6, 3.50), (1e9, 2.80), (20e9, 2.38), (math.inf, 1.51)),
+    ),
     # Scheduler bills invocations; its create and delete calls are not billed.
     "scheduler_invocation": Price(1.00, 1e6, "scheduled invocation (after 14 million free)", _SCHEDULER),
     "logs_ingested_gb": Price(0.50, 1, "GB of logs ingested (standard class)", _LOGS),

@@ -11,6 +11,7 @@ import pytest
 from moto import mock_aws
 
 from bench import capacity_report, costs, stepfunctions
+from bench.prices import PRICES, SECONDS_PER_MONTH
 from bench.recorder import Call, CallRecorder, TableShape, Usage, current_function, item_size
 
 if TYPE_CHECKING:
@@ -628,3 +629,34 @@ def test_the_sample_records_its_questions_with_a_deployed_reply_url_and_principa
     assert len(DEPLOYED_REPLY_URL) == len(f"{stage_url}questions/{{question_id}}/reply")
     assert DEPLOYED_REPLY_URL.format(question_id="q").endswith("/questions/q/reply")
     assert DEPLOYED_PRINCIPAL.startswith("arn:aws:sts::") and ":assumed-role/" in DEPLOYED_PRINCIPAL
+
+
+def test_a_price_with_volume_tiers_averages_the_tiers_a_month_fills() -> None:
+    rest, gb = PRICES["apigw_rest_request"], PRICES["lambda_gb_second"]
+    # A low rate, or a month inside the first tier, pays the first tier's price
+    assert rest.blended(None) == rest.blended(100e6) == rest.usd == 3.50
+    assert gb.blended(1e9) == gb.usd
+    # Two billion REST requests: 333 million at $3.50, 667 million at $2.80, a billion at $2.38
+    assert rest.blended(2e9) == pytest.approx((333 * 3.50 + 667 * 2.80 + 1000 * 2.38) / 2000)
+    # Thirty billion arm64 GB-s: 7.5 at the first price, 11.25 at 10% off, 11.25 at 20% off
+    assert gb.blended(30e9) == pytest.approx(
+        (7.5 * 0.0000133334 + 11.25 * 0.0000120001 + 11.25 * 0.0000106667) / 30
+    )
+
+
+def test_the_rate_prices_at_the_months_tiers_and_a_low_rate_at_the_first() -> None:
+    q = costs.PerQuestion(api_requests=3, lambda_gb_seconds={"runner": 0.4}, sqs_requests={"inbox": 4})
+    month = 1000 * SECONDS_PER_MONTH  # questions a month at 1,000 a second
+    low = {line.item: line.usd for line in costs.itemised(q)}
+    high = {line.item: line.usd for line in costs.itemised(q, month)}
+    api, gb = "API Gateway REST requests", "Lambda GB-s (runner 0.400 per question)"
+    assert low[api] == pytest.approx(10.50)
+    assert high[api] == pytest.approx(3 * PRICES["apigw_rest_request"].blended(3 * month))
+    assert high[api] < low[api]
+    # 1.05 billion GB-s a month: still the first tier; and a flat price stays flat
+    assert high[gb] == low[gb]
+    assert high["SQS inbox"] == low["SQS inbox"]
+    # The Step Functions design pays the same tiers for the same requests
+    token = costs.TokenTask(gb_seconds=0.0, wru=0.0)
+    sfn = costs.step_functions(q, 6, 1, token, inbox="inbox", monthly_questions=month)
+    assert {line.item: line.usd for line in sfn}[api] == high[api]

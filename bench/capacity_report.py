@@ -946,8 +946,9 @@ def render(report: Report) -> list[str]:
             "",
         ]
     monthly = rate * SECONDS_PER_MONTH
-    rest, gb_s = PRICES["apigw_rest_request"], PRICES["lambda_gb_second"]
+    rest, gb_s, logs = PRICES["apigw_rest_request"], PRICES["lambda_gb_second"], PRICES["logs_ingested_gb"]
     gb_per_question = sum(q.lambda_gb_seconds.values())
+    log_gb = q.log_bytes * monthly / 1e9
     lines += [
         f"At {rate:g} questions a second a month of 730 hours holds {monthly:,.3g} questions: the "
         "prices that fall with the month's volume are averaged over the tiers it fills (the account's "
@@ -955,7 +956,9 @@ def render(report: Report) -> list[str]:
         f"${rest.blended(q.api_requests * monthly):.2f} a million ({q.api_requests * monthly:,.3g} a "
         f"month; the first tier's ${rest.usd:.2f}), Lambda GB-s "
         f"${gb_s.blended(gb_per_question * monthly) * 1e6:.2f} a million "
-        f"({gb_per_question * monthly:,.3g} a month; the first tier's ${gb_s.usd * 1e6:.2f})."
+        f"({gb_per_question * monthly:,.3g} a month; the first tier's ${gb_s.usd * 1e6:.2f}), Lambda's "
+        f"logs ${logs.blended(log_gb):.3f} a GB ({log_gb:,.0f} GB a month; the first tier's "
+        f"${logs.usd:.2f}). DynamoDB, SQS, SNS, Firehose and Step Functions keep one price at this volume."
         + (
             ""
             if report.sample_batches is None

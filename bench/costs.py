@@ -148,8 +148,10 @@ def itemised(q: PerQuestion, monthly_questions: float | None = None) -> list[Lin
         Line(
             "CloudWatch Logs ingested",
             q.log_bytes * MILLION / 1e9,
-            p["logs_ingested_gb"].unit,
-            p["logs_ingested_gb"].cost(q.log_bytes * MILLION / 1e9),
+            _tiered(p["logs_ingested_gb"].unit, None if monthly is None else q.log_bytes * monthly / 1e9),
+            p["logs_ingested_gb"].cost(
+                q.log_bytes * MILLION / 1e9, None if monthly is None else q.log_bytes * monthly / 1e9
+            ),
         ),
         Line(
             "Firehose ingestion, audit archive (each record billed as 5 KB)",

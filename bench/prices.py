@@ -2,10 +2,10 @@
 
 Prices: on-demand list prices for us-east-1 as the AWS pricing pages publish them, free tiers left
 out (at a million questions a day they are a rounding error). Where a price falls with the month's
-volume (API Gateway's REST requests, Lambda's GB-seconds), :attr:`Price.tiers` lists its tiers and
-:meth:`Price.blended` the average a month of a given volume pays: a rate sustained for a month
-(:data:`SECONDS_PER_MONTH`) fills tiers a low rate never reaches. Read 2026-12-01 from the pages
-named in ``source``; check them again before quoting a figure to anyone.
+volume (API Gateway's REST requests, Lambda's GB-seconds and logs), :attr:`Price.tiers` lists its
+tiers and :meth:`Price.blended` the average a month of a given volume pays: a rate sustained for a
+month (:data:`SECONDS_PER_MONTH`) fills tiers a low rate never reaches. Read 2026-12-01 from the
+pages named in ``source``; check them again before quoting a figure to anyone.
 
 Quotas: the default (unraised) value of each quota as the service's quota page names it, for
 us-east-1. ``adjustable`` says whether a Service Quotas request can raise it.
@@ -105,7 +105,14 @@ PRICES: Final[dict[str, Price]] = {
     ),
     # Scheduler bills invocations; its create and delete calls are not billed.
     "scheduler_invocation": Price(1.00, 1e6, "scheduled invocation (after 14 million free)", _SCHEDULER),
-    "logs_ingested_gb": Price(0.50, 1, "GB of logs ingested (standard class)", _LOGS),
+    # A Lambda function's logs are billed as vended logs since 2025-05-01: tiered by the month's GB.
+    "logs_ingested_gb": Price(
+        0.50,
+        1,
+        "GB of Lambda logs ingested (standard class)",
+        _LOGS,
+        tiers=((10e3, 0.50), (30e3, 0.25), (50e3, 0.10), (math.inf, 0.05)),
+    ),
     # Direct PUT, first 500 TB a month; each record is billed rounded up to the next 5 KB.
     "firehose_ingested_gb": Price(
         0.029, 1, "GB ingested (Direct PUT, records rounded up to 5 KB)", _FIREHOSE

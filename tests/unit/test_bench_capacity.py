@@ -660,3 +660,10 @@ def test_the_rate_prices_at_the_months_tiers_and_a_low_rate_at_the_first() -> No
     token = costs.TokenTask(gb_seconds=0.0, wru=0.0)
     sfn = costs.step_functions(q, 6, 1, token, inbox="inbox", monthly_questions=month)
     assert {line.item: line.usd for line in sfn}[api] == high[api]
+
+
+def test_lambda_logs_are_priced_at_the_vended_logs_tiers() -> None:
+    logs = PRICES["logs_ingested_gb"]
+    assert logs.blended(5e3) == 0.50
+    # 60,000 GB: 10,000 at $0.50, 20,000 at $0.25, 20,000 at $0.10, 10,000 at $0.05
+    assert logs.blended(60e3) == pytest.approx((10 * 0.50 + 20 * 0.25 + 20 * 0.10 + 10 * 0.05) / 60)

@@ -958,7 +958,9 @@ def render(report: Report) -> list[str]:
         f"${gb_s.blended(gb_per_question * monthly) * 1e6:.2f} a million "
         f"({gb_per_question * monthly:,.3g} a month; the first tier's ${gb_s.usd * 1e6:.2f}), Lambda's "
         f"logs ${logs.blended(log_gb):.3f} a GB ({log_gb:,.0f} GB a month; the first tier's "
-        f"${logs.usd:.2f}). DynamoDB, SQS, SNS, Firehose and Step Functions keep one price at this volume."
+        f"${logs.usd:.2f}). DynamoDB on demand, SNS, Firehose and Step Functions have one price; SQS's "
+        "volume discounts start past 100 billion requests a month (not modelled: this rate makes "
+        f"{sum(q.sqs_requests.values()) * monthly:,.3g})."
         + (
             ""
             if report.sample_batches is None

@@ -582,6 +582,9 @@ def test_at_the_rate_the_dispatchers_work_is_priced_as_the_rates_batches_make_it
     # Named by the rate's counts, priced both ways: 1.5 and 5 requests a question
     named = "| Lambda requests (api 1, dispatcher 0.5 per question) |"
     assert requests.startswith(f"{named} $0.30 | $0.30 | $1.00 |")
+    # The month at the rate is named, with the tiers it fills and the low rate's first tier
+    assert "a month of 730 hours holds 2.63e+09 questions" in text
+    assert "The sample's-batches columns, a low rate's, are priced at the first tier." in text
 
 
 def test_without_a_replay_at_the_rate_the_sample_is_priced_as_it_ran() -> None:

@@ -88,8 +88,8 @@ def lifecycle_entries(stored: Any, created_at: str | None = None) -> list[dict[s
 
 @cache
 def projection(attributes: tuple[str, ...]) -> dict[str, Any]:
-    """The ``GetItem`` parameters that read only ``attributes`` (and ``kind``, and what reads them
-    back: the key, and ``created_at`` with the ``lifecycle``) of a question item.
+    """The ``GetItem`` parameters that read only ``attributes`` (and ``kind``, and ``created_at``
+    with the ``lifecycle``: its first stage is read back from it) of a question item.
 
     A reserved word goes through a placeholder (``#status``); the others are named as they are,
     which keeps the request small.
@@ -97,12 +97,12 @@ def projection(attributes: tuple[str, ...]) -> dict[str, Any]:
     Examples
     --------
     >>> projection(("status", "answer"))["ProjectionExpression"]
-    '#status, answer, dedupe_key, kind'
+    '#status, answer, kind'
     >>> projection(("status", "answer"))["ExpressionAttributeNames"]
     {'#status': 'status'}
     """
-    # The key (the question id is read from it) and, with the lifecycle, its first stage's time.
-    implied = ("dedupe_key", "created_at") if "lifecycle" in attributes else ("dedupe_key",)
+    # With the lifecycle, its first stage's time (the raised stage is read back from it).
+    implied = ("created_at",) if "lifecycle" in attributes else ()
     wanted = dict.fromkeys((*attributes, *implied, "kind"))
     parts = [f"#{name}" if name in RESERVED_ATTRIBUTES else name for name in wanted]
     names = {f"#{name}": name for name in attributes if name in RESERVED_ATTRIBUTES}
@@ -248,7 +248,11 @@ class QuestionItems(LedgerTable):
         item = self._get(question_key(question_id), **(projection(reading) if reading else {}))
         if item is None or from_attribute(item.get("kind", {"S": "question"})) != "question":
             raise QuestionNotFoundError(f"no question {question_id}", question_id=question_id)
-        return QuestionRecord.from_item(item)
+        # The id asked for stands in where the item holds it in its key only (a partial read does
+        # not read the key back).
+        return QuestionRecord.from_item(
+            item if "question_id" in item else {**item, "question_id": {"S": question_id}}
+        )
 
     def find_question(self, question_id: str) -> QuestionRecord | None:
         try:

@@ -382,3 +382,10 @@ def test_a_policy_stored_whole_or_odd_reads_as_stored() -> None:
     # A key no policy has (written by hand, or by a later version) is kept, after the known ones
     read = read_policy({"kind": "approval", "future_field": 1})
     assert read["future_field"] == 1 and read["prompt"] is None and list(read)[-1] == "future_field"
+
+
+def test_each_read_policy_has_lists_of_its_own() -> None:
+    # A caller changing one read policy's list changes no other read
+    first, second = read_policy({"kind": "approval"}), read_policy({"kind": "approval"})
+    first["reminders"].append(60)
+    assert second["reminders"] == [] and read_policy({"kind": "approval"})["responders"] == []

@@ -32,7 +32,8 @@ def names_read_by_from_item() -> set[str]:
 
 def test_record_attributes_are_exactly_what_from_item_reads() -> None:
     # A field added to the record and not to the list would never be read by a partial read; the
-    # key is read too (a question id the item does not hold is read from it), and every read has it.
+    # key is read too (a question id the item does not hold is read from it: a whole item's key, or
+    # the id a partial read asked for).
     assert {*RECORD_ATTRIBUTES, "dedupe_key"} == names_read_by_from_item()
     assert len(RECORD_ATTRIBUTES) == len(set(RECORD_ATTRIBUTES))
 
@@ -49,21 +50,19 @@ def test_a_projection_names_each_attribute_once_and_kind() -> None:
     request = projection(REPLY_READS)
     names = request["ExpressionAttributeNames"]
     parts = [names.get(part.strip(), part.strip()) for part in request["ProjectionExpression"].split(",")]
-    assert parts == [*REPLY_READS, "dedupe_key", "kind"]
+    assert parts == [*REPLY_READS, "kind"]
     assert set(names.values()) == set(RESERVED_ATTRIBUTES) & set(REPLY_READS)
 
 
 def test_a_projection_without_reserved_words_sends_no_empty_names() -> None:
     # DynamoDB refuses an empty ExpressionAttributeNames map.
-    assert projection(("answer", "digest")) == {"ProjectionExpression": "answer, digest, dedupe_key, kind"}
+    assert projection(("answer", "digest")) == {"ProjectionExpression": "answer, digest, kind"}
 
 
 def test_a_projection_of_the_lifecycle_reads_what_gives_back_its_first_stage() -> None:
-    # The item does not store the raised stage: it is read back from created_at (and the key).
-    assert projection(("lifecycle",)) == {"ProjectionExpression": "lifecycle, dedupe_key, created_at, kind"}
-    assert projection(("created_at", "lifecycle", "dedupe_key")) == {
-        "ProjectionExpression": "created_at, lifecycle, dedupe_key, kind"
-    }
+    # The item does not store the raised stage: it is read back from created_at.
+    assert projection(("lifecycle",)) == {"ProjectionExpression": "lifecycle, created_at, kind"}
+    assert projection(("created_at", "lifecycle")) == {"ProjectionExpression": "created_at, lifecycle, kind"}
 
 
 def test_a_reply_skips_only_attributes_the_record_has() -> None:

@@ -17,6 +17,7 @@ import pytest
 from agent_wait import Envelope, OnExpiry, approval
 from agent_wait.envelope import isoformat_z
 from agent_wait.errors import AnnounceError
+from wait_service.answers.replies import REPLY_READS
 from wait_service.ledger import Ledger
 from wait_service.ledger.questions import lifecycle_entries
 from wait_service.lifecycle.timers import TimerEvent
@@ -269,6 +270,7 @@ def test_an_item_without_its_question_id_reads_the_id_from_its_key(
     # Then every read names the question, its follow-ups re-announce the same envelope, and a
     # listing page shows it
     assert ledger.get_question("q-1").question_id == "q-1"
+    assert ledger.get_question("q-1", reading=REPLY_READS).question_id == "q-1"  # a partial read
     assert envelope_of(ledger.get_question("q-1")) == envelope
     assert fire(lifecycle, "remind", 1) == "reminded"
     assert announced(aws) == [expected(envelope.follow_up("wait.reminder", 1))]

@@ -130,6 +130,13 @@ _POLICY_DEFAULTS: dict[str, Any] = Policy().model_dump(mode="json")
 _POLICY_NONE_DEFAULTS: dict[str, Any] = {
     name: value for name, value in _POLICY_DEFAULTS.items() if value is None or value == []
 }
+_POLICY_ORDER: dict[str, Any] = {name: _POLICY_NONE_DEFAULTS.get(name) for name in _POLICY_DEFAULTS}
+_POLICY_EMPTY_LISTS: tuple[str, ...] = tuple(
+    name for name, value in _POLICY_NONE_DEFAULTS.items() if value == []
+)
+_POLICY_SET_DEFAULTS: tuple[str, ...] = tuple(
+    name for name in _POLICY_DEFAULTS if name not in _POLICY_NONE_DEFAULTS
+)
 # The actor of a question's first stage: the agent that raised it.
 RAISED_ACTOR = "agent"
 
@@ -173,12 +180,17 @@ def read_policy(stored: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not stored or _POLICY_NONE_DEFAULTS.keys() <= stored.keys():
         return dict(stored)
-    whole = {
-        name: stored.get(name, default)
-        for name, default in _POLICY_DEFAULTS.items()
-        if name in stored or name in _POLICY_NONE_DEFAULTS
-    }
-    return whole | {name: value for name, value in stored.items() if name not in whole}
+    # Every field in the model's order, updated in place (a key no policy has goes last); a field
+    # whose default is not "none" stays absent when the stored policy has none.
+    whole = dict(_POLICY_ORDER)
+    whole.update(stored)
+    for name in _POLICY_SET_DEFAULTS:
+        if name not in stored:
+            del whole[name]
+    for name in _POLICY_EMPTY_LISTS:  # a list of its own, not the template's
+        if name not in stored:
+            whole[name] = []
+    return whole
 
 
 def raised_stage(created_at: str) -> dict[str, str]:

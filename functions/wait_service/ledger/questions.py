@@ -182,7 +182,7 @@ class QuestionRecord:
         # attribute is read once.
         data = {name: from_attribute(value, exact=name in EXACT_FIELDS) for name, value in item.items()}
         return cls(
-            # Items the library writes hold the id in their key only.
+            # An item may hold the id in its key only (a later version may stop writing it).
             question_id=str(data.get("question_id") or question_id_of(str(data["dedupe_key"]))),
             thread_id=str(data.get("thread_id", "")),
             status=str(data.get("status", "raised")),

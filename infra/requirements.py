@@ -19,7 +19,7 @@ compiled (:mod:`infra.bytecode`), so a cold start neither reads dead weight nor 
 Examples
 --------
 >>> [r.split("==")[0] for r in layer_requirements("core")]
-['aws-lambda-powertools[tracer,validation]', 'pydantic', 'python-ulid', 'boto3']
+['aws-lambda-powertools[tracer,validation]', 'jsonpatch', 'pydantic', 'python-ulid', 'boto3']
 """
 
 from __future__ import annotations

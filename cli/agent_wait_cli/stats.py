@@ -34,7 +34,7 @@ def duration(ms: Any) -> str:
 
     Examples
     --------
-    >>> [duration(v) for v in (None, 850, 90_000, 5_400_000, 200_000_000)]
+    >>> [duration(v) for v in (None, 870, 90_000, 5_400_000, 200_000_000)]
     ['-', '0.9s', '1.5m', '1.5h', '2.3d']
     """
     if not isinstance(ms, int | float):

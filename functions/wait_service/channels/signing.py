@@ -91,7 +91,7 @@ def is_signed_route(method: str, path: str) -> bool:
 
     Examples
     --------
-    >>> is_signed_route("POST", "/questions/q1/reply"), is_signed_route("GET", "/questions/q1")
+    >>> is_signed_route("POST", "/questions/q1/reply"), is_signed_route("GET", "/questions")
     (True, False)
     """
     return any(m == method.upper() and pattern.match(path) for m, pattern in _SIGNED_PATTERNS)

@@ -67,7 +67,7 @@ def parse_message(body: str) -> StartMessage | ResumeMessage:
     >>> parse_message('{"thread_id": "t", "question_id": "q"}')
     ResumeMessage(thread_id='t', question_id='q', answer=None)
     >>> parse_message('{"thread_id": "t", "input": {"amount": 40}}')
-    StartMessage(thread_id='t', input={'amount': 40})
+    StartMessage(thread_id='t', input={'amount': 40}, run_id=None)
 
     A body that is not such a message raises :class:`ValueError` (JSON, shape, or nesting deeper
     than the parser goes); the runner consumes it as poison.

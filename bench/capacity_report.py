@@ -946,17 +946,17 @@ def render(report: Report) -> list[str]:
             "",
         ]
     monthly = rate * SECONDS_PER_MONTH
-    rest, gb_s, logs = PRICES["apigw_rest_request"], PRICES["lambda_gb_second"], PRICES["logs_ingested_gb"]
-    gb_per_question = sum(q.lambda_gb_seconds.values())
-    log_gb = q.log_bytes * monthly / 1e9
+    rest_name, gb_name, logs_name = "apigw_rest_request", "lambda_gb_second", "logs_ingested_gb"
+    rest, gb_s, logs = PRICES[rest_name], PRICES[gb_name], PRICES[logs_name]
+    month = costs.monthly_volumes(q, monthly)
+    requests, gb_seconds, log_gb = (month[name] or 0.0 for name in (rest_name, gb_name, logs_name))
     lines += [
         f"At {rate:g} questions a second a month of 730 hours holds {monthly:,.3g} questions: the "
         "prices that fall with the month's volume are averaged over the tiers it fills (the account's "
         "other use in the Region reaches them sooner): REST requests "
-        f"${rest.blended(q.api_requests * monthly):.2f} a million ({q.api_requests * monthly:,.3g} a "
-        f"month; the first tier's ${rest.usd:.2f}), Lambda GB-s "
-        f"${gb_s.blended(gb_per_question * monthly) * 1e6:.2f} a million "
-        f"({gb_per_question * monthly:,.3g} a month; the first tier's ${gb_s.usd * 1e6:.2f}), Lambda's "
+        f"${rest.blended(requests):.2f} a million ({requests:,.3g} a month; the first tier's "
+        f"${rest.usd:.2f}), Lambda GB-s ${gb_s.blended(gb_seconds) * 1e6:.2f} a million "
+        f"({gb_seconds:,.3g} a month; the first tier's ${gb_s.usd * 1e6:.2f}), Lambda's "
         f"logs ${logs.blended(log_gb):.3f} a GB ({log_gb:,.0f} GB a month; the first tier's "
         f"${logs.usd:.2f}). DynamoDB on demand, SNS, Firehose and Step Functions have one price; SQS's "
         "volume discounts start past 100 billion requests a month (not modelled: this rate makes "

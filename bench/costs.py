@@ -52,6 +52,25 @@ def _tiered(unit: str, monthly: float | None) -> str:
     return unit if monthly is None else f"{unit}, averaged over the tiers of {monthly:,.3g} a month"
 
 
+def monthly_volumes(q: PerQuestion, monthly_questions: float | None) -> dict[str, float | None]:
+    """The month's volume of each price that has tiers (:data:`bench.prices.PRICES` names, their
+    units), at ``monthly_questions`` a month; each ``None`` for ``None`` (a low rate: first tier).
+
+    Examples
+    --------
+    >>> monthly_volumes(PerQuestion(api_requests=3, log_bytes=2000), 1e6)["apigw_rest_request"]
+    3000000.0
+    """
+    volumes: dict[str, float] = {
+        "apigw_rest_request": q.api_requests,
+        "lambda_gb_second": sum(q.lambda_gb_seconds.values()),
+        "logs_ingested_gb": q.log_bytes / 1e9,
+    }
+    if monthly_questions is None:
+        return dict.fromkeys(volumes)
+    return {name: per_question * monthly_questions for name, per_question in volumes.items()}
+
+
 def itemised(q: PerQuestion, monthly_questions: float | None = None) -> list[Line]:
     """Each cost line per million questions.
 
@@ -68,9 +87,8 @@ def itemised(q: PerQuestion, monthly_questions: float | None = None) -> list[Lin
     [5.41]
     """
     p = PRICES
-    monthly = monthly_questions
+    month = monthly_volumes(q, monthly_questions)
     gb_seconds = sum(q.lambda_gb_seconds.values())
-    monthly_gb_seconds = None if monthly is None else gb_seconds * monthly
     lines = [
         Line(
             f"Lambda requests ({_each(q.lambda_requests, 'g')} per question)",
@@ -81,8 +99,8 @@ def itemised(q: PerQuestion, monthly_questions: float | None = None) -> list[Lin
         Line(
             f"Lambda GB-s ({_each(q.lambda_gb_seconds, '.3f')} per question)",
             gb_seconds * MILLION,
-            _tiered(p["lambda_gb_second"].unit, monthly_gb_seconds),
-            p["lambda_gb_second"].cost(gb_seconds * MILLION, monthly_gb_seconds),
+            _tiered(p["lambda_gb_second"].unit, month["lambda_gb_second"]),
+            p["lambda_gb_second"].cost(gb_seconds * MILLION, month["lambda_gb_second"]),
         ),
         Line(
             "DynamoDB writes, tables",
@@ -134,10 +152,8 @@ def itemised(q: PerQuestion, monthly_questions: float | None = None) -> list[Lin
         Line(
             "API Gateway REST requests",
             q.api_requests * MILLION,
-            _tiered(p["apigw_rest_request"].unit, None if monthly is None else q.api_requests * monthly),
-            p["apigw_rest_request"].cost(
-                q.api_requests * MILLION, None if monthly is None else q.api_requests * monthly
-            ),
+            _tiered(p["apigw_rest_request"].unit, month["apigw_rest_request"]),
+            p["apigw_rest_request"].cost(q.api_requests * MILLION, month["apigw_rest_request"]),
         ),
         Line(
             "EventBridge Scheduler invocations (create and delete are not billed)",
@@ -148,10 +164,8 @@ def itemised(q: PerQuestion, monthly_questions: float | None = None) -> list[Lin
         Line(
             "CloudWatch Logs ingested",
             q.log_bytes * MILLION / 1e9,
-            _tiered(p["logs_ingested_gb"].unit, None if monthly is None else q.log_bytes * monthly / 1e9),
-            p["logs_ingested_gb"].cost(
-                q.log_bytes * MILLION / 1e9, None if monthly is None else q.log_bytes * monthly / 1e9
-            ),
+            _tiered(p["logs_ingested_gb"].unit, month["logs_ingested_gb"]),
+            p["logs_ingested_gb"].cost(q.log_bytes * MILLION / 1e9, month["logs_ingested_gb"]),
         ),
         Line(
             "Firehose ingestion, audit archive (each record billed as 5 KB)",

@@ -989,3 +989,34 @@ def test_a_resume_whose_graph_fails_while_its_timer_is_deleted_waits_for_the_del
     assert outcome.status == "failed"
     assert runner._disarming is None
     assert any(r.getMessage() == "the resumed question's timer was not deleted" for r in caplog.records)
+
+
+def test_a_sibling_questions_timer_is_deleted_on_its_own_and_the_started_delete_is_still_waited_for(
+    aws: Aws, clock: FakeClock, ledger: Ledger
+) -> None:
+    from concurrent.futures import Future
+
+    import boto3
+
+    from wait_service.lifecycle.timers import TimerEvent, timer_name
+
+    scheduler = boto3.client("scheduler", region_name="us-east-1")
+    runner = _timed_runner(aws, clock, InMemorySaver(), scheduler, aws.sns)
+    first = runner.run(StartMessage(thread_id="t-1", input=REFUND)).pending[0]
+    second = runner.run(StartMessage(thread_id="t-2", input=REFUND)).pending[0]
+
+    # Given the message's own question's delete started with the run and still in flight
+    started: Future[None] = Future()
+    runner._disarming = (first, started)
+
+    # When another question resumed in the same message has its timer deleted
+    runner._disarmed(ledger.get_question(second))
+
+    # Then that timer is gone, and the started delete is still held for the end of the message
+    names = {s["Name"] for s in scheduler.list_schedules(GroupName=aws.settings.schedule_group)["Schedules"]}
+    assert timer_name(TimerEvent(question_id=second, timer="expire", n=0)) not in names
+    assert timer_name(TimerEvent(question_id=first, timer="expire", n=0)) in names
+    assert runner._disarming == (first, started)
+    started.set_result(None)
+    runner._forget_disarming()
+    assert runner._disarming is None

@@ -209,6 +209,18 @@ def earliest(sequence_numbers: Iterable[str]) -> str:
     return min(sequence_numbers, key=_sequence_key)
 
 
+def first_undelivered(sequence_numbers: Sequence[str], failure: PartialDelivery) -> str:
+    """The first record whose item a batch call left undelivered: ``sequence_numbers`` are the
+    records of the batch's items, in the batch's order.
+
+    Examples
+    --------
+    >>> first_undelivered(["120", "99", "1000"], PartialDelivery([0, 2], ["Throttled: slow down"]))
+    '120'
+    """
+    return earliest(sequence_numbers[i] for i in failure.undelivered)
+
+
 def comes_before(sequence_number: str, other: str) -> bool:
     """Whether the record ``sequence_number`` comes before ``other`` in their shard."""
     return _sequence_key(sequence_number) < _sequence_key(other)
@@ -406,7 +418,7 @@ class OutboxDispatcher:
             self.inbox.send_batch([m.fields for m in messages])
         except PartialDelivery as exc:
             # Retried from the first record whose message may not have gone: those before it went.
-            cut = earliest(messages[i].sequence_number for i in exc.undelivered)
+            cut = first_undelivered([m.sequence_number for m in messages], exc)
             _sent([m for m in messages if comes_before(m.sequence_number, cut)])
             raise BatchNotWritten(cut, str(exc)) from exc
         _sent(messages)

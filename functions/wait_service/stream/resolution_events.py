@@ -40,7 +40,7 @@ from wait_service.ledger import QuestionRecord
 from wait_service.ledger.questions import EXPIRED_ANSWER
 from wait_service.metric_names import EVENTS_PUBLISHED
 from wait_service.observability import logger, metrics
-from wait_service.stream.ledger_stream import BatchNotWritten, comes_before, earliest
+from wait_service.stream.ledger_stream import BatchNotWritten, comes_before, first_undelivered
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -102,7 +102,7 @@ class ResolutionEvents:
             try:
                 sink.deliver_batch([event for _, event in sending])
             except PartialDelivery as exc:
-                cut, failure = earliest(sending[i][0] for i in exc.undelivered), exc
+                cut, failure = first_undelivered([sequence for sequence, _ in sending], exc), exc
         published = [event for sequence, event in gathered if cut is None or comes_before(sequence, cut)]
         if published:
             # One metric value and one line for the batch (each event's dedupe key names its type

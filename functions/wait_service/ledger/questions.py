@@ -177,7 +177,10 @@ class QuestionRecord:
     rejecters: tuple[str, ...] = ()
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> QuestionRecord:
+    def from_item(cls, item: Mapping[str, Any], *, lifecycle_read: bool = True) -> QuestionRecord:
+        """The record of a question item. ``lifecycle_read=False``: the item is a partial read that
+        left the lifecycle out, whose stages (even the first, read back from ``created_at``) are
+        then not shown."""
         # What was proposed, answered and run keeps the digits sent (Decimal, never float); each
         # attribute is read once.
         data = {name: from_attribute(value, exact=name in EXACT_FIELDS) for name, value in item.items()}
@@ -193,7 +196,9 @@ class QuestionRecord:
             created_at=data.get("created_at"),
             expires_at=data.get("expires_at"),
             updated_at=data.get("updated_at"),
-            lifecycle=lifecycle_entries(data.get("lifecycle"), data.get("created_at")),
+            lifecycle=lifecycle_entries(data.get("lifecycle"), data.get("created_at"))
+            if lifecycle_read
+            else [],
             answer=data.get("answer"),
             answered_by=data.get("answered_by"),
             answered_at=data.get("answered_at"),
@@ -251,7 +256,8 @@ class QuestionItems(LedgerTable):
         # The id asked for stands in where the item holds it in its key only (a partial read does
         # not read the key back).
         return QuestionRecord.from_item(
-            item if "question_id" in item else {**item, "question_id": {"S": question_id}}
+            item if "question_id" in item else {**item, "question_id": {"S": question_id}},
+            lifecycle_read=reading is None or "lifecycle" in reading,
         )
 
     def find_question(self, question_id: str) -> QuestionRecord | None:

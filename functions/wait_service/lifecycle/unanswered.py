@@ -306,11 +306,12 @@ def envelope_of(question: QuestionRecord) -> Envelope:
     """The ``wait.created`` envelope ``question`` was announced with: the base of its follow-ups
     (:func:`agent_wait.aws.dynamodb.ledger_envelope`)."""
     try:
+        # The record always names its question (it has no key of its own: ``dedupe_key`` is not read).
         return ledger_envelope(
             {
-                name: getattr(question, name)
+                name: getattr(question, name, None)
                 for name in LEDGER_ENVELOPE_FIELDS
-                if getattr(question, name) is not None
+                if getattr(question, name, None) is not None
             }
         )
     except KeyError as exc:

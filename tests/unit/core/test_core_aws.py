@@ -384,6 +384,27 @@ def test_a_policy_stored_whole_or_odd_reads_as_stored() -> None:
     assert read["future_field"] == 1 and read["prompt"] is None and list(read)[-1] == "future_field"
 
 
+@pytest.mark.parametrize(
+    "policy",
+    [
+        approval(ttl=60, max_extension=5, requester_cannot_approve=True),
+        decision(
+            ["a"],
+            prompt="p",
+            ttl=10,
+            reminders=[1],
+            responders=["r"],
+            on_expiry=OnExpiry(action="escalate", to=["m"]),
+        ),
+    ],
+    ids=["fields-left-out-at-their-default", "every-none-field-set"],
+)
+def test_a_policy_stored_in_any_key_order_reads_in_the_models_order(policy: Policy) -> None:
+    # DynamoDB keeps no order of a map's keys: the read gives the model's whatever the stored one
+    stored = dict(reversed(list(stored_policy(policy).items())))
+    assert list(read_policy(stored).items()) == list(policy.model_dump(mode="json").items())
+
+
 def test_each_read_policy_has_lists_of_its_own() -> None:
     # A caller changing one read policy's list changes no other read
     first, second = read_policy({"kind": "approval"}), read_policy({"kind": "approval"})

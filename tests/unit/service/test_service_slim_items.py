@@ -13,8 +13,10 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from boto3.dynamodb.types import TypeDeserializer
 
 from agent_wait import Envelope, OnExpiry, approval
+from agent_wait.aws.dynamodb import LEDGER_ENVELOPE_FIELDS, ledger_envelope
 from agent_wait.envelope import isoformat_z
 from agent_wait.errors import AnnounceError
 from wait_service.answers.replies import REPLY_READS
@@ -260,6 +262,19 @@ def test_a_record_without_created_at_gets_no_made_up_raise() -> None:
     ]
 
 
+def test_a_partial_read_without_the_lifecycle_shows_no_stage(
+    ledger: Ledger, aws: Aws, clock: FakeClock
+) -> None:
+    # Given an answered question, read as the reply path reads it: created_at, not the lifecycle
+    aws.raise_question(policy=POLICY, now=clock.now)
+    assert ledger.record_answer("q-1", {"action": "approve"}, answered_by="ann") is None
+    assert "created_at" in REPLY_READS and "lifecycle" not in REPLY_READS
+
+    # Then its lifecycle holds its default (no first stage read back from created_at)
+    assert ledger.get_question("q-1", reading=REPLY_READS).lifecycle == []
+    assert [stage["stage"] for stage in ledger.get_question("q-1").lifecycle] == ["raised", "answered"]
+
+
 def test_an_item_without_its_question_id_reads_the_id_from_its_key(
     aws: Aws, lifecycle: LifecycleService, ledger: Ledger, clock: FakeClock
 ) -> None:
@@ -275,3 +290,14 @@ def test_an_item_without_its_question_id_reads_the_id_from_its_key(
     assert fire(lifecycle, "remind", 1) == "reminded"
     assert announced(aws) == [expected(envelope.follow_up("wait.reminder", 1))]
     assert [q.question_id for q in ledger.list_questions(status="pending").items] == ["q-1"]
+    # and the fields the envelope is rebuilt from, read alone, rebuild it
+    item = aws.dynamodb.get_item(
+        TableName=aws.resources.ledger_table,
+        Key={"dedupe_key": {"S": envelope.dedupe_key}},
+        ProjectionExpression=", ".join("#source" if n == "source" else n for n in LEDGER_ENVELOPE_FIELDS),
+        ExpressionAttributeNames={"#source": "source"},
+    )["Item"]
+    assert (
+        ledger_envelope({name: TypeDeserializer().deserialize(value) for name, value in item.items()})
+        == envelope
+    )

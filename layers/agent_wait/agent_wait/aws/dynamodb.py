@@ -130,12 +130,10 @@ _POLICY_DEFAULTS: dict[str, Any] = Policy().model_dump(mode="json")
 _POLICY_NONE_DEFAULTS: dict[str, Any] = {
     name: value for name, value in _POLICY_DEFAULTS.items() if value is None or value == []
 }
-_POLICY_ORDER: dict[str, Any] = {name: _POLICY_NONE_DEFAULTS.get(name) for name in _POLICY_DEFAULTS}
+# Every field of the model, in its order (a field left out of the JSON while at its default too).
+_POLICY_FIELDS: tuple[str, ...] = tuple(Policy.model_fields)
 _POLICY_EMPTY_LISTS: tuple[str, ...] = tuple(
     name for name, value in _POLICY_NONE_DEFAULTS.items() if value == []
-)
-_POLICY_SET_DEFAULTS: tuple[str, ...] = tuple(
-    name for name in _POLICY_DEFAULTS if name not in _POLICY_NONE_DEFAULTS
 )
 # The actor of a question's first stage: the agent that raised it.
 RAISED_ACTOR = "agent"
@@ -174,22 +172,26 @@ def stored_policy(policy: Policy) -> dict[str, Any]:
 
 
 def read_policy(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored policy (:func:`stored_policy`) as its whole JSON, in the model's field order.
+    """A stored policy (:func:`stored_policy`) as its whole JSON, in the model's field order
+    whatever order the map was stored in (DynamoDB keeps none); a key the model does not have comes
+    last. A policy stored whole (items written before, or by hand) keeps every key; an empty one
+    stays empty.
 
-    A policy stored whole (items written before, or by hand) comes back as it is; an empty one too.
+    Examples
+    --------
+    >>> list(read_policy({"bind": True, "kind": "approval", "ttl": 60}).items())[::3]
+    [('kind', 'approval'), ('ttl', 60), ('responders', [])]
     """
-    if not stored or _POLICY_NONE_DEFAULTS.keys() <= stored.keys():
-        return dict(stored)
-    # Every field in the model's order, updated in place (a key no policy has goes last); a field
-    # whose default is not "none" stays absent when the stored policy has none.
-    whole = dict(_POLICY_ORDER)
-    whole.update(stored)
-    for name in _POLICY_SET_DEFAULTS:
-        if name not in stored:
-            del whole[name]
-    for name in _POLICY_EMPTY_LISTS:  # a list of its own, not the template's
-        if name not in stored:
-            whole[name] = []
+    if not stored:
+        return {}
+    whole: dict[str, Any] = {}
+    for name in _POLICY_FIELDS:
+        if name in stored:
+            whole[name] = stored[name]
+        elif name in _POLICY_NONE_DEFAULTS:
+            whole[name] = [] if name in _POLICY_EMPTY_LISTS else None
+    for name, value in stored.items():
+        whole.setdefault(name, value)
     return whole
 
 
@@ -266,6 +268,7 @@ def ledger_put(
 
 # The question item's attributes :func:`ledger_envelope` rebuilds the envelope from.
 LEDGER_ENVELOPE_FIELDS = (
+    "dedupe_key",
     "envelope",
     "event_id",
     "question_id",

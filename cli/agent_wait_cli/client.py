@@ -331,7 +331,27 @@ class ApiClient:
             raise ApiError(exc.code, _decode(exc.read()), dict(exc.headers.items())) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise ApiConnectionError(f"cannot reach {self.base_url}: {reason}") from None
+            raise ApiConnectionError(
+                f"cannot reach {self.base_url}: {reason}{unreachable_hint(self.base_url)}"
+            ) from None
+
+
+def unreachable_hint(base_url: str) -> str:
+    """What to do about an api that does not answer: on this machine, start the local stack.
+
+    Examples
+    --------
+    >>> "agent-wait local" in unreachable_hint("http://127.0.0.1:8787")
+    True
+    >>> unreachable_hint("https://abc.execute-api.eu-west-1.amazonaws.com/prod")
+    ''
+    """
+    if not is_loopback(base_url):
+        return ""
+    return (
+        " (is the local stack running? start it with `agent-wait local` (`make local` in a clone),"
+        " or give --api your deployed api's URL)"
+    )
 
 
 def _error_code(body: Any) -> str | None:

@@ -353,6 +353,21 @@ def test_unreachable_api_exits_3() -> None:
 
     assert code == 3
     assert "cannot reach http://127.0.0.1:8787" in err.getvalue()
+    # A local api that does not answer is most often a local stack not started: the error says so
+    assert "start it with `agent-wait local`" in err.getvalue()
+
+
+def test_an_unreachable_deployed_api_gets_no_local_stack_hint() -> None:
+    def refused(request: Any, timeout: float) -> Any:
+        raise urllib.error.URLError("connection refused")
+
+    err = io.StringIO()
+    url = "https://abc.execute-api.eu-west-1.amazonaws.com/prod"
+    client = ApiClient(url, opener=refused, sigv4=False)
+
+    assert main(["threads", "show", "t-1"], out=io.StringIO(), err=err, client=client) == 3
+    assert f"cannot reach {url}" in err.getvalue()
+    assert "local stack" not in err.getvalue()
 
 
 def test_json_api_error_goes_to_stdout_as_json() -> None:

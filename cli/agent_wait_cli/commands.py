@@ -861,7 +861,16 @@ def main(
     """
     out = out or sys.stdout
     err = err or sys.stderr
-    args = build_parser(environ).parse_args(argv)
+    parser = build_parser(environ)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        # Named where they were typed: the command's own help lists what it takes.
+        command_prog = " ".join(
+            [parser.prog, args.command, *([args.action] if getattr(args, "action", None) else [])]
+        )
+        parser.exit(
+            2, f"{command_prog}: unrecognized arguments: {' '.join(extras)} (see {command_prog} --help)\n"
+        )
     if args.command == "local":
         from agent_wait_cli.local_command import run_local
 

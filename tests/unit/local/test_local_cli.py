@@ -121,6 +121,25 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     assert exc.value.code == 2
 
 
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["threads", "start", "t-1", "--inptu", "{}"], "agent-wait threads start"),
+        (["reply", "q-1", "--approve", "--bogus"], "agent-wait reply"),
+        (["local", "--nope"], "agent-wait local"),
+    ],
+)
+def test_an_unknown_option_points_at_its_commands_help(
+    argv: list[str], command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+
+    assert exc.value.code == 2
+    unknown = " ".join(argv[-2:] if argv[-1] == "{}" else argv[-1:])
+    assert capsys.readouterr().err == f"{command}: unrecognized arguments: {unknown} (see {command} --help)\n"
+
+
 def test_local_options_and_defaults() -> None:
     args = build_parser({}).parse_args(["local", "--port", "0", "--hmac-key", "k1=s", "--hmac-key", "k2=t"])
 

@@ -64,47 +64,15 @@ def _load_json(self: Any, full_path: str, open_method: Any) -> Any:
 botocore.loaders.JSONFileLoader._load_file = _load_json  # type: ignore[method-assign]
 
 
-def _transactions_back_up_their_tables_without_the_stream() -> None:
-    """moto backs up each table a transaction names (a deep copy) to put it back if the transaction
-    is cancelled. The copy holds the table's stream too, every record since the table was made, so each
-    transaction costs more than the one before (most of a long test's time). Here the backup leaves
-    the stream out and a cancelled transaction cuts the stream back to where it was: the same table and
-    the same stream afterwards as with moto's own backup."""
-    import copy
-    from types import SimpleNamespace
+def _moto_transactions_back_up_without_their_stream() -> None:
+    """For ``mock_aws`` too, not only the local stack's server (imported here, once the environment
+    above is set)."""
+    from agent_wait_cli.local.moto_server import back_up_transactions_without_their_stream
 
-    import moto.dynamodb.models as models
-    from moto.dynamodb.models.table import Table
-
-    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
-        if isinstance(value, Table) and value.stream_shard is not None:
-            memo = {**(memo or {}), id(value.stream_shard): value.stream_shard}
-        return copy.deepcopy(value, memo)
-
-    transact = models.DynamoDBBackend.transact_write_items
-
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        names = {next(iter(item.values())).get("TableName") for item in transact_items}
-        streams = {
-            name: (table, table.stream_shard, len(table.stream_shard.items))
-            for name, table in self.tables.items()
-            if name in names and table.stream_shard is not None
-        }
-        try:
-            transact(self, transact_items)
-        except Exception:
-            for name, (table, shard, length) in streams.items():
-                backup = self.tables.get(name)
-                if backup is not table:  # moto put its backup back: the stream goes back too
-                    del shard.items[length:]
-                    shard.table = backup
-            raise
-
-    models.copy = SimpleNamespace(deepcopy=deepcopy)  # type: ignore[assignment]
-    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    back_up_transactions_without_their_stream()
 
 
-_transactions_back_up_their_tables_without_the_stream()
+_moto_transactions_back_up_without_their_stream()
 
 
 def _in_process_moto_serves_one_request_at_a_time() -> None:

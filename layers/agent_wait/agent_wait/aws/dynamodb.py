@@ -126,15 +126,11 @@ def status_shard(listing: str, question_id: str, shards: int = STATUS_SHARDS) ->
 
 # A policy's top-level fields whose default is "none" (null or an empty list), with that default: the
 # item leaves them out while they hold it (:func:`stored_policy`), :func:`read_policy` puts them back.
-_POLICY_DEFAULTS: dict[str, Any] = Policy().model_dump(mode="json")
 _POLICY_NONE_DEFAULTS: dict[str, Any] = {
-    name: value for name, value in _POLICY_DEFAULTS.items() if value is None or value == []
+    name: value for name, value in Policy().model_dump(mode="json").items() if value is None or value == []
 }
 # Every field of the model, in its order (a field left out of the JSON while at its default too).
 _POLICY_FIELDS: tuple[str, ...] = tuple(Policy.model_fields)
-_POLICY_EMPTY_LISTS: tuple[str, ...] = tuple(
-    name for name, value in _POLICY_NONE_DEFAULTS.items() if value == []
-)
 # The actor of a question's first stage: the agent that raised it.
 RAISED_ACTOR = "agent"
 
@@ -189,7 +185,7 @@ def read_policy(stored: Mapping[str, Any]) -> dict[str, Any]:
         if name in stored:
             whole[name] = stored[name]
         elif name in _POLICY_NONE_DEFAULTS:
-            whole[name] = [] if name in _POLICY_EMPTY_LISTS else None
+            whole[name] = [] if _POLICY_NONE_DEFAULTS[name] == [] else None  # a list of its own
     for name, value in stored.items():
         whole.setdefault(name, value)
     return whole

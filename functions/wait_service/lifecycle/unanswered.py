@@ -306,12 +306,12 @@ def envelope_of(question: QuestionRecord) -> Envelope:
     """The ``wait.created`` envelope ``question`` was announced with: the base of its follow-ups
     (:func:`agent_wait.aws.dynamodb.ledger_envelope`)."""
     try:
-        # The record always names its question (it has no key of its own: ``dedupe_key`` is not read).
+        # The record always names its question: the item's key, the id's fallback, is not needed.
         return ledger_envelope(
             {
-                name: getattr(question, name, None)
+                name: getattr(question, name)
                 for name in LEDGER_ENVELOPE_FIELDS
-                if getattr(question, name, None) is not None
+                if name != "dedupe_key" and getattr(question, name) is not None
             }
         )
     except KeyError as exc:

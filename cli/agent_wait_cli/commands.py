@@ -41,11 +41,20 @@ def _answer_arg(text: str) -> Any:
         ) from None
 
 
+def usage_error(prog: str, message: str) -> str:
+    """A usage error as one line: what is wrong, and the help of the command it was typed to.
+
+    >>> usage_error("agent-wait reply", "unrecognized arguments: --bogus")
+    'agent-wait reply: unrecognized arguments: --bogus (see agent-wait reply --help)\\n'
+    """
+    return f"{prog}: {message} (see {prog} --help)\n"
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line saying what is wrong, not the whole usage."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, usage_error(self.prog, message))
 
 
 def _positive_seconds(text: str) -> int:
@@ -868,9 +877,7 @@ def main(
         command_prog = " ".join(
             [parser.prog, args.command, *([args.action] if getattr(args, "action", None) else [])]
         )
-        parser.exit(
-            2, f"{command_prog}: unrecognized arguments: {' '.join(extras)} (see {command_prog} --help)\n"
-        )
+        parser.exit(2, usage_error(command_prog, f"unrecognized arguments: {' '.join(extras)}"))
     if args.command == "local":
         from agent_wait_cli.local_command import run_local
 
